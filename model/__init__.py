@@ -1,0 +1,27 @@
+"""Attention Lab's Transformer, written from scratch in PyTorch (no streamlit or plotly here)."""
+
+from model.attention import MultiHeadAttention, scaled_dot_product_attention
+from model.config import TransformerConfig
+from model.device import configure_threads, resolve_device
+from model.trace import Trace
+from model.transformer import (
+    DecoderModel,
+    EncoderDecoderModel,
+    EncoderModel,
+    ModelOutput,
+    build_model,
+)
+
+__all__ = [
+    "DecoderModel",
+    "EncoderDecoderModel",
+    "EncoderModel",
+    "ModelOutput",
+    "MultiHeadAttention",
+    "Trace",
+    "TransformerConfig",
+    "build_model",
+    "configure_threads",
+    "resolve_device",
+    "scaled_dot_product_attention",
+]

@@ -1,0 +1,79 @@
+"""One dataclass describes every model in the lab: the toy models and mapped pretrained ones."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["encoder-decoder", "encoder", "decoder"]
+
+
+@dataclass
+class TransformerConfig:
+    """Hyper-parameters, named as in "Attention Is All You Need" (Vaswani et al., 2017).
+
+    The defaults are the paper's post-LN base layout at toy size, so a model built from a
+    bare config is the textbook one.
+    """
+
+    kind: Kind = "encoder-decoder"
+    src_vocab_size: int = 64  # encoder vocabulary (unused by decoder-only models)
+    tgt_vocab_size: int = 64  # decoder vocabulary, and the output head of every kind
+    d_model: int = 64
+    n_heads: int = 4
+    n_encoder_layers: int = 2
+    n_decoder_layers: int = 2
+    d_ff: int = 256
+    dropout: float = 0.1
+    activation: Literal["relu", "gelu"] = "relu"
+    norm_placement: Literal["post", "pre"] = "post"  # post-LN as in the paper; pre-LN as GPT-2
+    positions: Literal["sinusoidal", "learned"] = "sinusoidal"
+    max_len: int = 128
+    layer_norm_eps: float = 1e-5
+    scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model), paper §3.4
+    tie_embeddings: bool = True  # share decoder input embedding and output projection
+    share_src_tgt_embeddings: bool = False  # one table for both sides (needs one vocabulary)
+    # BERT-style extras, so pretrained encoders map onto the same blocks.
+    type_vocab_size: int = 0  # token-type (segment) embeddings; 0 = none
+    embedding_norm: bool = False  # LayerNorm right after the embedding sum (BERT)
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("encoder-decoder", "encoder", "decoder"):
+            raise ValueError(f"unknown model kind {self.kind!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be 'relu' or 'gelu', not {self.activation!r}")
+        if self.norm_placement not in ("post", "pre"):
+            raise ValueError(f"norm_placement must be 'post' or 'pre', not {self.norm_placement!r}")
+        if self.positions not in ("sinusoidal", "learned"):
+            raise ValueError(f"positions must be 'sinusoidal' or 'learned', not {self.positions!r}")
+        if self.share_src_tgt_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError("shared source/target embeddings need equal vocabulary sizes")
+
+    @property
+    def d_k(self) -> int:
+        """Per-head width of queries and keys (= d_v): d_model / n_heads."""
+        return self.d_model // self.n_heads
+
+    @property
+    def has_encoder(self) -> bool:
+        return self.kind in ("encoder-decoder", "encoder")
+
+    @property
+    def has_decoder(self) -> bool:
+        return self.kind in ("encoder-decoder", "decoder")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TransformerConfig:
+        """Build from JSON, refusing unknown keys so a damaged config is caught early."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config keys: {', '.join(unknown)}")
+        return cls(**data)

@@ -1,0 +1,167 @@
+"""The blocks every model here is built from: FFN, Add & Norm, encoder and decoder layers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model.attention import MultiHeadAttention
+from model.config import TransformerConfig
+from model.trace import Recorder
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN(x) = W_2 act(W_1 x + b_1) + b_2, the same MLP at every position."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.activation = F.gelu if activation == "gelu" else F.relu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+class AddNorm(nn.Module):
+    """Residual connection and LayerNorm around one sub-layer, in either placement.
+
+    post-LN (the paper): LayerNorm(x + Sublayer(x)).
+    pre-LN (GPT-2, Xiong et al. 2020): x + Sublayer(LayerNorm(x)); trains without warm-up.
+    """
+
+    def __init__(self, d_model: int, eps: float, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        sublayer: Callable[[torch.Tensor], torch.Tensor],
+        rec: Recorder | None = None,
+        name: str = "",
+    ) -> torch.Tensor:
+        if self.pre_norm:
+            h = self.norm(x)
+            if rec is not None:
+                rec.add_norm(name, x, h)
+            return x + self.dropout(sublayer(h))
+        y = x + self.dropout(sublayer(x))
+        out = self.norm(y)
+        if rec is not None:
+            rec.add_norm(name, y, out)
+        return out
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention over the whole input, then the FFN; each wrapped in Add & Norm."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        pre = cfg.norm_placement == "pre"
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
+        self.attn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
+        self.ffn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
+
+    def forward(
+        self,
+        x: torch.Tensor,  # [B, L, D]
+        mask: torch.Tensor | None,  # [B, 1, L, L]
+        rec: Recorder | None = None,
+        name: str = "encoder.0",
+        head_mask: dict[str, torch.Tensor] | None = None,  # kind -> [H]
+    ) -> torch.Tensor:
+        def attend(h: torch.Tensor) -> torch.Tensor:
+            out, w = self.self_attn(
+                h,
+                h,
+                h,
+                mask,
+                need_weights=rec is not None,
+                return_stages=rec is not None and rec.want_stages,
+                head_mask=(head_mask or {}).get("encoder"),
+            )
+            if rec is not None:
+                rec.add_attention("encoder", w)
+            return out
+
+        x = self.attn_norm(x, attend, rec, f"{name}.self_attn")
+        return self.ffn_norm(x, self.ffn, rec, f"{name}.ffn")
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, then (with an encoder) cross-attention, then the FFN."""
+
+    def __init__(self, cfg: TransformerConfig, cross: bool):
+        super().__init__()
+        pre = cfg.norm_placement == "pre"
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.attn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
+        self.cross_attn = (
+            MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout) if cross else None
+        )
+        self.cross_norm = (
+            AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre) if cross else None
+        )
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
+        self.ffn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
+
+    def forward(
+        self,
+        y: torch.Tensor,  # [B, Lt, D]
+        self_mask: torch.Tensor | None,  # [B, 1, Lt, Lt_total]
+        memory: torch.Tensor | None = None,  # [B, Ls, D] encoder output
+        cross_mask: torch.Tensor | None = None,  # [B, 1, Lt, Ls]
+        rec: Recorder | None = None,
+        name: str = "decoder.0",
+        cache: dict | None = None,
+        head_mask: dict[str, torch.Tensor] | None = None,  # kind -> [H]
+    ) -> torch.Tensor:
+        traced = rec is not None
+        stages = traced and rec.want_stages
+        head_mask = head_mask or {}
+
+        def self_attend(h: torch.Tensor) -> torch.Tensor:
+            out, w = self.self_attn(
+                h,
+                h,
+                h,
+                self_mask,
+                need_weights=traced,
+                return_stages=stages,
+                cache=None if cache is None else cache.setdefault("self", {}),
+                head_mask=head_mask.get("decoder"),
+            )
+            if traced:
+                rec.add_attention("decoder", w)
+            return out
+
+        def cross_attend(h: torch.Tensor) -> torch.Tensor:
+            out, w = self.cross_attn(
+                h,
+                memory,
+                memory,
+                cross_mask,
+                need_weights=traced,
+                return_stages=stages,
+                cache=None if cache is None else cache.setdefault("cross", {}),
+                static_kv=True,
+                head_mask=head_mask.get("cross"),
+            )
+            if traced:
+                rec.add_attention("cross", w)
+            return out
+
+        y = self.attn_norm(y, self_attend, rec, f"{name}.self_attn")
+        if self.cross_attn is not None:
+            if memory is None:
+                raise ValueError("this decoder layer needs the encoder output (memory)")
+            y = self.cross_norm(y, cross_attend, rec, f"{name}.cross_attn")
+        return self.ffn_norm(y, self.ffn, rec, f"{name}.ffn")

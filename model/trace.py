@@ -1,0 +1,116 @@
+"""What a traced forward pass saw: collected per call, then cut per sentence into a Trace.
+
+The Recorder lives for one forward call only (never on a module), so concurrent sessions
+sharing one cached model cannot see each other's sentences.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+
+from model.attention import AttentionStages
+
+KINDS = ("encoder", "decoder", "cross")
+STAGE_NAMES = ("scores", "scaled", "masked", "weights")
+
+
+def _token_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token mean and (biased, as LayerNorm uses) std over the feature axis: [B, L]."""
+    return x.mean(dim=-1), x.var(dim=-1, unbiased=False).sqrt()
+
+
+class Recorder:
+    """Collects attention, its stages, LayerNorm statistics and residual norms during forward."""
+
+    def __init__(self, stages: bool = False):
+        self.want_stages = stages
+        self.attention: dict[str, list[torch.Tensor]] = defaultdict(
+            list
+        )  # kind -> [B,H,Lq,Lk]/layer
+        self.stages: dict[str, list[AttentionStages]] = defaultdict(list)
+        self.norms: dict[str, dict[str, torch.Tensor]] = {}  # name -> stat -> [B, L]
+        self.residual: dict[str, list[torch.Tensor]] = defaultdict(list)  # stack -> [B, L]/layer
+
+    def add_attention(self, kind: str, weights: torch.Tensor | AttentionStages) -> None:
+        if isinstance(weights, AttentionStages):
+            self.stages[kind].append(weights)
+            weights = weights.weights
+        self.attention[kind].append(weights.detach())
+
+    def add_norm(self, name: str, x_in: torch.Tensor, x_out: torch.Tensor) -> None:
+        in_mean, in_std = _token_stats(x_in.detach())
+        out_mean, out_std = _token_stats(x_out.detach())
+        self.norms[name] = {
+            "in_mean": in_mean,
+            "in_std": in_std,
+            "out_mean": out_mean,
+            "out_std": out_std,
+        }
+
+    def add_residual(self, stack: str, x: torch.Tensor) -> None:
+        self.residual[stack].append(x.detach().norm(dim=-1))  # [B, L]
+
+    def to_trace(
+        self,
+        index: int,
+        src_tokens: list[str],
+        tgt_tokens: list[str],
+        logits: torch.Tensor | None = None,
+    ) -> Trace:
+        """Cut sentence ``index`` out of the batch, dropping padded positions on both axes."""
+        ns, nt = len(src_tokens), len(tgt_tokens)
+        lengths = {"encoder": (ns, ns), "decoder": (nt, nt), "cross": (nt, ns)}
+        stack_len = {"encoder": ns, "decoder": nt}
+
+        def cut(kind: str, layers: list[torch.Tensor]) -> torch.Tensor:
+            lq, lk = lengths[kind]
+            return torch.stack([w[index, :, :lq, :lk] for w in layers]).float().cpu()
+
+        attention = {kind: cut(kind, ws) for kind, ws in self.attention.items() if ws}
+        stages = {
+            kind: {s: cut(kind, [getattr(st, s) for st in sts]) for s in STAGE_NAMES}
+            for kind, sts in self.stages.items()
+            if sts
+        }
+        norms = {}
+        for name, stats in self.norms.items():
+            n = stack_len[name.split(".", 1)[0]]
+            norms[name] = {k: v[index, :n].float().cpu() for k, v in stats.items()}
+        residual = {
+            stack: torch.stack([r[index, : stack_len[stack]] for r in rs]).float().cpu()
+            for stack, rs in self.residual.items()
+        }
+        if logits is not None:
+            logits = logits[index, : (nt or ns)].float().cpu()
+        return Trace(list(src_tokens), list(tgt_tokens), attention, stages, norms, residual, logits)
+
+
+@dataclass
+class Trace:
+    """Plain data from one traced pass: tokens and CPU float32 tensors, safe to cache and plot.
+
+    attention[kind] is [layers, heads, queries, keys] for kind in "encoder" (self),
+    "decoder" (masked self) and "cross" (decoder queries over encoder keys), where the model
+    has them. Decoder-only models put their tokens in ``tgt_tokens``.
+    """
+
+    src_tokens: list[str]
+    tgt_tokens: list[str]
+    attention: dict[str, torch.Tensor]
+    stages: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    norms: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # LayerNorm in/out
+    residual_norms: dict[str, torch.Tensor] = field(default_factory=dict)  # [layers+1, tokens]
+    logits: torch.Tensor | None = None  # [tokens, vocab] of the last stack
+
+    def tokens(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query tokens, key tokens) for an attention kind."""
+        if kind == "encoder":
+            return self.src_tokens, self.src_tokens
+        if kind == "decoder":
+            return self.tgt_tokens, self.tgt_tokens
+        if kind == "cross":
+            return self.tgt_tokens, self.src_tokens
+        raise KeyError(f"unknown attention kind {kind!r}; expected one of {KINDS}")

@@ -1,0 +1,332 @@
+"""Encoder-decoder, encoder-only and decoder-only Transformers, all from the same blocks.
+
+Every model has one forward with two paths: the fast path (trace=False) runs torch's fused
+attention kernel; the traced path (trace=True) computes the softmax by hand and returns a
+Recorder with every attention map, LayerNorm statistic and residual norm. Tests hold the
+two paths equal.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from model.config import TransformerConfig
+from model.layers import DecoderLayer, EncoderLayer
+from model.masks import attention_mask
+from model.positional import build_positional
+from model.trace import Recorder, Trace
+
+HeadMask = dict[str, torch.Tensor]  # kind ("encoder" | "decoder" | "cross") -> [layers, H]
+
+
+class Embeddings(nn.Module):
+    """Token embedding (x √d_model, paper §3.4) + positions (+ token types, LayerNorm for BERT)."""
+
+    def __init__(self, vocab_size: int, cfg: TransformerConfig):
+        super().__init__()
+        self.max_len = cfg.max_len
+        self.token = nn.Embedding(vocab_size, cfg.d_model)
+        self.position = build_positional(cfg.positions, cfg.max_len, cfg.d_model)
+        self.token_type = (
+            nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
+        )
+        self.norm = (
+            nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.embedding_norm else None
+        )
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
+
+    def forward(
+        self, ids: torch.Tensor, offset: int = 0, token_type_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:  # [B, L] -> [B, L, D]
+        n = ids.shape[1]
+        if offset + n > self.max_len:
+            raise ValueError(f"{offset + n} tokens exceed this model's limit of {self.max_len}")
+        positions = torch.arange(offset, offset + n, device=ids.device).unsqueeze(0)  # [1, L]
+        x = self.token(ids) * self.scale + self.position(positions)
+        if self.token_type is not None:
+            types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
+            x = x + self.token_type(types)
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.dropout(x)
+
+
+def _layer_heads(head_mask: HeadMask | None, i: int) -> dict[str, torch.Tensor] | None:
+    return None if not head_mask else {kind: m[i] for kind, m in head_mask.items()}
+
+
+class Encoder(nn.Module):
+    """N encoder layers; pre-LN adds the final LayerNorm that post-LN does not need."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
+        pre = cfg.norm_placement == "pre"
+        self.final_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if pre else None
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        rec: Recorder | None = None,
+        head_mask: HeadMask | None = None,
+    ) -> torch.Tensor:
+        if rec is not None:
+            rec.add_residual("encoder", x)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, mask, rec, f"encoder.{i}", _layer_heads(head_mask, i))
+            if rec is not None:
+                rec.add_residual("encoder", x)
+        if self.final_norm is not None:
+            h = self.final_norm(x)
+            if rec is not None:
+                rec.add_norm("encoder.final", x, h)
+            x = h
+        return x
+
+
+class Decoder(nn.Module):
+    """N decoder layers, with cross-attention when an encoder feeds them."""
+
+    def __init__(self, cfg: TransformerConfig, cross: bool):
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderLayer(cfg, cross) for _ in range(cfg.n_decoder_layers))
+        pre = cfg.norm_placement == "pre"
+        self.final_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if pre else None
+
+    def forward(
+        self,
+        y: torch.Tensor,
+        self_mask: torch.Tensor | None,
+        memory: torch.Tensor | None = None,
+        cross_mask: torch.Tensor | None = None,
+        rec: Recorder | None = None,
+        cache: dict | None = None,
+        head_mask: HeadMask | None = None,
+    ) -> torch.Tensor:
+        if rec is not None:
+            rec.add_residual("decoder", y)
+        for i, layer in enumerate(self.layers):
+            layer_cache = None if cache is None else cache["layers"][i]
+            y = layer(
+                y,
+                self_mask,
+                memory,
+                cross_mask,
+                rec,
+                f"decoder.{i}",
+                layer_cache,
+                _layer_heads(head_mask, i),
+            )
+            if rec is not None:
+                rec.add_residual("decoder", y)
+        if self.final_norm is not None:
+            h = self.final_norm(y)
+            if rec is not None:
+                rec.add_norm("decoder.final", y, h)
+            y = h
+        return y
+
+
+@dataclass
+class ModelOutput:
+    logits: torch.Tensor  # [B, L, vocab]
+    record: Recorder | None = None  # only on the traced path
+
+    def trace(self, index: int, src_tokens: list[str], tgt_tokens: list[str]) -> Trace:
+        """Sentence ``index`` of the batch as a Trace (needs trace=True)."""
+        if self.record is None:
+            raise ValueError("this forward pass was not traced; call it with trace=True")
+        return self.record.to_trace(index, src_tokens, tgt_tokens, self.logits)
+
+
+class _Model(nn.Module):
+    """Shared plumbing: init, output head, device, key/value cache."""
+
+    config: TransformerConfig
+
+    def _output_head(self, embed: Embeddings, vocab_in: int) -> nn.Linear:
+        head = nn.Linear(self.config.d_model, self.config.tgt_vocab_size, bias=False)
+        if self.config.tie_embeddings and vocab_in == self.config.tgt_vocab_size:
+            head.weight = embed.token.weight  # one matrix reads and writes tokens (paper §3.4)
+        return head
+
+    def _init_weights(self) -> None:
+        d = self.config.d_model
+        for name, p in self.named_parameters():
+            if p.dim() < 2:
+                continue  # LayerNorm and biases keep PyTorch's defaults (1, 0)
+            if "position.embedding" in name:
+                nn.init.normal_(p, std=0.02)
+            elif ".token" in name or name.startswith("token"):
+                # Scaled by √d_model on the way in, so unit-variance inputs to the first layer.
+                nn.init.normal_(p, std=d**-0.5)
+            else:
+                nn.init.xavier_uniform_(p)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def new_cache(self) -> dict:
+        """Empty key/value cache for incremental decoding; owned by the caller, one per sequence batch."""
+        return {"length": 0, "valid": None, "layers": [{} for _ in self.decoder.layers]}
+
+    def _decoder_masks(
+        self, ids: torch.Tensor, cache: dict | None, src_valid: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+        """Masked self-attention (causal + padding) and cross-attention masks for ``ids``."""
+        valid = ids != self.config.pad_id
+        offset = 0 if cache is None else cache["length"]
+        key_valid = valid
+        if cache is not None:
+            if cache["valid"] is not None:
+                key_valid = torch.cat([cache["valid"], valid], dim=1)
+            cache["valid"], cache["length"] = key_valid, offset + ids.shape[1]
+        self_mask = attention_mask(valid, key_valid, causal=True, offset=offset)
+        cross_mask = None if src_valid is None else attention_mask(valid, src_valid)
+        return self_mask, cross_mask, offset
+
+
+class EncoderDecoderModel(_Model):
+    """The paper's Transformer: encoder self-attention, decoder masked self- and cross-attention."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.config = cfg
+        self.src_embed = Embeddings(cfg.src_vocab_size, cfg)
+        self.tgt_embed = (
+            self.src_embed if cfg.share_src_tgt_embeddings else Embeddings(cfg.tgt_vocab_size, cfg)
+        )
+        self.encoder = Encoder(cfg)
+        self.decoder = Decoder(cfg, cross=True)
+        self.generator = self._output_head(self.tgt_embed, cfg.tgt_vocab_size)
+        self._init_weights()
+
+    def encode(
+        self, src_ids: torch.Tensor, rec: Recorder | None = None, head_mask: HeadMask | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Source ids [B, Ls] -> (memory [B, Ls, D], source validity [B, Ls])."""
+        valid = src_ids != self.config.pad_id
+        memory = self.encoder(self.src_embed(src_ids), attention_mask(valid, valid), rec, head_mask)
+        return memory, valid
+
+    def decode(
+        self,
+        tgt_ids: torch.Tensor,
+        memory: torch.Tensor,
+        src_valid: torch.Tensor,
+        rec: Recorder | None = None,
+        cache: dict | None = None,
+        head_mask: HeadMask | None = None,
+    ) -> torch.Tensor:
+        """Decoder input ids [B, Lt] (shifted right, <bos> first) -> logits [B, Lt, vocab].
+
+        With a cache, ``tgt_ids`` are only the new tokens; earlier keys/values are reused.
+        """
+        self_mask, cross_mask, offset = self._decoder_masks(tgt_ids, cache, src_valid)
+        y = self.decoder(
+            self.tgt_embed(tgt_ids, offset), self_mask, memory, cross_mask, rec, cache, head_mask
+        )
+        return self.generator(y)
+
+    def forward(
+        self,
+        src_ids: torch.Tensor,
+        tgt_ids: torch.Tensor,
+        *,
+        trace: bool = False,
+        stages: bool = False,
+        head_mask: HeadMask | None = None,
+    ) -> ModelOutput:
+        rec = Recorder(stages) if trace or stages else None
+        memory, src_valid = self.encode(src_ids, rec, head_mask)
+        return ModelOutput(self.decode(tgt_ids, memory, src_valid, rec, None, head_mask), rec)
+
+
+class EncoderModel(_Model):
+    """Encoder-only (BERT-like): every token attends every token; a token-level output head."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.config = cfg
+        self.embed = Embeddings(cfg.src_vocab_size, cfg)
+        self.encoder = Encoder(cfg)
+        self.head = self._output_head(self.embed, cfg.src_vocab_size)
+        self._init_weights()
+
+    def encode(
+        self,
+        ids: torch.Tensor,
+        rec: Recorder | None = None,
+        head_mask: HeadMask | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Ids [B, L] -> hidden states [B, L, D]."""
+        valid = ids != self.config.pad_id
+        x = self.embed(ids, token_type_ids=token_type_ids)
+        return self.encoder(x, attention_mask(valid, valid), rec, head_mask)
+
+    def forward(
+        self,
+        ids: torch.Tensor,
+        *,
+        token_type_ids: torch.Tensor | None = None,
+        trace: bool = False,
+        stages: bool = False,
+        head_mask: HeadMask | None = None,
+    ) -> ModelOutput:
+        rec = Recorder(stages) if trace or stages else None
+        return ModelOutput(self.head(self.encode(ids, rec, head_mask, token_type_ids)), rec)
+
+
+class DecoderModel(_Model):
+    """Decoder-only (GPT-like): masked self-attention only, next-token output head."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.config = cfg
+        self.embed = Embeddings(cfg.tgt_vocab_size, cfg)
+        self.decoder = Decoder(cfg, cross=False)
+        self.head = self._output_head(self.embed, cfg.tgt_vocab_size)
+        self._init_weights()
+
+    def decode(
+        self,
+        ids: torch.Tensor,
+        rec: Recorder | None = None,
+        cache: dict | None = None,
+        head_mask: HeadMask | None = None,
+    ) -> torch.Tensor:
+        """Ids [B, L] -> logits [B, L, vocab]; with a cache only the new ids are passed."""
+        self_mask, _, offset = self._decoder_masks(ids, cache, None)
+        y = self.decoder(self.embed(ids, offset), self_mask, None, None, rec, cache, head_mask)
+        return self.head(y)
+
+    def forward(
+        self,
+        ids: torch.Tensor,
+        *,
+        trace: bool = False,
+        stages: bool = False,
+        head_mask: HeadMask | None = None,
+    ) -> ModelOutput:
+        rec = Recorder(stages) if trace or stages else None
+        return ModelOutput(self.decode(ids, rec, None, head_mask), rec)
+
+
+MODEL_CLASSES = {
+    "encoder-decoder": EncoderDecoderModel,
+    "encoder": EncoderModel,
+    "decoder": DecoderModel,
+}
+
+
+def build_model(cfg: TransformerConfig) -> EncoderDecoderModel | EncoderModel | DecoderModel:
+    """A fresh, randomly initialised model of the config's kind."""
+    return MODEL_CLASSES[cfg.kind](cfg)
