@@ -3,6 +3,8 @@
 from model.attention import MultiHeadAttention, scaled_dot_product_attention
 from model.config import TransformerConfig
 from model.device import configure_threads, resolve_device
+from model.lab import DecodeStep, Encoded, LabModel, ModelLoadError
+from model.loading import load
 from model.trace import Trace
 from model.transformer import (
     DecoderModel,
@@ -13,6 +15,11 @@ from model.transformer import (
 )
 
 __all__ = [
+    "DecodeStep",
+    "Encoded",
+    "LabModel",
+    "ModelLoadError",
+    "load",
     "DecoderModel",
     "EncoderDecoderModel",
     "EncoderModel",

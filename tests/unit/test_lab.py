@@ -1,0 +1,122 @@
+"""LabModel: text in, Trace and decoding steps out, for all three kinds of model."""
+
+import pytest
+import torch
+
+from model import TransformerConfig, build_model
+from model.decoding import greedy_decode
+from model.lab import Encoded, LabModel, filter_probs
+from model.loading import ModelLoadError, load
+
+WORDS = ["<pad>", "<bos>", "<eos>", "<unk>", *"abcdefghij"]
+
+
+class WordTokenizer:
+    """The smallest tokenizer that meets LabModel's contract, for these tests only."""
+
+    pad_id, bos_id, eos_id = 0, 1, 2
+    special_tokens = frozenset(WORDS[:4])
+
+    def __init__(self, bos: bool):
+        self.bos = bos
+
+    def encode(self, text, max_len):
+        words = text.split()
+        ids = [WORDS.index(w) if w in WORDS else 3 for w in words]
+        ids = ([1] if self.bos else []) + ids
+        unknown = [w for w in words if w not in WORDS]
+        return Encoded(ids[:max_len], self.tokens(ids[:max_len]), unknown, len(ids) > max_len)
+
+    def encode_target(self, text, max_len):
+        ids = [WORDS.index(w) for w in text.split()][:max_len]
+        return Encoded(ids, self.tokens(ids))
+
+    def tokens(self, ids):
+        return [WORDS[i] for i in ids]
+
+    def detokenize(self, ids):
+        return " ".join(WORDS[i] for i in ids if WORDS[i] not in self.special_tokens)
+
+
+def lab(kind, max_len=16):
+    torch.manual_seed(3)
+    cfg = TransformerConfig(
+        kind=kind,
+        src_vocab_size=len(WORDS),
+        tgt_vocab_size=len(WORDS),
+        dropout=0.0,
+        max_len=max_len,
+    )
+    return LabModel(kind, build_model(cfg), WordTokenizer(bos=kind == "decoder"), device="cpu")
+
+
+def test_stepping_through_greedy_decoding_gives_exactly_translate():
+    lm = lab("encoder-decoder")
+    steps = list(lm.decode("a b c"))
+    ids, _ = greedy_decode(lm.network, torch.tensor([[4, 5, 6]]), 1, 2, len(steps))
+    assert [s.token_id for s in steps] == ids[0].tolist()
+    assert lm.translate("a b c") == WordTokenizer(False).detokenize([s.token_id for s in steps])
+    assert steps[-1].tokens == [s.token for s in steps]
+
+
+def test_each_step_carries_its_query_row_of_attention():
+    lm = lab("encoder-decoder")
+    for step in lm.decode("a b c d", max_new_tokens=4):
+        assert step.attention["decoder"].shape == (2, 4, step.index + 1)  # <bos> + earlier outputs
+        assert step.attention["cross"].shape == (2, 4, 4)
+        torch.testing.assert_close(step.probs.sum(), torch.tensor(1.0))
+
+
+def test_trace_is_teacher_forced_on_the_models_own_output_or_a_given_target():
+    lm = lab("encoder-decoder")
+    own = lm.trace("a b c")
+    out = [s.token for s in lm.decode("a b c") if s.token != "<eos>"]
+    assert own.src_tokens == ["a", "b", "c"]
+    assert own.tgt_tokens == ["<bos>", *out]
+    given = lm.trace("a b c", target="d e")
+    assert given.tgt_tokens == ["<bos>", "d", "e"]
+    assert given.attention["cross"].shape[-2:] == (3, 3)
+
+
+def test_decoder_only_trace_covers_prompt_and_continuation():
+    lm = lab("decoder")
+    t = lm.trace("c a b", target="a b c")
+    assert t.src_tokens == [] and t.tgt_tokens == ["<bos>", "c", "a", "b", "a", "b", "c"]
+    assert set(t.attention) == {"decoder"}
+
+
+def test_encoder_only_models_trace_but_refuse_to_generate():
+    lm = lab("encoder")
+    assert lm.trace("a b").attention["encoder"].shape == (2, 4, 2, 2)
+    with pytest.raises(ValueError, match="does not generate"):
+        next(lm.decode("a b"))
+
+
+def test_overlong_and_unknown_input_is_reported_not_hidden():
+    lm = lab("encoder", max_len=4)
+    enc = lm.encode("a b zebra c d e")
+    assert enc.truncated and enc.unknown == ["zebra"] and len(enc.ids) == 4
+    assert lm.trace("a b zebra c d e").attention["encoder"].shape[-1] == 4
+
+
+def test_sampling_is_repeatable_with_a_seed_and_respects_top_k():
+    lm = lab("encoder-decoder")
+    a = [s.token_id for s in lm.decode("a b", strategy="sample", seed=7, top_k=2)]
+    b = [s.token_id for s in lm.decode("a b", strategy="sample", seed=7, top_k=2)]
+    assert a == b
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    assert filter_probs(probs, 2, None).tolist() == pytest.approx([0.625, 0.375, 0, 0])
+    assert filter_probs(probs, None, 0.7).tolist() == pytest.approx([0.625, 0.375, 0, 0])
+    with pytest.raises(ValueError, match="temperature"):
+        next(lm.decode("a", strategy="sample", temperature=0))
+
+
+def test_unknown_model_names_and_folders_get_a_readable_error(tmp_path):
+    with pytest.raises(ModelLoadError, match="unknown model 'nope'"):
+        load("nope")
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ModelLoadError, match="not readable JSON"):
+        load(tmp_path)
+    (tmp_path / "config.json").write_text('{"hello": 1}')
+    with pytest.raises(ModelLoadError, match="neither a project checkpoint"):
+        load(tmp_path)
