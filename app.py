@@ -1,0 +1,33 @@
+"""Attention Lab: the router and frame. Page config, shared sidebar, navigation."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from model.device import configure_threads
+from ui.i18n import t
+from ui.sidebar import render_sidebar
+
+
+@st.cache_resource(show_spinner=False)
+def _configure_torch_once() -> None:
+    """Torch thread settings are process-wide: set them once, not on every rerun."""
+    configure_threads()
+
+
+st.set_page_config(
+    page_title="Attention Lab",
+    page_icon="🔎",  # an emoji favicon is drawn locally; a :material/: one is fetched from Google
+    layout="wide",
+)
+_configure_torch_once()
+
+# Groups of pages, each a sidebar section; a new page joins its group here.
+pages = {
+    t("nav.section.start"): [
+        st.Page("pages/home.py", title=t("nav.home"), icon=":material/home:", default=True),
+    ],
+}
+page = st.navigation(pages)
+render_sidebar()
+page.run()

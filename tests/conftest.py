@@ -1,0 +1,19 @@
+"""Shared pytest set-up: the `gpu` marker's skip."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip `gpu` tests, with the reason shown, where PyTorch sees no CUDA device."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch  # only when gpu tests were collected: torch takes a second or two to import
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU; PyTorch sees none")
+    for item in gpu_items:
+        item.add_marker(skip)

@@ -1,0 +1,80 @@
+"""The home page in a real browser, in English and in Korean; screenshots go to tests/artifacts/."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+TIMEOUT_MS = 60_000
+
+
+def wait_for_home(page, lang: str) -> None:
+    """Until the home page has fully rendered in `lang`: heading, formulas, code, sidebar, fonts."""
+    page.locator("h1", has_text=translate("home.title", lang)).wait_for(timeout=TIMEOUT_MS)
+    page.locator(".katex").last.wait_for(timeout=TIMEOUT_MS)
+    page.get_by_test_id("stCode").wait_for(timeout=TIMEOUT_MS)
+    device_prefix = translate("sidebar.device", lang, device="").strip()
+    page.get_by_test_id("stSidebar").get_by_text(device_prefix).wait_for(timeout=TIMEOUT_MS)
+    page.evaluate("document.fonts.ready")
+
+
+def screenshot_whole_page(page, path) -> None:
+    """Streamlit scrolls inside its own container, so full_page=True alone stops at the
+    fold: grow the viewport to the content's height first, then put it back."""
+    viewport = page.viewport_size
+    height = page.evaluate(
+        "Math.max(...[...document.querySelectorAll('[data-testid=stMain] *')]"
+        ".map(e => e.scrollHeight))"
+    )
+    page.set_viewport_size({"width": viewport["width"], "height": max(height, viewport["height"])})
+    page.wait_for_timeout(300)  # let the layout settle at the new size
+    page.screenshot(path=path, full_page=True)
+    page.set_viewport_size(viewport)
+
+
+def main_text(page) -> str:
+    return page.get_by_test_id("stMain").inner_text()
+
+
+def test_home_renders_in_english_then_korean_without_errors_or_downloads(page, artifacts_dir):
+    page.goto("/")
+    wait_for_home(page, "en")
+    screenshot_whole_page(page, artifacts_dir / "home-en.png")
+    assert translate("home.formula.header", "en") in main_text(page)
+
+    # Switch the way a student would: the language control in the sidebar.
+    page.get_by_test_id("stSidebar").get_by_text("한국어", exact=True).click()
+    wait_for_home(page, "ko")
+    page.wait_for_url(re.compile(r"[?&]lang=ko\b"), timeout=TIMEOUT_MS)
+    screenshot_whole_page(page, artifacts_dir / "home-ko.png")
+
+    text = main_text(page)
+    assert HANGUL.search(text)
+    assert translate("home.title", "en") not in text
+    assert translate("home.formula.header", "ko") in text
+    assert page.problems == []
+
+
+def test_a_shared_korean_link_opens_in_korean(page):
+    page.goto("/?lang=ko")
+    wait_for_home(page, "ko")
+    assert translate("home.intro", "en")[:40] not in main_text(page)
+    assert page.problems == []
+
+
+def test_home_fits_a_phone_screen_without_sideways_scrolling(page, artifacts_dir):
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto("/?lang=ko")
+    wait_for_home(page, "ko")
+    screenshot_whole_page(page, artifacts_dir / "home-ko-phone.png")
+    overflow = page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0
+    assert page.problems == []

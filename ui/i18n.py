@@ -1,0 +1,95 @@
+"""English / Korean text for every visible string: ``t("home.title")``.
+
+Catalogs are flat JSON files, ``assets/i18n/<lang>.json``, mapping dotted keys to text.
+The pure half (``load_catalog``, ``translate``) needs no running Streamlit, so tests and
+notebooks can call it; ``t``, ``current_language`` and ``set_language`` read and write the
+session's choice, which is mirrored in the URL (``?lang=ko``) so a shared link keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from functools import cache
+from pathlib import Path
+
+import streamlit as st
+
+LANGUAGES: dict[str, str] = {"en": "English", "ko": "한국어"}
+DEFAULT_LANGUAGE = "en"
+CATALOG_DIR = Path(__file__).resolve().parent.parent / "assets" / "i18n"
+
+_log = logging.getLogger(__name__)
+
+_STATE_KEY = "lang"
+_QUERY_KEY = "lang"
+
+
+@cache
+def _read_catalog(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise RuntimeError(f"cannot read translation catalog {path}: {err}") from err
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
+        raise RuntimeError(f"translation catalog {path} must map string keys to string values")
+    return data
+
+
+def load_catalog(lang: str) -> dict[str, str]:
+    """The catalog for ``lang``, read once per process (cached by file path)."""
+    return _read_catalog(CATALOG_DIR / f"{lang}.json")
+
+
+def normalize_language(lang: object) -> str:
+    """A supported language code, or the default for anything else (e.g. a bad URL)."""
+    return lang if isinstance(lang, str) and lang in LANGUAGES else DEFAULT_LANGUAGE
+
+
+def translate(key: str, lang: str, /, **kwargs: object) -> str:
+    """Text for ``key`` in ``lang``, falling back to English, then to the key itself.
+
+    ``str.format`` runs only when kwargs are given, so catalog text without placeholders
+    may hold literal braces (inline LaTeX such as ``$\\sqrt{d_k}$``).
+    """
+    lang = normalize_language(lang)
+    text = load_catalog(lang).get(key)
+    if text is None and lang != DEFAULT_LANGUAGE:
+        text = load_catalog(DEFAULT_LANGUAGE).get(key)
+    if text is None:
+        # A missing string must not take a page down: show the key, and say so in the log
+        # (the app tests fail on this warning).
+        _log.warning("missing translation key %r", key)
+        return key
+    return text.format(**kwargs) if kwargs else text
+
+
+def current_language() -> str:
+    """This session's language: chosen in the sidebar, else ``?lang=`` from the URL, else en."""
+    lang = st.session_state.get(_STATE_KEY)
+    if lang not in LANGUAGES:
+        lang = normalize_language(st.query_params.get(_QUERY_KEY))
+        st.session_state[_STATE_KEY] = lang
+    return lang
+
+
+def set_language(lang: str) -> None:
+    """Switch this session's language and put it in the URL."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"unsupported language {lang!r}; choose from {sorted(LANGUAGES)}")
+    st.session_state[_STATE_KEY] = lang
+    sync_language_to_url()
+
+
+def sync_language_to_url() -> None:
+    """Write the language into ``?lang=``; page switches clear query params, so every run does."""
+    lang = current_language()
+    if st.query_params.get(_QUERY_KEY) != lang:
+        st.query_params[_QUERY_KEY] = lang
+
+
+def t(key: str, /, **kwargs: object) -> str:
+    """Text for ``key`` in this session's language; kwargs fill ``{placeholders}``."""
+    return translate(key, current_language(), **kwargs)
