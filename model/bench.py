@@ -1,6 +1,9 @@
 """Benchmark: tokens/s of the fast (fused SDPA) and traced (explicit softmax) forward paths.
 
-    python -m model.bench [--device auto] [--repeats 7] [--json out.json]
+    python -m model.bench [--device auto] [--repeats 7] [--minilm-lengths 20,256] [--json out.json]
+
+The MiniLM section times our mapped encoder beside transformers' own BertModel on the same
+weights and the same input, so the cost of running a real model through our code is visible.
 
 Paths are timed side by side, interleaved, in one run, and compared as a ratio: absolute
 numbers on a shared machine are noisy, ratios taken together are not (much).
@@ -106,6 +109,41 @@ def bench_decoding(device: torch.device, batch: int, steps: int, repeats: int) -
     }
 
 
+def bench_minilm(device: torch.device, lengths: list[int], repeats: int) -> list[dict]:
+    """Latency of one sentence (batch 1) through MiniLM: our fast and traced paths, and
+    transformers' bare BertModel forward (its default attention) on the same ids."""
+    from model.pretrained import load_minilm, minilm_path, transformers_bert
+
+    lm = load_minilm(device)
+    reference = transformers_bert(minilm_path(), device, attn_implementation="sdpa")
+    text = " ".join(["Attention lets every token look at every other token."] * 64)
+    ids = lm.encode(text).ids  # [CLS] ... [SEP], 512 tokens
+    rows = []
+    for n in lengths:
+        x = torch.tensor([ids[: n - 1] + ids[-1:]], device=device)  # real words, [SEP] last
+        with torch.inference_mode():
+            t = time_side_by_side(
+                {
+                    "fast": lambda x=x: lm.network(x),
+                    "traced": lambda x=x: lm.network(x, trace=True),
+                    "transformers": lambda x=x: reference(input_ids=x),
+                },
+                repeats,
+                device,
+            )
+        rows.append(
+            {
+                "what": f"MiniLM, {n} tokens",
+                "tokens": n,
+                "ours_fast_ms": 1e3 * t["fast"],
+                "ours_traced_ms": 1e3 * t["traced"],
+                "transformers_ms": 1e3 * t["transformers"],
+                "traced_over_transformers": t["traced"] / t["transformers"],
+            }
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="auto")
@@ -113,8 +151,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--length", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--minilm-lengths", default="20,256", help="comma-separated token counts; '' skips MiniLM"
+    )
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args(argv)
+    lengths = [int(n) for n in args.minilm_lengths.split(",") if n.strip()]
+    if any(not 2 <= n <= 512 for n in lengths):
+        parser.error("MiniLM lengths must lie between 2 ([CLS] [SEP]) and 512 tokens")
 
     device = resolve_device(args.device)
     threads = configure_threads(
@@ -122,6 +166,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     forward = bench_forward(device, args.batch, args.length, args.repeats)
     decoding = bench_decoding(device, 4, 48, max(3, args.repeats // 2))
+    minilm = bench_minilm(device, lengths, args.repeats) if lengths else []
     machine = {
         "device": str(device) if device.type != "cuda" else torch.cuda.get_device_name(),
         "cpu": platform.processor() or platform.machine(),
@@ -148,7 +193,18 @@ def main(argv: list[str] | None = None) -> dict:
         f"| {decoding['what']} | {decoding['cached_tok_s']:,.0f} | {decoding['full_tok_s']:,.0f} "
         f"| {decoding['full_over_cached']:.2f}x |"
     )
-    result = {"machine": machine, "forward": forward, "decoding": decoding}
+    if minilm:
+        print(
+            "\n| MiniLM, batch 1 | ours fast ms | ours traced ms | transformers ms "
+            "| traced / transformers time |"
+        )
+        print("|---|---:|---:|---:|---:|")
+        for r in minilm:
+            print(
+                f"| {r['what']} | {r['ours_fast_ms']:.2f} | {r['ours_traced_ms']:.2f} | "
+                f"{r['transformers_ms']:.2f} | {r['traced_over_transformers']:.2f}x |"
+            )
+    result = {"machine": machine, "forward": forward, "decoding": decoding, "minilm": minilm}
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)

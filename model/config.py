@@ -37,6 +37,9 @@ class TransformerConfig:
     # BERT-style extras, so pretrained encoders map onto the same blocks.
     type_vocab_size: int = 0  # token-type (segment) embeddings; 0 = none
     embedding_norm: bool = False  # LayerNorm right after the embedding sum (BERT)
+    # False: an encoder that ends at its last hidden state, as pretrained encoders shipped
+    # without a language-model head do (MiniLM); no [vocab]-wide logits are computed.
+    output_head: bool = True
     pad_id: int = 0
 
     def __post_init__(self) -> None:
@@ -52,6 +55,8 @@ class TransformerConfig:
             raise ValueError(f"positions must be 'sinusoidal' or 'learned', not {self.positions!r}")
         if self.share_src_tgt_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("shared source/target embeddings need equal vocabulary sizes")
+        if not self.output_head and self.kind != "encoder":
+            raise ValueError("only an encoder may go without an output head: decoders generate")
 
     @property
     def d_k(self) -> int:

@@ -135,7 +135,7 @@ class Decoder(nn.Module):
 
 @dataclass
 class ModelOutput:
-    logits: torch.Tensor  # [B, L, vocab]
+    logits: torch.Tensor | None  # [B, L, vocab]; None for an encoder without output head
     record: Recorder | None = None  # only on the traced path
 
     def trace(self, index: int, src_tokens: list[str], tgt_tokens: list[str]) -> Trace:
@@ -257,7 +257,7 @@ class EncoderModel(_Model):
         self.config = cfg
         self.embed = Embeddings(cfg.src_vocab_size, cfg)
         self.encoder = Encoder(cfg)
-        self.head = self._output_head(self.embed, cfg.src_vocab_size)
+        self.head = self._output_head(self.embed, cfg.src_vocab_size) if cfg.output_head else None
         self._init_weights()
 
     def encode(
@@ -282,7 +282,8 @@ class EncoderModel(_Model):
         head_mask: HeadMask | None = None,
     ) -> ModelOutput:
         rec = Recorder(stages) if trace or stages else None
-        return ModelOutput(self.head(self.encode(ids, rec, head_mask, token_type_ids)), rec)
+        hidden = self.encode(ids, rec, head_mask, token_type_ids)  # [B, L, D]
+        return ModelOutput(None if self.head is None else self.head(hidden), rec)
 
 
 class DecoderModel(_Model):
