@@ -2,7 +2,7 @@
 #   make run     serve the app on http://localhost:$(PORT)  (PORT defaults to 8501)
 #   make test    lint, then the whole test suite
 #   make lint    ruff only
-#   make bench   speed and memory measurements (model/bench.py)
+#   make bench   speed and memory measurements (model/bench.py, then the pages: ui/bench.py)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -26,8 +26,9 @@ test: $(DEV_STAMP)
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
 
-bench: $(RUN_STAMP)
+bench: $(DEV_STAMP)
 	$(PY) -m model.bench
+	$(PY) -m ui.bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

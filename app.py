@@ -27,6 +27,10 @@ pages = {
     t("nav.section.start"): [
         st.Page("pages/home.py", title=t("nav.home"), icon=":material/home:", default=True),
     ],
+    t("nav.section.look"): [
+        st.Page("pages/explorer.py", title=t("nav.explorer"), icon=":material/grid_view:",
+                url_path="explorer"),
+    ],
 }
 page = st.navigation(pages)
 render_sidebar()

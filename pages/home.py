@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui.frame import require_frame
 from ui.i18n import t
+
+require_frame()
 
 # Formulas are the same in every language, so they live here rather than in the catalogs.
 ATTENTION = (

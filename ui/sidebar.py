@@ -7,6 +7,7 @@ from typing import NamedTuple
 import streamlit as st
 
 from ui.i18n import LANGUAGES, current_language, set_language, sync_language_to_url, t
+from ui.models import render_model_picker
 
 _PICKER_KEY = "_language_picker"
 
@@ -58,4 +59,5 @@ def render_sidebar() -> None:
             on_change=_on_language_picked,
             width="stretch",
         )
+        render_model_picker()
         st.caption(f":material/memory: {t('sidebar.device', device=_device_label(device_info()))}")

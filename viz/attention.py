@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import html
 import math
+import warnings
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-MASKED_GREY = "#bdbdbd"  # the plot background shows through NaN cells
+MASKED_GREY = "#bdbdbd"  # drawn as its own layer under the weights (see _mask_layer)
 PROBABILITY_SCALE = "Blues"  # white at 0, so grey "masked" can never be mistaken for it
 SCORE_SCALE = "RdBu_r"  # diverging around 0 for pre-softmax scores
 
@@ -47,7 +48,41 @@ def _masked(z: np.ndarray, causal: bool) -> np.ndarray:
     return z
 
 
-def _hover(query_tokens: list[str], key_tokens: list[str]) -> np.ndarray:
+HOVER_TOKENS_MAX_CELLS = 64 * 64  # above this, hover names positions only: token text per
+# cell is not base64-packed and would multiply the bytes sent for a long input
+
+
+def _mask_layer(z: np.ndarray) -> go.Heatmap | None:
+    """Grey cells under the weights wherever they are NaN (masked), or None if nothing is.
+
+    A layer of its own rather than the plot background: themes pad the plot area, and a
+    grey background would show as a frame around every map.
+    """
+    masked = np.isnan(z)
+    if not masked.any():
+        return None
+    return go.Heatmap(
+        z=np.where(masked, 1.0, np.nan).astype(np.float32),
+        x=list(range(z.shape[1])),
+        y=list(range(z.shape[0])),
+        colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]],
+        showscale=False,
+        hoverinfo="skip",
+        hoverongaps=False,
+    )
+
+
+def _add_heatmap(fig: go.Figure, heatmap: go.Heatmap, row=None, col=None) -> None:
+    """The grey mask layer first, then the weights on top (their NaN gaps let the grey show)."""
+    mask = _mask_layer(np.asarray(heatmap.z, dtype=float))
+    if mask is not None:
+        fig.add_trace(mask, row=row, col=col)
+    fig.add_trace(heatmap, row=row, col=col)
+
+
+def _hover(query_tokens: list[str], key_tokens: list[str]) -> np.ndarray | None:
+    if len(query_tokens) * len(key_tokens) > HOVER_TOKENS_MAX_CELLS:
+        return None
     q = [token_label(t) for t in query_tokens]
     k = [token_label(t) for t in key_tokens]
     return np.array([[[qi, kj] for kj in k] for qi in q], dtype=object)
@@ -66,6 +101,14 @@ def _heatmap(
     showscale: bool = True,
 ) -> go.Heatmap:
     qn, kn, vn = (html.escape(s) for s in hover_names)
+    custom = _hover(query_tokens, key_tokens)
+    if custom is None:
+        template = f"{qn}: #%{{y}}<br>{kn}: #%{{x}}<br>{vn}: %{{z:.3f}}<extra></extra>"
+    else:
+        template = (
+            f"{qn}: %{{customdata[0]}} (#%{{y}})<br>{kn}: %{{customdata[1]}} (#%{{x}})"
+            f"<br>{vn}: %{{z:.3f}}<extra></extra>"
+        )
     return go.Heatmap(
         z=z,
         x=list(range(z.shape[1])),
@@ -74,11 +117,8 @@ def _heatmap(
         zmax=zmax,
         zmid=zmid,
         colorscale=scale,
-        customdata=_hover(query_tokens, key_tokens),
-        hovertemplate=(
-            f"{qn}: %{{customdata[0]}} (#%{{y}})<br>{kn}: %{{customdata[1]}} (#%{{x}})"
-            f"<br>{vn}: %{{z:.3f}}<extra></extra>"
-        ),
+        customdata=custom,
+        hovertemplate=template,
         hoverongaps=False,
         showscale=showscale,
         xgap=0,
@@ -86,7 +126,12 @@ def _heatmap(
     )
 
 
-def _token_axes(fig: go.Figure, query_tokens, key_tokens, row=None, col=None, ticks=True) -> None:
+def _token_axes(
+    fig: go.Figure, query_tokens, key_tokens, row=None, col=None, ticks=True, keys_on_top=True
+) -> None:
+    """Integer axes labelled with tokens; ranges exactly cover the cells, so the grey
+    background only ever shows through masked cells, never as a frame."""
+
     def axis(tokens):
         if not ticks:
             return dict(showticklabels=False, ticks="")
@@ -96,10 +141,37 @@ def _token_axes(fig: go.Figure, query_tokens, key_tokens, row=None, col=None, ti
             ticktext=[token_label(t) for t in tokens],
         )
 
+    nq, nk = len(query_tokens), len(key_tokens)
     fig.update_xaxes(
-        **axis(key_tokens), side="top", tickangle=-45, showgrid=False, row=row, col=col
+        **axis(key_tokens),
+        side="top" if keys_on_top else "bottom",
+        tickangle=-45,
+        showgrid=False,
+        zeroline=False,
+        range=[-0.5, nk - 0.5],
+        row=row,
+        col=col,
     )
-    fig.update_yaxes(**axis(query_tokens), autorange="reversed", showgrid=False, row=row, col=col)
+    fig.update_yaxes(
+        **axis(query_tokens),
+        showgrid=False,
+        zeroline=False,
+        range=[nq - 0.5, -0.5],
+        row=row,
+        col=col,
+    )
+
+
+def _cell_px(n_queries: int, n_keys: int) -> int:
+    return int(max(6, min(36, 640 / max(1, n_queries, n_keys))))
+
+
+def _single_map_layout(fig: go.Figure, title: str, n_queries: int, n_keys: int) -> None:
+    fig.update_layout(
+        title=dict(text=html.escape(title)) if title else None,
+        height=min(900, max(260, 130 + _cell_px(n_queries, n_keys) * n_queries)),
+        margin=dict(l=10, r=10, t=100 if title else 70, b=10),
+    )
 
 
 def attention_heatmap(
@@ -113,26 +185,16 @@ def attention_heatmap(
 ) -> go.Figure:
     """One head's (or an average's) attention, [Lq, Lk], as a probability heatmap."""
     z = _masked(_as_array(weights), causal)
-    fig = go.Figure(
-        _heatmap(
-            z, query_tokens, key_tokens, scale=PROBABILITY_SCALE, zmin=0, zmax=1, hover_names=labels
-        )
-    )
+    fig = go.Figure()
+    _add_heatmap(
+        fig,
+        _heatmap(z, query_tokens, key_tokens, scale=PROBABILITY_SCALE, zmin=0, zmax=1,
+                 hover_names=labels),
+    )  # fmt: skip
     _token_axes(fig, query_tokens, key_tokens)
-    size = _cell_px(len(query_tokens), len(key_tokens))
-    fig.update_layout(
-        title=dict(text=html.escape(title)) if title else None,
-        plot_bgcolor=MASKED_GREY,
-        height=min(900, max(260, 120 + size * len(query_tokens))),
-        margin=dict(l=10, r=10, t=90 if title else 70, b=10),
-        xaxis_title=html.escape(labels[1]),
-        yaxis_title=html.escape(labels[0]),
-    )
+    _single_map_layout(fig, title, len(query_tokens), len(key_tokens))
+    fig.update_layout(xaxis_title=html.escape(labels[1]), yaxis_title=html.escape(labels[0]))
     return fig
-
-
-def _cell_px(n_queries: int, n_keys: int) -> int:
-    return int(max(6, min(36, 640 / max(1, n_queries, n_keys))))
 
 
 def heads_figure(
@@ -146,42 +208,35 @@ def heads_figure(
     labels: tuple[str, str, str] = ("query", "key", "weight"),
     ticks: bool | None = None,
 ) -> go.Figure:
-    """Small multiples, [H, Lq, Lk] -> one figure, one shared [0, 1] colour bar."""
+    """Small multiples, [H, Lq, Lk] -> one figure, one shared [0, 1] colour bar.
+
+    Token labels sit on the outer panels only (queries left, keys below), so panels keep
+    their room and titles never collide with labels.
+    """
     z = _masked(_as_array(weights), causal)
     n = z.shape[0]
     cols = cols or min(n, 4)
     rows = math.ceil(n / cols)
     titles = titles or [f"{i}" for i in range(n)]
-    fig = make_subplots(
-        rows=rows,
-        cols=cols,
-        subplot_titles=[html.escape(t) for t in titles],
-        horizontal_spacing=0.04,
-        vertical_spacing=0.08 if rows > 1 else 0.0,
-    )
     if ticks is None:
         ticks = max(len(query_tokens), len(key_tokens)) <= 24
+    fig = make_subplots(
+        rows=rows, cols=cols, subplot_titles=[html.escape(t) for t in titles],
+        horizontal_spacing=0.02, vertical_spacing=0.06 if rows > 1 else 0.0,
+    )  # fmt: skip
     for i in range(n):
         r, c = i // cols + 1, i % cols + 1
-        fig.add_trace(
-            _heatmap(
-                z[i],
-                query_tokens,
-                key_tokens,
-                scale=PROBABILITY_SCALE,
-                zmin=0,
-                zmax=1,
-                hover_names=labels,
-                showscale=i == 0,
-            ),
-            row=r,
-            col=c,
-        )
-        _token_axes(fig, query_tokens, key_tokens, row=r, col=c, ticks=ticks)
-    panel = 90 + _cell_px(len(query_tokens), len(key_tokens)) * len(query_tokens) // 2
+        heatmap = _heatmap(z[i], query_tokens, key_tokens, scale=PROBABILITY_SCALE, zmin=0,
+                           zmax=1, hover_names=labels, showscale=i == 0)  # fmt: skip
+        _add_heatmap(fig, heatmap, row=r, col=c)
+        _token_axes(fig, query_tokens, key_tokens, row=r, col=c, ticks=ticks, keys_on_top=False)
+        if c > 1:
+            fig.update_yaxes(showticklabels=False, row=r, col=c)
+        if i + cols < n:  # another panel sits below this one
+            fig.update_xaxes(showticklabels=False, row=r, col=c)
+    panel = 40 + _cell_px(len(query_tokens), len(key_tokens)) * len(query_tokens) * 3 // 4
     fig.update_layout(
-        plot_bgcolor=MASKED_GREY,
-        height=min(1800, max(240, rows * max(180, panel))),
+        height=min(2000, max(260, 60 + rows * max(160, panel))),
         margin=dict(l=10, r=10, t=40, b=10),
     )
     return fig
@@ -199,25 +254,148 @@ def scores_heatmap(
     z = _as_array(values).copy()
     z[~np.isfinite(z)] = np.nan
     bound = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
-    fig = go.Figure(
-        _heatmap(
-            z,
-            query_tokens,
-            key_tokens,
-            scale=SCORE_SCALE,
-            zmin=-bound,
-            zmax=bound,
-            zmid=0.0,
-            hover_names=labels,
-        )
-    )
+    fig = go.Figure()
+    _add_heatmap(
+        fig,
+        _heatmap(z, query_tokens, key_tokens, scale=SCORE_SCALE, zmin=-bound, zmax=bound,
+                 zmid=0.0, hover_names=labels),
+    )  # fmt: skip
     _token_axes(fig, query_tokens, key_tokens)
+    _single_map_layout(fig, title, len(query_tokens), len(key_tokens))
+    return fig
+
+
+def pool_cells(z: np.ndarray, max_side: int) -> np.ndarray:
+    """Average-pool the last two axes down to at most ``max_side`` cells each (thumbnails).
+
+    NaN (masked) cells stay NaN only where a whole block is masked.
+    """
+    lq, lk = z.shape[-2:]
+    if lq <= max_side and lk <= max_side:
+        return z
+    qe = np.linspace(0, lq, min(lq, max_side) + 1).astype(int)
+    ke = np.linspace(0, lk, min(lk, max_side) + 1).astype(int)
+    out = np.empty((*z.shape[:-2], len(qe) - 1, len(ke) - 1), dtype=np.float32)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN blocks are meant to stay NaN
+        for a in range(len(qe) - 1):
+            for b in range(len(ke) - 1):
+                out[..., a, b] = np.nanmean(
+                    z[..., qe[a] : qe[a + 1], ke[b] : ke[b + 1]], axis=(-2, -1)
+                )
+    return out
+
+
+def _mosaic(z: np.ndarray, gutter: int) -> tuple[np.ndarray, np.ndarray]:
+    """[R, C, h, w] tiles -> one [R*(h+g)-g, C*(w+g)-g] picture and its masked cells.
+
+    Gutters are NaN in both the picture and the mask, so they stay blank (not grey).
+    """
+    rows, cols, h, w = z.shape
+    out = np.full((rows * (h + gutter) - gutter, cols * (w + gutter) - gutter), np.nan, np.float32)
+    masked = np.zeros(out.shape, dtype=bool)
+    for r in range(rows):
+        for c in range(cols):
+            tile = z[r, c]
+            y, x = r * (h + gutter), c * (w + gutter)
+            out[y : y + h, x : x + w] = tile
+            masked[y : y + h, x : x + w] = np.isnan(tile)
+    return out, masked
+
+
+def model_grid_figure(
+    attention,
+    *,
+    causal: bool = False,
+    row_titles: list[str],
+    col_titles: list[str],
+    max_side: int = 32,
+) -> go.Figure:
+    """The whole model at a glance: [L, H, Lq, Lk] as a layers x heads grid of thumbnails.
+
+    One mosaic heatmap rather than L x H subplots: a fraction of the build time and bytes.
+    Long inputs are average-pooled to ``max_side`` cells a side; the full-resolution map
+    of any head is one click away in the other views.
+    """
+    z = pool_cells(_masked(_as_array(attention), causal), max_side)
+    n_layers, n_heads, h, w = z.shape
+    gutter = max(1, max(h, w) // 8)
+    picture, masked = _mosaic(z, gutter)
+    layer_of = np.repeat(np.arange(n_layers), h + gutter)[: picture.shape[0]]
+    head_of = np.repeat(np.arange(n_heads), w + gutter)[: picture.shape[1]]
+    fig = go.Figure()
+    if masked.any():
+        fig.add_trace(go.Heatmap(
+            z=np.where(masked, 1.0, np.nan).astype(np.float32),
+            colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]], showscale=False, hoverinfo="skip",
+            hoverongaps=False,
+        ))  # fmt: skip
+    fig.add_trace(go.Heatmap(
+        z=picture, zmin=0, zmax=1, colorscale=PROBABILITY_SCALE, hoverongaps=False,
+        # int8: sent as a packed byte array, one byte per number (models here have < 128 heads)
+        customdata=np.stack(np.meshgrid(head_of + 1, layer_of + 1), axis=-1).astype(np.int8),
+        hovertemplate="%{customdata[1]} · %{customdata[0]}: %{z:.3f}<extra></extra>",
+    ))  # fmt: skip
+    fig.update_xaxes(
+        tickmode="array", tickvals=[c * (w + gutter) + (w - 1) / 2 for c in range(n_heads)],
+        ticktext=[html.escape(t) for t in col_titles], side="top", showgrid=False,
+        zeroline=False, range=[-0.5, picture.shape[1] - 0.5],
+    )  # fmt: skip
+    fig.update_yaxes(
+        tickmode="array", tickvals=[r * (h + gutter) + (h - 1) / 2 for r in range(n_layers)],
+        ticktext=[html.escape(t) for t in row_titles], showgrid=False, zeroline=False,
+        range=[picture.shape[0] - 0.5, -0.5],
+    )  # fmt: skip
     fig.update_layout(
-        title=dict(text=html.escape(title)) if title else None,
-        plot_bgcolor=MASKED_GREY,
-        height=min(
-            900, max(260, 120 + _cell_px(len(query_tokens), len(key_tokens)) * len(query_tokens))
-        ),
-        margin=dict(l=10, r=10, t=90 if title else 70, b=10),
+        height=max(260, 60 + n_layers * min(110, max(60, 900 // n_heads))),
+        margin=dict(l=10, r=10, t=40, b=10),
+    )
+    return fig
+
+
+def focus_bars_figure(
+    rows,
+    key_tokens: list[str],
+    *,
+    head_titles: list[str],
+    colours: list[str],
+    value_label: str = "weight",
+) -> go.Figure:
+    """One query's attention over the keys, a bar chart per head ([H, Lk] in), shared axes."""
+    z = _as_array(rows)
+    n_heads = z.shape[0]
+    fig = make_subplots(
+        rows=n_heads,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.02,
+        row_titles=[html.escape(h) for h in head_titles],
+    )
+    labels = [token_label(t) for t in key_tokens]
+    for head in range(n_heads):
+        fig.add_trace(
+            go.Bar(
+                x=list(range(len(key_tokens))),
+                y=z[head],
+                marker_color=colours[head],
+                customdata=labels,
+                showlegend=False,
+                hovertemplate=f"%{{customdata}} (#%{{x}})<br>{html.escape(value_label)}: "
+                "%{y:.3f}<extra></extra>",
+            ),
+            row=head + 1,
+            col=1,
+        )
+    fig.update_yaxes(range=[0, 1], showticklabels=False, showgrid=False)
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(len(key_tokens))),
+        ticktext=labels,
+        tickangle=-45,
+        showticklabels=False,
+    )
+    fig.update_xaxes(showticklabels=True, row=n_heads, col=1)
+    fig.update_layout(
+        height=min(1600, 80 + 72 * n_heads), margin=dict(l=10, r=60, t=10, b=10), bargap=0.15
     )
     return fig

@@ -17,6 +17,8 @@ CATALOG_DIR = ROOT / "assets" / "i18n"
 # Keys whose Korean text may equal the English: names and notation, not prose.
 SAME_IN_BOTH = {
     "sidebar.device_cuda",  # "GPU · {name}": a device name
+    "sidebar.device_choice.cpu",  # "CPU" is what Korean speakers call it too
+    "sidebar.device_choice.cuda",  # "GPU (CUDA)"
 }
 
 PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")

@@ -7,6 +7,7 @@ Chromium comes from apt (`apt-get install -y chromium fonts-noto-cjk`), never fr
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -106,6 +107,33 @@ def browser():
         chromium.close()
 
 
+@pytest.fixture
+def screenshot_whole_page():
+    """``screenshot_whole_page(page, path)``: the whole page, not just the first screen."""
+    return _screenshot_whole_page
+
+
+def _screenshot_whole_page(page, path) -> None:
+    """Streamlit scrolls inside its own container, so full_page=True alone stops at the
+    fold: grow the viewport to the content's height first, then put it back."""
+    viewport = page.viewport_size
+    height = page.evaluate(
+        "Math.max(...[...document.querySelectorAll('[data-testid=stMain] *')]"
+        ".map(e => e.scrollHeight))"
+    )
+    page.set_viewport_size({"width": viewport["width"], "height": max(height, viewport["height"])})
+    page.wait_for_timeout(300)  # let the layout settle at the new size
+    page.screenshot(path=path, full_page=True)
+    page.set_viewport_size(viewport)
+
+
+# Opened at a page's own address (/explorer), Streamlit's frontend first probes
+# /explorer/_stcore/health and /explorer/_stcore/host-config for a base path, gets 404,
+# then falls back to the root. Those two misses are Streamlit's, not the app's.
+_BASE_PATH_PROBE = re.compile(r"/[^/?]+/_stcore/(health|host-config)$")
+_RESOURCE_404 = "Failed to load resource: the server responded with a status of 404 (Not Found)"
+
+
 def _offsite(url: str, app_url: str) -> bool:
     return not url.startswith((app_url, "data:", "blob:", "about:"))
 
@@ -117,7 +145,21 @@ def page(browser, app_url):
     context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=app_url)
     tab = context.new_page()
     tab.problems = []
-    tab.on("console", lambda msg: msg.type == "error" and tab.problems.append(msg.text))
+    probes = []
+
+    def on_console(msg) -> None:
+        if msg.type != "error":
+            return
+        if msg.text == _RESOURCE_404 and probes:
+            probes.pop()  # the console's echo of one base-path probe
+            return
+        tab.problems.append(msg.text)
+
+    tab.on(
+        "response",
+        lambda r: r.status == 404 and _BASE_PATH_PROBE.search(r.url) and probes.append(r.url),
+    )
+    tab.on("console", on_console)
     tab.on("pageerror", lambda exc: tab.problems.append(f"uncaught: {exc}"))
     tab.on(
         "request",

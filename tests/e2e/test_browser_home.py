@@ -24,25 +24,13 @@ def wait_for_home(page, lang: str) -> None:
     page.evaluate("document.fonts.ready")
 
 
-def screenshot_whole_page(page, path) -> None:
-    """Streamlit scrolls inside its own container, so full_page=True alone stops at the
-    fold: grow the viewport to the content's height first, then put it back."""
-    viewport = page.viewport_size
-    height = page.evaluate(
-        "Math.max(...[...document.querySelectorAll('[data-testid=stMain] *')]"
-        ".map(e => e.scrollHeight))"
-    )
-    page.set_viewport_size({"width": viewport["width"], "height": max(height, viewport["height"])})
-    page.wait_for_timeout(300)  # let the layout settle at the new size
-    page.screenshot(path=path, full_page=True)
-    page.set_viewport_size(viewport)
-
-
 def main_text(page) -> str:
     return page.get_by_test_id("stMain").inner_text()
 
 
-def test_home_renders_in_english_then_korean_without_errors_or_downloads(page, artifacts_dir):
+def test_home_renders_in_english_then_korean_without_errors_or_downloads(
+    page, artifacts_dir, screenshot_whole_page
+):
     page.goto("/")
     wait_for_home(page, "en")
     screenshot_whole_page(page, artifacts_dir / "home-en.png")
@@ -68,7 +56,9 @@ def test_a_shared_korean_link_opens_in_korean(page):
     assert page.problems == []
 
 
-def test_home_fits_a_phone_screen_without_sideways_scrolling(page, artifacts_dir):
+def test_home_fits_a_phone_screen_without_sideways_scrolling(
+    page, artifacts_dir, screenshot_whole_page
+):
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto("/?lang=ko")
     wait_for_home(page, "ko")

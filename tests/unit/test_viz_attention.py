@@ -7,6 +7,7 @@ from viz.attention import (
     MASKED_GREY,
     attention_heatmap,
     heads_figure,
+    model_grid_figure,
     scores_heatmap,
     token_label,
 )
@@ -21,7 +22,8 @@ def causal_weights(n):
 
 def test_queries_run_top_to_bottom_and_repeated_tokens_keep_their_own_rows():
     fig = attention_heatmap(causal_weights(5), TOKENS, TOKENS)
-    assert fig.layout.yaxis.autorange == "reversed"
+    assert list(fig.layout.yaxis.range) == [4.5, -0.5]  # row 0 on top, no padding frame
+    assert list(fig.layout.xaxis.range) == [-0.5, 4.5]
     assert list(fig.layout.yaxis.tickvals) == [0, 1, 2, 3, 4]  # "the" twice, two rows
     assert list(fig.data[0].y) == [0, 1, 2, 3, 4]
 
@@ -43,14 +45,23 @@ def test_future_cells_are_grey_gaps_not_zero_weights():
     w = causal_weights(4).numpy()
     w[3, 0] = 0.0  # a real zero weight in the past must stay a 0, not turn grey
     fig = attention_heatmap(w, list("abcd"), list("abcd"), causal=True)
-    z = np.asarray(fig.data[0].z, dtype=float)
-    assert np.isnan(z[0, 1]) and np.isnan(z[2, 3])
+    grey, weights = fig.data  # the grey layer lies under the weights
+    z = np.asarray(weights.z, dtype=float)
+    assert np.isnan(z[0, 1]) and np.isnan(z[2, 3]) and weights.hoverongaps is False
     assert z[3, 0] == 0.0
-    assert fig.layout.plot_bgcolor == MASKED_GREY and fig.data[0].hoverongaps is False
+    under = np.asarray(grey.z, dtype=float)
+    assert np.array_equal(np.isnan(under), ~np.isnan(z))  # grey exactly where masked
+    assert grey.colorscale[0][1] == MASKED_GREY and grey.hoverinfo == "skip"
+
+
+def test_unmasked_maps_have_no_grey_layer():
+    assert len(attention_heatmap(np.full((3, 3), 1 / 3), list("abc"), list("abc")).data) == 1
 
 
 def test_all_heads_share_one_figure_and_one_colour_bar():
-    fig = heads_figure(torch.rand(6, 3, 3), list("abc"), list("abc"), titles=[f"h{i}" for i in range(6)])
+    fig = heads_figure(
+        torch.rand(6, 3, 3), list("abc"), list("abc"), titles=[f"h{i}" for i in range(6)]
+    )
     assert len(fig.data) == 6
     assert [bool(t.showscale) for t in fig.data].count(True) == 1
     assert [a.text for a in fig.layout.annotations] == [f"h{i}" for i in range(6)]
@@ -59,6 +70,28 @@ def test_all_heads_share_one_figure_and_one_colour_bar():
 def test_pre_softmax_scores_diverge_around_zero_and_masked_cells_turn_grey():
     s = torch.tensor([[1.5, float("-inf")], [-3.0, 2.0]])
     fig = scores_heatmap(s, ["a", "b"], ["a", "b"])
-    t = fig.data[0]
+    grey, t = fig.data
     assert t.zmid == 0 and t.zmin == -3.0 and t.zmax == 3.0
     assert np.isnan(np.asarray(t.z, dtype=float)[0, 1])
+    assert np.asarray(grey.z, dtype=float)[0, 1] == 1.0
+
+
+def test_whole_model_grid_puts_each_head_in_its_own_tile_with_blank_gutters():
+    a = torch.zeros(2, 3, 4, 4)
+    a[1, 2] = 1.0  # layer 2, head 3 lit up
+    fig = model_grid_figure(a, row_titles=["L1", "L2"], col_titles=["H1", "H2", "H3"])
+    weights = fig.data[-1]
+    z = np.asarray(weights.z, dtype=float)
+    step = 4 + 1  # tile + gutter
+    assert np.all(z[step : step + 4, 2 * step : 2 * step + 4] == 1.0)
+    assert np.isnan(z[4]).all() and np.isnan(z[:, 4]).all()  # gutters are blank, not grey
+    assert len(fig.data) == 1  # nothing masked: no grey layer
+    assert list(np.asarray(weights.customdata)[step, 2 * step]) == [3, 2]  # head 3, layer 2
+    assert list(fig.layout.xaxis.ticktext) == ["H1", "H2", "H3"]
+
+
+def test_long_inputs_are_pooled_into_thumbnails():
+    fig = model_grid_figure(
+        torch.rand(1, 1, 100, 100), row_titles=["L"], col_titles=["H"], max_side=20
+    )
+    assert np.asarray(fig.data[-1].z).shape == (20, 20)

@@ -1,0 +1,169 @@
+"""The Attention Explorer, run headless through AppTest on the pretrained MiniLM."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui.i18n import load_catalog, translate
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+
+def explorer(**query: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("pages/explorer.py")
+    at.query_params.update({"model": "minilm", **query})
+    return at.run()
+
+
+def elements(at: AppTest, kind: str) -> list:
+    found = []
+
+    def walk(node):
+        for child in getattr(node, "children", {}).values():
+            if child.type == kind:
+                found.append(child)
+            walk(child)
+
+    walk(at.main)
+    return found
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in elements(at, "plotly_chart")]
+
+
+@pytest.fixture(autouse=True)
+def no_missing_translations(caplog):
+    caplog.set_level(logging.WARNING, logger="ui.i18n")
+    yield
+    assert [r.getMessage() for r in caplog.get_records("call") if r.name == "ui.i18n"] == []
+
+
+def test_a_sentence_becomes_a_heatmap_of_its_own_tokens():
+    at = explorer(text="time flies like an arrow")
+    assert not at.exception and not at.error
+    (fig,) = figures(at)
+    ticks = fig["layout"]["xaxis"]["ticktext"]
+    assert ticks == ["[CLS]", "time", "flies", "like", "an", "arrow", "[SEP]"]
+    assert fig["layout"]["yaxis"]["range"] == [6.5, -0.5]  # queries top to bottom
+    assert translate("explorer.not_explanation", "en") in [i.value for i in at.info]
+
+
+@pytest.mark.parametrize(
+    ("view", "kind", "count"),
+    [
+        ("heads", "plotly_chart", 1),
+        ("model", "plotly_chart", 1),
+        ("lines", "iframe", 1),
+        ("stages", "plotly_chart", 4),
+        ("stats", "dataframe", 1),
+        ("export", "download_button", 3),
+    ],
+)
+def test_every_view_renders(view, kind, count):
+    at = explorer(view=view)
+    assert not at.exception and not at.error
+    assert len(elements(at, kind)) == count
+
+
+def test_all_heads_of_a_layer_share_one_figure():
+    at = explorer(view="heads", layer="3")
+    (fig,) = figures(at)
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert titles == [f"Head {i}" for i in range(1, 13)]
+
+
+def test_token_focus_follows_the_chosen_query_token():
+    at = explorer(view="focus", token="2", text="I study math")
+    (fig,) = figures(at)
+    assert len(fig["data"]) == 12  # one bar chart per head
+    at.button_group(key="token").set_value(3).run()
+    assert at.query_params["token"] == "3"
+
+
+def test_the_permalink_restores_the_view_in_any_language():
+    at = explorer(text="time flies like an arrow", layer="4", head="7", view="heads", lang="ko")
+    assert at.selectbox(key="layer").value == 4 and at.selectbox(key="head").value == 7
+    assert at.segmented_control(key="view").value == "heads"
+    assert at.text_input(key="text").value == "time flies like an arrow"
+
+
+def test_the_address_follows_every_change_by_id_not_by_label():
+    at = explorer(text="time flies like an arrow")
+    at.selectbox(key="layer").set_value(1).run()
+    at.segmented_control(key="agg").set_value("mean").run()
+    assert at.query_params["layer"] == "1" and at.query_params["agg"] == "mean"
+    assert at.query_params["model"] == "minilm"  # ids, not the translated labels
+
+
+def test_a_stale_or_mistyped_link_falls_back_to_defaults():
+    at = explorer(layer="99", head="-1", view="nonsense", agg="<script>")
+    assert not at.exception
+    assert at.selectbox(key="layer").value == 0 and at.segmented_control(key="view").value == "heatmap"
+
+
+def test_empty_text_asks_for_a_sentence():
+    at = explorer(text="   ")
+    assert not at.exception
+    assert translate("input.empty", "en") in [w.value for w in at.warning]
+    assert not figures(at)
+
+
+def test_markup_and_invisible_characters_are_reported_and_shown_literally():
+    at = explorer(text="<b>bold</b> \u200bhi\x07 $x$")
+    assert not at.exception
+    infos = [i.value for i in at.info]
+    assert translate("input.markup_literal", "en") in infos
+    assert translate("input.control_removed", "en", n=2) in infos
+    ticks = figures(at)[0]["layout"]["xaxis"]["ticktext"]
+    assert "&lt;" in ticks and "<" not in "".join(ticks)
+
+
+def test_text_longer_than_the_model_is_cut_with_a_notice():
+    at = explorer(text=" ".join(["word"] * 600))
+    assert not at.exception
+    assert translate("input.truncated", "en", limit=512) in [w.value for w in at.warning]
+    assert len(figures(at)[0]["layout"]["xaxis"]["ticktext"]) == 512
+
+
+def test_a_huge_paste_is_cut_to_the_character_limit_first():
+    at = explorer(text="a" * 12_000)
+    assert not at.exception
+    warnings = [w.value for w in at.warning]
+    assert translate("input.too_many_chars", "en", n=12_000, limit=10_000) in warnings
+
+
+def test_hiding_special_tokens_says_how_much_attention_they_took():
+    at = explorer(hide="true")
+    captions = [c.value for c in at.caption]
+    assert any(re.fullmatch(r"Hidden special tokens took \d+\.\d% of this layer's attention\.", c) for c in captions)
+    ticks = figures(at)[0]["layout"]["xaxis"]["ticktext"]
+    assert "[CLS]" not in ticks and "[SEP]" not in ticks
+
+
+def test_a_model_folder_that_is_not_there_gets_a_message_not_a_traceback():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("pages/explorer.py")
+    at.query_params["model"] = "folder"
+    at.session_state["model_folder"] = "/no/such/folder"
+    at.run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [translate("model.load_failed", "en", name="folder")]
+
+
+def test_the_korean_explorer_shows_no_english_interface_text():
+    at = explorer(lang="ko", view="stats")
+    assert not at.exception
+    english = set(load_catalog("en").values()) - set(load_catalog("ko").values())
+    shown = [e.value for kind in ("title", "caption", "info", "warning", "markdown") for e in at.get(kind)]
+    shown += [w.label for w in at.get("selectbox")] + [w.label for w in at.get("button_group")]
+    assert not [text for text in shown if text in english]
+    assert HANGUL.search(at.title[0].value)

@@ -1,0 +1,56 @@
+"""What people take away: JSON, NPZ and the long CSV table hold the same numbers."""
+
+import io
+import json
+
+import numpy as np
+import torch
+
+from model.export import trace_to_json, trace_to_npz
+from model.trace import Trace
+from viz.tables import attention_frame, head_stats_frame
+
+
+def small_trace():
+    torch.manual_seed(0)
+    enc = torch.softmax(torch.randn(2, 3, 4, 4), -1)
+    cross = torch.softmax(torch.randn(2, 3, 2, 4), -1)
+    return Trace(["a", "b", "a", "<c>"], ["x", "y"], {"encoder": enc, "cross": cross})
+
+
+def test_json_export_keeps_tokens_and_every_map():
+    data = json.loads(trace_to_json(small_trace(), model="m", text="a b a <c>"))
+    assert data["src_tokens"] == ["a", "b", "a", "<c>"] and data["model"] == "m"
+    assert np.allclose(data["attention"]["cross"], small_trace().attention["cross"], atol=1e-5)
+    assert data["axes"] == ["layer", "head", "query", "key"]
+
+
+def test_npz_export_round_trips_through_numpy():
+    arrays = np.load(io.BytesIO(trace_to_npz(small_trace())))
+    assert arrays["src_tokens"].tolist() == ["a", "b", "a", "<c>"]
+    np.testing.assert_array_equal(arrays["attention_encoder"], small_trace().attention["encoder"])
+
+
+def test_long_table_has_one_row_per_cell_and_keeps_repeated_tokens_apart():
+    a = small_trace().attention["encoder"]
+    frame = attention_frame(a, ["a", "b", "a", "<c>"], ["a", "b", "a", "<c>"])
+    assert len(frame) == a.numel()
+    assert list(frame.columns) == [
+        "layer",
+        "head",
+        "query",
+        "query_token",
+        "key",
+        "key_token",
+        "weight",
+    ]
+    row = frame[(frame["layer"] == 2) & (frame["head"] == 3) & (frame["query"] == 2) & (frame["key"] == 0)]
+    assert row.weight.item() == a[1, 2, 2, 0].item() and row.query_token.item() == "a"
+    assert frame.groupby(["layer", "head", "query"]).weight.sum().round(5).eq(1).all()
+
+
+def test_head_statistics_count_layers_and_heads_from_one():
+    frame = head_stats_frame(small_trace().attention["encoder"], self_attention=True)
+    assert frame[["layer", "head"]].values.tolist()[:4] == [[1, 1], [1, 2], [1, 3], [2, 1]]
+    assert "mean_distance" in frame
+    assert "mean_distance" not in head_stats_frame(small_trace().attention["cross"], False)

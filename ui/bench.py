@@ -1,0 +1,154 @@
+"""Benchmark of the pages themselves: server time to re-render, and bytes sent to the browser.
+
+    python -m ui.bench [--json out.json]
+
+Each view is opened once in a headless AppTest session; then new sentences are typed into
+it and only those reruns are timed (what a student waits for after pressing Enter), beside
+the bare forward pass of the same model on the same input, in the same run.
+Bytes are the serialized size of every element the page emits (what the websocket carries,
+before compression).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from streamlit.testing.v1 import AppTest
+
+from model.device import configure_threads
+from model.loading import load
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "students",
+    "watch",
+    "attention",
+    "heads",
+    "learn",
+    "which",
+    "words",
+    "matter",
+    "in",
+    "every",
+    "sentence",
+    "they",
+    "read",
+]
+
+
+def sentence(n_words: int, salt: int) -> str:
+    """A fresh sentence (so no cache helps) of about ``n_words`` words."""
+    words = [WORDS[(i * 7 + salt) % len(WORDS)] for i in range(n_words)]
+    return " ".join([f"run{salt}", *words[1:]])
+
+
+def page_bytes(at: AppTest) -> int:
+    total = 0
+
+    def walk(node) -> None:
+        nonlocal total
+        proto = getattr(node, "proto", None)
+        if proto is not None and hasattr(proto, "ByteSize"):
+            total += proto.ByteSize()
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    return total
+
+
+def bare_forward_seconds(model_name: str, text: str, repeats: int = 5) -> float:
+    lm = load(model_name, "cpu")
+    ids = torch.tensor([lm.encode(text).ids])
+    with torch.inference_mode():
+        lm.network(ids)  # warm-up
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            lm.network(ids)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def open_explorer(model_name: str, view: str, text: str) -> AppTest:
+    """One browser session on the explorer, already showing ``view`` for ``text``."""
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.switch_page("pages/explorer.py")
+    at.query_params.update({"model": model_name, "view": view, "text": text})
+    at.run()
+    if at.exception:
+        raise RuntimeError(f"the explorer failed: {at.exception[0].value}")
+    return at
+
+
+def retype(at: AppTest, text: str) -> tuple[float, int]:
+    """Type a new sentence into an open session: (server seconds for the rerun, page bytes)."""
+    box = at.text_input(key="text").set_value(text)
+    start = time.perf_counter()
+    box.run()
+    seconds = time.perf_counter() - start
+    if at.exception:
+        raise RuntimeError(f"the explorer failed: {at.exception[0].value}")
+    return seconds, page_bytes(at)
+
+
+def bench_explorer(model_name: str, n_words: int, views: list[str], repeats: int) -> list[dict]:
+    rows = []
+    for view in views:
+        at = open_explorer(model_name, view, sentence(n_words, 999))
+        # Each rerun gets a sentence never seen before, so no trace cache helps.
+        runs = [retype(at, sentence(n_words, 100 * len(rows) + salt)) for salt in range(repeats)]
+        text = sentence(n_words, 0)
+        n_tokens = len(load(model_name, "cpu").encode(text).ids)
+        forward = bare_forward_seconds(model_name, text)
+        render = statistics.median(r[0] for r in runs)
+        rows.append({
+            "model": model_name, "tokens": n_tokens, "view": view,
+            "render_ms": render * 1000, "forward_ms": forward * 1000,
+            "budget_ms": (5 * forward + 0.1) * 1000, "bytes": statistics.median(r[1] for r in runs),
+        })  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
+    configure_threads()
+    views = ["heatmap", "heads", "model", "lines", "focus", "stats"]
+    rows = bench_explorer("minilm", 18, views, args.repeats)
+    rows += bench_explorer("minilm", 254, ["heatmap", "heads", "model"], args.repeats)
+    print(
+        "\n| page | model | tokens | view | server time | bare forward | 5x forward + 100 ms | sent |"
+    )
+    print("|---|---|---:|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| explorer | {r['model']} | {r['tokens']} | {r['view']} | {r['render_ms']:.0f} ms "
+            f"| {r['forward_ms']:.1f} ms | {r['budget_ms']:.0f} ms | {r['bytes'] / 1e6:.2f} MB |"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

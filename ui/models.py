@@ -1,0 +1,106 @@
+"""Which model a session looks at, loaded once per process and traced once per input.
+
+Models are shared by every session (st.cache_resource) and are only read; traces are plain
+data cached per (model, device, text) with st.cache_data, so a rerun that changes a layer
+or a head never runs the model again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from model.lab import LabModel, ModelLoadError
+from model.loading import PRETRAINED, SHIPPED, load
+from model.trace import Trace
+from ui.i18n import t
+from ui.permalink import linked
+
+FOLDER = "folder"  # the choice that loads a local Hugging Face / checkpoint folder
+MODEL_CHOICES = (*SHIPPED, *PRETRAINED, FOLDER)
+DEFAULT_MODEL = "en2ko"
+_MODEL_KEY, _DEVICE_KEY, _FOLDER_KEY = "model", "device", "model_folder"
+
+
+def model_label(name: str) -> str:
+    return t(f"model.name.{name}")
+
+
+def device_choices() -> list[str]:
+    from model.device import available_devices
+
+    return ["auto", *available_devices()]
+
+
+def selected_model() -> str:
+    """The model name (or folder path) this session chose in the sidebar."""
+    choice = st.session_state.get(_MODEL_KEY, DEFAULT_MODEL)
+    if choice == FOLDER:
+        return str(st.session_state.get(_FOLDER_KEY) or "").strip()
+    return choice if choice in MODEL_CHOICES else DEFAULT_MODEL
+
+
+def selected_device() -> str:
+    device = st.session_state.get(_DEVICE_KEY, "auto")
+    return device if device in device_choices() else "auto"
+
+
+def render_model_picker() -> None:
+    """Sidebar widgets: model (kept in ?model=), a folder path when asked for, device."""
+    linked(
+        st.selectbox,
+        f":material/neurology: {t('sidebar.model')}",
+        MODEL_CHOICES,
+        key=_MODEL_KEY,
+        default=DEFAULT_MODEL,
+        format_func=model_label,
+        help=t("sidebar.model_help"),
+    )
+    if st.session_state.get(_MODEL_KEY) == FOLDER:
+        st.text_input(
+            t("sidebar.folder"),
+            key=_FOLDER_KEY,
+            placeholder="/path/to/model",
+            persist_state="session",
+        )
+    devices = {d: t(f"sidebar.device_choice.{d}") for d in device_choices()}
+    st.selectbox(
+        f":material/memory: {t('sidebar.device_choice')}",
+        list(devices),
+        format_func=devices.__getitem__,  # labels fixed for this run (see ui.permalink.linked)
+        key=_DEVICE_KEY,
+        persist_state="session",
+    )
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _load(name: str, device: str) -> LabModel:
+    return load(name, device)
+
+
+def get_model(name: str | None = None, device: str | None = None) -> LabModel | None:
+    """The chosen model, with a spinner while it loads and a clear message if it cannot."""
+    name = selected_model() if name is None else name
+    device = selected_device() if device is None else device
+    if not name:
+        st.info(t("model.folder_missing"), icon=":material/folder_open:")
+        return None
+    label = model_label(name) if name in MODEL_CHOICES else Path(name).name
+    try:
+        with st.spinner(t("model.loading", name=label)):
+            return _load(name, device)
+    except (ModelLoadError, ValueError, OSError) as err:
+        st.error(t("model.load_failed", name=label), icon=":material/error:")
+        st.caption(t("model.load_failed_detail", detail=str(err)))
+        return None
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _trace(name: str, device: str, text: str, target: str | None, stages: bool) -> Trace:
+    return _load(name, device).trace(text, target=target, stages=stages)
+
+
+def get_trace(text: str, target: str | None = None, stages: bool = False) -> Trace:
+    """A cached trace of ``text`` through the session's model (get_model() loaded it)."""
+    return _trace(selected_model(), selected_device(), text, target, stages)

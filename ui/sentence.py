@@ -1,0 +1,134 @@
+"""The sentence box every page shares: examples one click away, and a clear word on bad input.
+
+Whatever is typed is shown literally: inside messages it sits in code spans, so markdown,
+LaTeX ($), emoji codes and HTML in it are never interpreted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from functools import cache
+from pathlib import Path
+
+import streamlit as st
+
+from model.lab import Encoded, LabModel
+from ui.i18n import t
+
+EXAMPLES_PATH = Path(__file__).resolve().parents[1] / "assets" / "examples.json"
+MAX_CHARS = (
+    10_000  # longer text is cut here, before tokenizing (the model cuts again at its own limit)
+)
+
+
+@cache
+def examples_for(model_name: str) -> list[str]:
+    """Example inputs for a model (assets/examples.json), falling back to the English ones."""
+    data = json.loads(EXAMPLES_PATH.read_text(encoding="utf-8"))
+    return data.get(model_name, data["default"])
+
+
+def code_span(text: str) -> str:
+    """``text`` as a markdown code span, whatever backticks it holds."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {text} {fence}"
+
+
+def _unwanted(ch: str) -> bool:
+    # Control (Cc) and format (Cf: zero-width, bidi overrides) characters have no glyph.
+    return unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\t\n"
+
+
+def clean_text(raw: str) -> tuple[str, dict[str, int]]:
+    """(text fit for the model, what was done to it) — never raises."""
+    notes: dict[str, int] = {}
+    removed = sum(_unwanted(ch) for ch in raw)
+    text = "".join(" " if ch in "\t\n" else ch for ch in raw if not _unwanted(ch))
+    if removed:
+        notes["control"] = removed
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) > MAX_CHARS:
+        notes["chars"] = len(text)
+        text = text[:MAX_CHARS]
+    return text, notes
+
+
+def _looks_like_markup(text: str) -> bool:
+    return bool(re.search(r"<[^>]*>|&[#\w]+;", text))
+
+
+def sentence_input(lm: LabModel, model_name: str, key: str = "text") -> str | None:
+    """Draw the box and examples; return cleaned text ready for the model, or None.
+
+    The text is bound to ?text= and kept for the whole session, so it survives reruns,
+    page switches and shared links. Switching models swaps an untouched example for the
+    new model's example, and never replaces what the reader typed.
+    """
+    examples = examples_for(model_name)
+    last = st.session_state.get(f"{key}_model")
+    if last != model_name:
+        current = st.session_state.get(key)
+        from_link = current is None and st.query_params.get(key) is not None
+        untouched = current is None or (last is not None and current in examples_for(last))
+        if untouched and not from_link:
+            st.session_state[key] = examples[0]
+        st.session_state[f"{key}_model"] = model_name
+
+    def use_example() -> None:
+        picked = st.session_state.get(f"{key}_example")
+        if picked:
+            st.session_state[key] = picked
+        st.session_state[f"{key}_example"] = None
+
+    st.pills(
+        t("input.examples"),
+        examples,
+        format_func=code_span,
+        key=f"{key}_example",
+        on_change=use_example,
+    )
+    raw = st.text_input(
+        t("input.label"),
+        key=key,
+        help=t("input.help"),
+        bind="query-params",
+        persist_state="session",
+    )
+    text, notes = clean_text(raw or "")
+    if "control" in notes:
+        st.info(t("input.control_removed", n=notes["control"]), icon=":material/cleaning_services:")
+    if "chars" in notes:
+        st.warning(
+            t("input.too_many_chars", n=notes["chars"], limit=MAX_CHARS),
+            icon=":material/content_cut:",
+        )
+    if not text:
+        st.warning(t("input.empty"), icon=":material/edit:")
+        return None
+    if _looks_like_markup(text):
+        st.info(t("input.markup_literal"), icon=":material/code:")
+    report_encoding(lm, lm.encode(text))
+    return text
+
+
+def report_encoding(lm: LabModel, enc: Encoded) -> None:
+    """Tell the reader what the tokenizer did: cut the text, or met words it does not know."""
+    if enc.truncated:
+        st.warning(t("input.truncated", limit=len(enc.ids)), icon=":material/content_cut:")
+    if enc.unknown:
+        suggest = getattr(lm.input_tokenizer, "suggest", None)
+        parts = []
+        for word in dict.fromkeys(enc.unknown):  # each word once, in order
+            close = suggest(word) if suggest else []
+            if close:
+                alts = ", ".join(code_span(w) for w in close)
+                parts.append(t("input.unknown_word_with", word=code_span(word), alternatives=alts))
+            else:
+                parts.append(code_span(word))
+        st.warning(
+            t("input.unknown", n=len(parts)) + "\n\n" + "\n".join(f"- {p}" for p in parts),
+            icon=":material/help:",
+        )
