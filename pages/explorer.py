@@ -293,7 +293,7 @@ elif view == "stages":
         stage_head = head if aggregate == "head" else 0
         if aggregate != "head":
             st.caption(t("explorer.stages_first_head"))
-        d_k = lm.config.d_k if hasattr(lm, "config") else None
+        d_k = getattr(lm.config, "d_k", None)  # transformers configs have no d_k
         st.markdown(t("explorer.stages_intro", n=layer + 1, h=stage_head + 1))
         if d_k:
             st.latex(rf"d_k = {d_k}, \quad \sqrt{{d_k}} = {d_k**0.5:.3f}")

@@ -1,4 +1,4 @@
-"""Shared pytest set-up: the `gpu` marker's skip."""
+"""Shared pytest set-up: the `gpu` marker's skip, and tiny local Hugging Face models."""
 
 from __future__ import annotations
 
@@ -17,3 +17,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="needs a CUDA GPU; PyTorch sees none")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def hf_folders(tmp_path_factory):
+    """name -> folder of a tiny random Hugging Face model (bert, distilbert, gpt2, bart, t5)."""
+    from tests.hf_folders import build_folders
+
+    return build_folders(tmp_path_factory)

@@ -107,7 +107,9 @@ def test_the_address_follows_every_change_by_id_not_by_label():
 def test_a_stale_or_mistyped_link_falls_back_to_defaults():
     at = explorer(layer="99", head="-1", view="nonsense", agg="<script>")
     assert not at.exception
-    assert at.selectbox(key="layer").value == 0 and at.segmented_control(key="view").value == "heatmap"
+    assert (
+        at.selectbox(key="layer").value == 0 and at.segmented_control(key="view").value == "heatmap"
+    )
 
 
 def test_empty_text_asks_for_a_sentence():
@@ -144,7 +146,10 @@ def test_a_huge_paste_is_cut_to_the_character_limit_first():
 def test_hiding_special_tokens_says_how_much_attention_they_took():
     at = explorer(hide="true")
     captions = [c.value for c in at.caption]
-    assert any(re.fullmatch(r"Hidden special tokens took \d+\.\d% of this layer's attention\.", c) for c in captions)
+    assert any(
+        re.fullmatch(r"Hidden special tokens took \d+\.\d% of this layer's attention\.", c)
+        for c in captions
+    )
     ticks = figures(at)[0]["layout"]["xaxis"]["ticktext"]
     assert "[CLS]" not in ticks and "[SEP]" not in ticks
 
@@ -163,7 +168,48 @@ def test_the_korean_explorer_shows_no_english_interface_text():
     at = explorer(lang="ko", view="stats")
     assert not at.exception
     english = set(load_catalog("en").values()) - set(load_catalog("ko").values())
-    shown = [e.value for kind in ("title", "caption", "info", "warning", "markdown") for e in at.get(kind)]
+    shown = [
+        e.value
+        for kind in ("title", "caption", "info", "warning", "markdown")
+        for e in at.get(kind)
+    ]
     shown += [w.label for w in at.get("selectbox")] + [w.label for w in at.get("button_group")]
     assert not [text for text in shown if text in english]
     assert HANGUL.search(at.title[0].value)
+
+
+def explorer_on_folder(folder, **query: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("pages/explorer.py")
+    at.query_params.update({"model": "folder", **query})
+    at.session_state["model_folder"] = str(folder)
+    return at.run()
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds"), [("gpt2", ["decoder"]), ("bart", ["encoder", "decoder", "cross"])]
+)
+def test_local_hugging_face_folders_show_their_own_attention_kinds(hf_folders, name, kinds):
+    at = explorer_on_folder(hf_folders[name], text="the cat sat")
+    assert not at.exception and not at.error
+    assert at.segmented_control(key="kind").options == [
+        translate(f"explorer.kind.{k}", "en") for k in kinds
+    ]
+    assert figures(at)
+
+
+def test_a_transformers_model_says_its_stages_are_not_available(hf_folders):
+    at = explorer_on_folder(hf_folders["bart"], text="the cat sat", view="stages")
+    assert not at.exception
+    assert translate("explorer.stages_unavailable", "en") in [i.value for i in at.info]
+
+
+def test_cross_attention_pairs_decoder_queries_with_encoder_keys(hf_folders):
+    at = explorer_on_folder(hf_folders["bart"], text="the cat sat", kind="cross")
+    weights = figures(at)[0]
+    x_ticks, y_ticks = (
+        weights["layout"]["xaxis"]["ticktext"],
+        weights["layout"]["yaxis"]["ticktext"],
+    )
+    assert x_ticks[0] == "&lt;s&gt;" and "cat" in "".join(x_ticks)  # encoder tokens across
+    assert len(y_ticks) >= 1  # decoder tokens down
