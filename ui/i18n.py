@@ -1,6 +1,9 @@
 """English / Korean text for every visible string: ``t("home.title")``.
 
-Catalogs are flat JSON files, ``assets/i18n/<lang>.json``, mapping dotted keys to text.
+Catalogs are flat JSON files mapping dotted keys to text: ``assets/i18n/<lang>.json`` plus
+one ``assets/i18n/<lang>.<area>.json`` per area of the app (``ko.decoding.json``), so pages
+can grow their text side by side without editing one shared file. A key may live in one
+file only.
 The pure half (``load_catalog``, ``translate``) needs no running Streamlit, so tests and
 notebooks can call it; ``t``, ``current_language`` and ``set_language`` read and write the
 session's choice, which is mirrored in the URL (``?lang=ko``) so a shared link keeps it.
@@ -39,8 +42,26 @@ def _read_catalog(path: Path) -> dict[str, str]:
 
 
 def load_catalog(lang: str) -> dict[str, str]:
-    """The catalog for ``lang``, read once per process (cached by file path)."""
-    return _read_catalog(CATALOG_DIR / f"{lang}.json")
+    """The catalog for ``lang``, all its files merged, read once per process."""
+    return _merged_catalog(CATALOG_DIR, lang)
+
+
+@cache
+def _merged_catalog(folder: Path, lang: str) -> dict[str, str]:
+    merged: dict[str, str] = {}
+    for path in catalog_files(lang, folder):
+        part = _read_catalog(path)
+        clash = sorted(merged.keys() & part.keys())
+        if clash:
+            raise RuntimeError(f"{path.name} repeats keys of another catalog file: {clash[:5]}")
+        merged.update(part)
+    return merged
+
+
+def catalog_files(lang: str, folder: Path | None = None) -> list[Path]:
+    """``<lang>.json`` first, then ``<lang>.<area>.json`` in name order."""
+    folder = CATALOG_DIR if folder is None else folder
+    return [folder / f"{lang}.json", *sorted(folder.glob(f"{lang}.*.json"))]
 
 
 def normalize_language(lang: object) -> str:

@@ -26,11 +26,26 @@ HANGUL = re.compile(r"[\uac00-\ud7a3]")
 
 
 def read(lang: str) -> dict[str, str]:
-    return json.loads((CATALOG_DIR / f"{lang}.json").read_text(encoding="utf-8"))
+    """Everything ``lang`` says: its main file and every area file, merged."""
+    return i18n.load_catalog(lang)
 
 
-def test_every_language_has_a_catalog():
-    assert sorted(p.stem for p in CATALOG_DIR.glob("*.json")) == sorted(i18n.LANGUAGES)
+def test_every_language_has_a_catalog_and_the_same_area_files():
+    assert sorted({p.name.split(".")[0] for p in CATALOG_DIR.glob("*.json")}) == sorted(
+        i18n.LANGUAGES
+    )
+    areas = {
+        lang: [p.name[len(lang) :] for p in i18n.catalog_files(lang)] for lang in i18n.LANGUAGES
+    }
+    assert areas["en"] == areas["ko"]
+
+
+def test_a_key_in_two_catalog_files_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "en.json").write_text(json.dumps({"a": "A"}), encoding="utf-8")
+    (tmp_path / "en.page.json").write_text(json.dumps({"a": "again"}), encoding="utf-8")
+    monkeypatch.setattr(i18n, "CATALOG_DIR", tmp_path)
+    with pytest.raises(RuntimeError, match="en.page.json repeats keys"):
+        i18n.load_catalog("en")
 
 
 def test_korean_and_english_catalogs_have_the_same_keys():
