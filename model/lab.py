@@ -6,7 +6,7 @@ mapped pretrained MiniLM are both LabModels, so every page works the same on eit
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -14,7 +14,7 @@ import torch
 
 from model.device import resolve_device
 from model.trace import Recorder, Trace
-from model.transformer import DecoderModel, EncoderDecoderModel, EncoderModel
+from model.transformer import DecoderModel, EncoderDecoderModel, EncoderModel, HeadMask
 
 
 class ModelLoadError(Exception):
@@ -66,7 +66,11 @@ class DecodeStep:
     token_id: int
     tokens: list[str]  # the output so far, this token included
     attention: dict[str, torch.Tensor]  # kind -> [layers, heads, keys] for the new query
-    probs: torch.Tensor  # [vocab] next-token probabilities this token was drawn from
+    probs: torch.Tensor  # [vocab] the distribution this token was chosen from (after
+    # temperature, and for sampling after top-k / top-p)
+    logits: torch.Tensor | None = None  # [vocab] raw scores, before temperature
+    beams: list[tuple[list[str], float]] = field(default_factory=list)  # beam search: the
+    # live hypotheses after this step, best first, with their summed log-probabilities
 
 
 Network = EncoderDecoderModel | EncoderModel | DecoderModel
@@ -123,8 +127,36 @@ class LabModel:
     def _tensor(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor([ids], dtype=torch.long, device=self.device)
 
+    def head_mask(self, off: Iterable[tuple[str, int, int]] = ()) -> HeadMask:
+        """A head mask with the given (kind, layer, head) switched off, all others on."""
+        cfg = self.config
+        layers = {"encoder": cfg.n_encoder_layers, "decoder": cfg.n_decoder_layers}
+        layers["cross"] = cfg.n_decoder_layers if self.kind == "encoder-decoder" else 0
+        mask = {
+            kind: torch.ones(n, cfg.n_heads, device=self.device)
+            for kind, n in layers.items()
+            if n
+            and (kind != "encoder" or cfg.has_encoder)
+            and (kind == "encoder" or cfg.has_decoder)
+        }
+        for kind, layer, head in off:
+            if (
+                kind not in mask
+                or not (0 <= layer < len(mask[kind]))
+                or not 0 <= head < cfg.n_heads
+            ):
+                raise ValueError(f"this model has no {kind} head {head + 1} in layer {layer + 1}")
+            mask[kind][layer, head] = 0.0
+        return mask
+
     @torch.inference_mode()
-    def trace(self, text: str, target: str | None = None, stages: bool = False) -> Trace:
+    def trace(
+        self,
+        text: str,
+        target: str | None = None,
+        stages: bool = False,
+        head_mask: HeadMask | None = None,
+    ) -> Trace:
         """Run ``text`` through the traced path and return everything it recorded.
 
         Encoder-decoder and decoder-only models are teacher-forced on ``target`` when given,
@@ -132,27 +164,62 @@ class LabModel:
         """
         enc = self.encode(text)
         if self.kind == "encoder":
-            out = self.network(self._tensor(enc.ids), trace=True, stages=stages)
+            out = self.network(
+                self._tensor(enc.ids), trace=True, stages=stages, head_mask=head_mask
+            )
             return out.trace(0, enc.tokens, [])
         tgt = self.tgt_tokenizer
         if target is None:
-            continuation = [s.token_id for s in self.decode(text)]
+            continuation = [s.token_id for s in self.decode(text, head_mask=head_mask)]
         else:
             continuation = tgt.encode_target(target, self.max_len).ids
         if self.kind == "encoder-decoder":
             # Decoder input is the output shifted right: <bos> y1 .. yn (it predicts y1 .. <eos>).
             dec_in = [tgt.bos_id, *[i for i in continuation if i != tgt.eos_id]][: self.max_len]
             out = self.network(
-                self._tensor(enc.ids), self._tensor(dec_in), trace=True, stages=stages
-            )
+                self._tensor(enc.ids), self._tensor(dec_in), trace=True, stages=stages,
+                head_mask=head_mask,
+            )  # fmt: skip
             return out.trace(0, enc.tokens, tgt.tokens(dec_in))
         seq = (enc.ids + [i for i in continuation if i != tgt.eos_id])[: self.max_len]
-        out = self.network(self._tensor(seq), trace=True, stages=stages)
+        out = self.network(self._tensor(seq), trace=True, stages=stages, head_mask=head_mask)
         return out.trace(0, [], tgt.tokens(seq))
 
-    def translate(self, text: str) -> str:
+    @torch.inference_mode()
+    def teacher_forcing(
+        self, text: str, target: str, head_mask: HeadMask | None = None
+    ) -> list[ForcedStep]:
+        """Predictions with the true prefix (teacher forcing) beside the model's own output.
+
+        Training always shows the model the true prefix; generation feeds it its own
+        guesses, so one early mistake can change everything after it.
+        """
+        if self.kind == "encoder":
+            raise ValueError("an encoder-only model reads text but does not generate it")
+        tgt = self.tgt_tokenizer
+        gold = [i for i in tgt.encode_target(target, self.max_len).ids if i != tgt.eos_id]
+        if not gold:
+            raise ValueError("the target has no tokens this model knows")
+        trace = self.trace(text, target=target, head_mask=head_mask)
+        if trace.logits is None:
+            raise ValueError("this model's traces carry no logits to compare")
+        offset = 0 if self.kind == "encoder-decoder" else len(self.encode(text).ids) - 1
+        free = [s.token for s in self.decode(text, head_mask=head_mask)]
+        wanted = [*gold, tgt.eos_id][: len(trace.logits) - offset]
+        inputs = trace.tgt_tokens
+        steps = []
+        for pos, want in enumerate(wanted):
+            probs = torch.softmax(trace.logits[offset + pos], dim=-1)
+            steps.append(ForcedStep(
+                pos, inputs[offset + pos], tgt.tokens([want])[0],
+                tgt.tokens([int(probs.argmax())])[0], float(probs[want]),
+                free[pos] if pos < len(free) else None,
+            ))  # fmt: skip
+        return steps
+
+    def translate(self, text: str, head_mask: HeadMask | None = None) -> str:
         """Greedy output as text (encoder-decoder), or the greedy continuation (decoder-only)."""
-        ids = [s.token_id for s in self.decode(text)]
+        ids = [s.token_id for s in self.decode(text, head_mask=head_mask)]
         return self.tgt_tokenizer.detokenize(ids)
 
     @torch.inference_mode()
@@ -165,57 +232,131 @@ class LabModel:
         top_k: int | None = None,
         top_p: float | None = None,
         seed: int | None = None,
+        beam_width: int = 4,
+        head_mask: HeadMask | None = None,
     ) -> Iterator[DecodeStep]:
-        """Generate one token at a time with the key/value cache, yielding each step.
+        """Generate one token at a time, yielding each step.
 
-        strategy "greedy" takes the most likely token; "sample" draws from the distribution
-        after temperature, top-k and top-p filtering (seeded for repeatable runs).
+        "greedy" takes the most likely token; "sample" draws from the distribution after
+        temperature, top-k and top-p filtering (seeded for repeatable runs); both use the
+        key/value cache. "beam" keeps the ``beam_width`` most likely hypotheses and yields
+        the steps of the best one, each with the live beams at that step.
         """
         if self.kind == "encoder":
             raise ValueError("an encoder-only model reads text but does not generate it")
-        if strategy not in ("greedy", "sample"):
-            raise ValueError(f"unknown decoding strategy {strategy!r}; use 'greedy' or 'sample'")
+        if strategy not in ("greedy", "sample", "beam"):
+            raise ValueError(
+                f"unknown decoding strategy {strategy!r}; use 'greedy', 'sample' or 'beam'"
+            )
         if temperature <= 0:
             raise ValueError("temperature must be above 0")
+        if strategy == "beam":
+            if beam_width < 1:
+                raise ValueError("beam width must be at least 1")
+            yield from self._beam(text, beam_width, max_new_tokens, head_mask)
+            return
         tgt = self.tgt_tokenizer
-        enc = self.encode(text)
         gen = torch.Generator(device="cpu")
         if seed is not None:
             gen.manual_seed(seed)
         cache = self.network.new_cache()
-        if self.kind == "encoder-decoder":
-            memory, src_valid = self.network.encode(self._tensor(enc.ids))
-            prefix = [tgt.bos_id]
-        else:
-            prefix = list(enc.ids)
-        room = self.max_len - len(prefix)
-        budget = room if max_new_tokens is None else min(room, max_new_tokens)
+        step_logits, prefix = self._stepper(text, head_mask)
+        budget = self._budget(len(prefix), max_new_tokens)
         new, out_ids = prefix, []
         for index in range(budget):
             rec = Recorder()
-            if self.kind == "encoder-decoder":
-                logits = self.network.decode(self._tensor(new), memory, src_valid, rec, cache)
-            else:
-                logits = self.network.decode(self._tensor(new), rec, cache)
-            scores = logits[0, -1].float().cpu()
+            scores = step_logits(new, rec, cache)  # [vocab]
             probs = torch.softmax(scores / temperature, dim=-1)
             if strategy == "greedy":
                 token_id = int(scores.argmax())
             else:
-                token_id = int(
-                    torch.multinomial(filter_probs(probs, top_k, top_p), 1, generator=gen)
-                )
+                probs = filter_probs(probs, top_k, top_p)
+                token_id = int(torch.multinomial(probs, 1, generator=gen))
             out_ids.append(token_id)
-            attention = {
-                kind: torch.stack([w[0, :, -1] for w in ws]).float().cpu()
-                for kind, ws in rec.attention.items()
-            }
             yield DecodeStep(
-                index, tgt.tokens([token_id])[0], token_id, tgt.tokens(out_ids), attention, probs
-            )
+                index, tgt.tokens([token_id])[0], token_id, tgt.tokens(out_ids),
+                _last_rows(rec), probs, scores,
+            )  # fmt: skip
             if token_id == tgt.eos_id:
                 return
             new = [token_id]
+
+    def _budget(self, n_prefix: int, max_new_tokens: int | None) -> int:
+        room = self.max_len - n_prefix
+        return room if max_new_tokens is None else max(0, min(room, max_new_tokens))
+
+    def _stepper(self, text: str, head_mask: HeadMask | None):
+        """(logits of the last position for new ids given a cache, the decoder's first input)."""
+        enc = self.encode(text)
+        net = self.network
+        if self.kind == "encoder-decoder":
+            memory, src_valid = net.encode(self._tensor(enc.ids), head_mask=head_mask)
+
+            def step(ids, rec, cache):
+                out = net.decode(self._tensor(ids), memory, src_valid, rec, cache, head_mask)
+                return out[0, -1].float().cpu()
+
+            return step, [self.tgt_tokenizer.bos_id]
+
+        def step(ids, rec, cache):
+            return net.decode(self._tensor(ids), rec, cache, head_mask)[0, -1].float().cpu()
+
+        return step, list(enc.ids)
+
+    def _beam(
+        self, text: str, width: int, max_new_tokens: int | None, head_mask: HeadMask | None
+    ) -> Iterator[DecodeStep]:
+        """Beam search over summed log-probabilities; the steps of the best hypothesis."""
+        tgt = self.tgt_tokenizer
+        step_logits, prefix = self._stepper(text, head_mask)
+        beams: list[tuple[list[int], float, bool]] = [([], 0.0, False)]  # (ids, logp, done)
+        history = []
+        for _ in range(self._budget(len(prefix), max_new_tokens)):
+            candidates = [b for b in beams if b[2]]
+            for ids, score, done in beams:
+                if done:
+                    continue
+                # Hypotheses are short here: recompute each from scratch rather than fork caches.
+                logp = torch.log_softmax(step_logits(prefix + ids, None, None), dim=-1)
+                top = torch.topk(logp, min(width, logp.numel()))
+                for lp, tok in zip(top.values.tolist(), top.indices.tolist(), strict=True):
+                    candidates.append((ids + [tok], score + lp, tok == tgt.eos_id))
+            beams = sorted(candidates, key=lambda b: b[1], reverse=True)[:width]
+            history.append([(tgt.tokens(ids), score) for ids, score, _ in beams])
+            if all(done for _, _, done in beams):
+                break
+        best = beams[0][0]
+        # Replay the winner with the cache to get each step's attention rows and distribution.
+        cache, new = self.network.new_cache(), prefix
+        for index, token_id in enumerate(best):
+            rec = Recorder()
+            scores = step_logits(new, rec, cache)
+            yield DecodeStep(
+                index, tgt.tokens([token_id])[0], token_id, tgt.tokens(best[: index + 1]),
+                _last_rows(rec), torch.softmax(scores, dim=-1), scores,
+                history[min(index, len(history) - 1)],
+            )  # fmt: skip
+            new = [token_id]
+
+
+@dataclass
+class ForcedStep:
+    """One position of teacher forcing beside free running (see LabModel.teacher_forcing)."""
+
+    position: int
+    true_prefix_end: str  # the last token of the true prefix the model was given
+    target: str  # the token it should produce next
+    forced: str  # what it predicts given the true prefix
+    forced_prob: float  # probability it gives the target token there
+    free: str | None  # what it produced at this position on its own (None: it had stopped)
+
+
+def _last_rows(rec: Recorder) -> dict[str, torch.Tensor]:
+    """kind -> [layers, heads, keys]: the attention of the newest query only."""
+    return {
+        kind: torch.stack([w[0, :, -1] for w in ws]).float().cpu()
+        for kind, ws in rec.attention.items()
+    }
 
 
 def filter_probs(probs: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:

@@ -120,3 +120,75 @@ def test_unknown_model_names_and_folders_get_a_readable_error(tmp_path):
     (tmp_path / "config.json").write_text('{"hello": 1}')
     with pytest.raises(ModelLoadError, match="neither a project checkpoint"):
         load(tmp_path)
+
+
+def test_every_cached_step_equals_recomputing_the_whole_prefix():
+    lm = lab("encoder-decoder")
+    steps = list(lm.decode("a b c d"))
+    out = " ".join(s.token for s in steps if s.token != "<eos>")
+    full = lm.trace("a b c d", target=out)  # one pass over <bos> y1 .. yn, no cache
+    for step in steps:
+        t = step.index
+        for kind in ("decoder", "cross"):
+            row = full.attention[kind][:, :, t, : step.attention[kind].shape[-1]]
+            torch.testing.assert_close(step.attention[kind], row, atol=1e-5, rtol=1e-5)
+        assert torch.all(full.attention["decoder"][:, :, t, t + 1 :] == 0)  # never the future
+        if t < len(full.logits):
+            torch.testing.assert_close(step.logits, full.logits[t], atol=1e-4, rtol=1e-4)
+
+
+def test_beam_of_width_one_is_greedy():
+    lm = lab("encoder-decoder")
+    greedy = [s.token_id for s in lm.decode("a b c")]
+    beam = [s.token_id for s in lm.decode("a b c", strategy="beam", beam_width=1)]
+    assert beam == greedy
+
+
+def test_beam_steps_show_the_live_hypotheses_best_first():
+    lm = lab("encoder-decoder")
+    steps = list(lm.decode("a b c d", strategy="beam", beam_width=3, max_new_tokens=6))
+    for step in steps:
+        scores = [score for _, score in step.beams]
+        assert 1 <= len(step.beams) <= 3 and scores == sorted(scores, reverse=True)
+        assert all(score <= 0 for score in scores)  # summed log-probabilities
+    assert steps[-1].beams[0][0][: len(steps)] == [s.token for s in steps]
+
+
+def test_switching_no_head_off_changes_nothing_and_a_head_off_changes_the_output():
+    lm = lab("encoder-decoder")
+    plain = list(lm.decode("a b c d", max_new_tokens=5))
+    same = list(lm.decode("a b c d", max_new_tokens=5, head_mask=lm.head_mask()))
+    assert [s.token_id for s in plain] == [s.token_id for s in same]
+    torch.testing.assert_close(plain[0].probs, same[0].probs)
+    cut = lm.head_mask(
+        off=[("cross", 0, h) for h in range(4)] + [("cross", 1, h) for h in range(4)]
+    )
+    changed = list(lm.decode("a b c d", max_new_tokens=5, head_mask=cut))
+    assert not torch.allclose(plain[0].probs, changed[0].probs)
+
+
+def test_a_head_that_does_not_exist_is_refused_clearly():
+    with pytest.raises(ValueError, match="no cross head 9 in layer 1"):
+        lab("encoder-decoder").head_mask(off=[("cross", 0, 8)])
+    with pytest.raises(ValueError, match="no cross head"):
+        lab("decoder").head_mask(off=[("cross", 0, 0)])
+
+
+def test_teacher_forcing_lines_up_true_prefixes_with_free_running():
+    lm = lab("encoder-decoder")
+    own = [s.token for s in lm.decode("a b c")]
+    other = lm.teacher_forcing("a b c", "j j j")
+    # At the first position both see the same prefix, <bos>, so they must agree there.
+    assert other[0].true_prefix_end == "<bos>" and other[0].forced == other[0].free == own[0]
+    assert [s.free for s in other] == own[: len(other)]
+    assert [s.target for s in other] == ["j", "j", "j", "<eos>"]
+    assert all(0 <= s.forced_prob <= 1 for s in other)
+    with pytest.raises(ValueError, match="no tokens"):
+        lm.teacher_forcing("a b c", "")
+
+
+def test_decoder_only_teacher_forcing_starts_after_the_prompt():
+    lm = lab("decoder")
+    steps = lm.teacher_forcing("c a b", "a b c")
+    assert [s.target for s in steps] == ["a", "b", "c", "<eos>"]
+    assert steps[0].true_prefix_end == "b"  # the prompt's last token predicts the first answer
