@@ -8,6 +8,7 @@ from model.analysis import head_max, head_mean, rollout
 from model.export import trace_to_json, trace_to_npz
 from model.tokens import hide_special_tokens, merge_subwords, subword_style
 from model.trace import Trace
+from ui.charts import plotly_chart
 from ui.frame import require_frame
 from ui.i18n import t
 from ui.models import get_model, get_trace, selected_model
@@ -198,14 +199,14 @@ if view == "heatmap":
     weights, title = selected_map()
     if aggregate == "max":
         st.caption(t("explorer.max_note"))
-    st.plotly_chart(
+    plotly_chart(
         attention_heatmap(
             weights, q_tokens, k_tokens, causal=causal, title=title, labels=_labels()
         ),
         key="heatmap_chart",
     )
 elif view == "heads":
-    st.plotly_chart(
+    plotly_chart(
         heads_figure(
             attention[layer],
             q_tokens,
@@ -218,7 +219,7 @@ elif view == "heads":
     )
 elif view == "model":
     st.caption(t("explorer.model_grid_note"))
-    st.plotly_chart(
+    plotly_chart(
         model_grid_figure(
             attention,
             causal=causal,
@@ -274,7 +275,7 @@ elif view == "focus":
         ),
         height=60 + 34 * (1 + sum(len(tok) + 3 for tok in k_tokens) // 110),
     )
-    st.plotly_chart(
+    plotly_chart(
         focus_bars_figure(
             rows,
             k_tokens,
@@ -300,25 +301,28 @@ elif view == "stages":
         stages = {name: st_[layer, stage_head] for name, st_ in staged.stages[kind].items()}
         score_labels = (*_labels()[:2], t("explorer.axis.score"))
         a, b = st.columns(2)
-        a.plotly_chart(
+        plotly_chart(
             scores_heatmap(
                 stages["scores"], sq, sk, title=t("explorer.stage.scores"), labels=score_labels
             ),
             key="stage_scores",
+            where=a,
         )
-        b.plotly_chart(
+        plotly_chart(
             scores_heatmap(
                 stages["scaled"], sq, sk, title=t("explorer.stage.scaled"), labels=score_labels
             ),
             key="stage_scaled",
+            where=b,
         )
-        a.plotly_chart(
+        plotly_chart(
             scores_heatmap(
                 stages["masked"], sq, sk, title=t("explorer.stage.masked"), labels=score_labels
             ),
             key="stage_masked",
+            where=a,
         )
-        b.plotly_chart(
+        plotly_chart(
             attention_heatmap(
                 stages["weights"],
                 sq,
@@ -328,6 +332,7 @@ elif view == "stages":
                 labels=_labels(),
             ),
             key="stage_softmax",
+            where=b,
         )
         if merge or hide:
             st.caption(t("explorer.stages_raw_tokens"))

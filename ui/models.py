@@ -11,7 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from model.lab import LabModel, ModelLoadError
+from model.lab import DecodeStep, ForcedStep, LabModel, ModelLoadError
 from model.loading import PRETRAINED, SHIPPED, load
 from model.trace import Trace
 from ui.i18n import t
@@ -104,3 +104,32 @@ def _trace(name: str, device: str, text: str, target: str | None, stages: bool) 
 def get_trace(text: str, target: str | None = None, stages: bool = False) -> Trace:
     """A cached trace of ``text`` through the session's model (get_model() loaded it)."""
     return _trace(selected_model(), selected_device(), text, target, stages)
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def _decode(name: str, device: str, text: str, options: tuple) -> list[DecodeStep]:
+    lm = _load(name, device)
+    kwargs = dict(options)
+    head_off = kwargs.pop("head_off", ())
+    if head_off:
+        kwargs["head_mask"] = lm.head_mask(head_off)
+    return list(lm.decode(text, **kwargs))
+
+
+def get_decoding(text: str, **options) -> list[DecodeStep]:
+    """Every step of one decoding run, computed once and cached, so stepping back and forth
+    costs only the figures. ``head_off``: (kind, layer, head) triples switched off."""
+    return _decode(selected_model(), selected_device(), text, tuple(sorted(options.items())))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _teacher_forcing(
+    name: str, device: str, text: str, target: str, head_off: tuple
+) -> list[ForcedStep]:
+    lm = _load(name, device)
+    return lm.teacher_forcing(text, target, lm.head_mask(head_off) if head_off else None)
+
+
+def get_teacher_forcing(text: str, target: str, head_off: tuple = ()) -> list[ForcedStep]:
+    """Cached LabModel.teacher_forcing for the session's model."""
+    return _teacher_forcing(selected_model(), selected_device(), text, target, head_off)
