@@ -79,6 +79,8 @@ class EncoderLayer(nn.Module):
         head_mask: dict[str, torch.Tensor] | None = None,  # kind -> [H]
     ) -> torch.Tensor:
         def attend(h: torch.Tensor) -> torch.Tensor:
+            if rec is not None:
+                rec.add_input("encoder", h, h, mask)
             out, w = self.self_attn(
                 h,
                 h,
@@ -129,6 +131,8 @@ class DecoderLayer(nn.Module):
         head_mask = head_mask or {}
 
         def self_attend(h: torch.Tensor) -> torch.Tensor:
+            if traced:
+                rec.add_input("decoder", h, h, self_mask)
             out, w = self.self_attn(
                 h,
                 h,
@@ -144,6 +148,8 @@ class DecoderLayer(nn.Module):
             return out
 
         def cross_attend(h: torch.Tensor) -> torch.Tensor:
+            if traced:
+                rec.add_input("cross", h, memory, cross_mask)
             out, w = self.cross_attn(
                 h,
                 memory,

@@ -25,14 +25,30 @@ def _token_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 class Recorder:
     """Collects attention, its stages, LayerNorm statistics and residual norms during forward."""
 
-    def __init__(self, stages: bool = False):
+    def __init__(self, stages: bool = False, inputs: bool = False):
         self.want_stages = stages
+        self.want_inputs = inputs  # keep each attention's input (the step-by-step page)
         self.attention: dict[str, list[torch.Tensor]] = defaultdict(
             list
         )  # kind -> [B,H,Lq,Lk]/layer
         self.stages: dict[str, list[AttentionStages]] = defaultdict(list)
         self.norms: dict[str, dict[str, torch.Tensor]] = {}  # name -> stat -> [B, L]
         self.residual: dict[str, list[torch.Tensor]] = defaultdict(list)  # stack -> [B, L]/layer
+        # kind -> per layer {"query": [B, Lq, D], "memory": [B, Lk, D], "mask": bool or None}
+        self.inputs: dict[str, list[dict]] = defaultdict(list)
+
+    def add_input(
+        self, kind: str, query: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None
+    ) -> None:
+        """What one attention read (only when asked: it is a full hidden state per layer)."""
+        if self.want_inputs:
+            self.inputs[kind].append(
+                {
+                    "query": query.detach(),
+                    "memory": memory.detach(),
+                    "mask": None if mask is None else mask.detach(),
+                }
+            )
 
     def add_attention(self, kind: str, weights: torch.Tensor | AttentionStages) -> None:
         if isinstance(weights, AttentionStages):

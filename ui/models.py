@@ -75,7 +75,8 @@ def render_model_picker() -> None:
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _load(name: str, device: str) -> LabModel:
+def load_model(name: str, device: str) -> LabModel:
+    """One shared instance per (model, device) for the whole process; raises ModelLoadError."""
     return load(name, device)
 
 
@@ -89,7 +90,7 @@ def get_model(name: str | None = None, device: str | None = None) -> LabModel | 
     label = model_label(name) if name in MODEL_CHOICES else Path(name).name
     try:
         with st.spinner(t("model.loading", name=label)):
-            return _load(name, device)
+            return load_model(name, device)
     except (ModelLoadError, ValueError, OSError) as err:
         st.error(t("model.load_failed", name=label), icon=":material/error:")
         st.caption(t("model.load_failed_detail", detail=str(err)))
@@ -98,7 +99,7 @@ def get_model(name: str | None = None, device: str | None = None) -> LabModel | 
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def _trace(name: str, device: str, text: str, target: str | None, stages: bool) -> Trace:
-    return _load(name, device).trace(text, target=target, stages=stages)
+    return load_model(name, device).trace(text, target=target, stages=stages)
 
 
 def get_trace(text: str, target: str | None = None, stages: bool = False) -> Trace:
@@ -108,7 +109,7 @@ def get_trace(text: str, target: str | None = None, stages: bool = False) -> Tra
 
 @st.cache_data(show_spinner=False, max_entries=128)
 def _decode(name: str, device: str, text: str, options: tuple) -> list[DecodeStep]:
-    lm = _load(name, device)
+    lm = load_model(name, device)
     kwargs = dict(options)
     head_off = kwargs.pop("head_off", ())
     if head_off:
@@ -126,7 +127,7 @@ def get_decoding(text: str, **options) -> list[DecodeStep]:
 def _teacher_forcing(
     name: str, device: str, text: str, target: str, head_off: tuple
 ) -> list[ForcedStep]:
-    lm = _load(name, device)
+    lm = load_model(name, device)
     return lm.teacher_forcing(text, target, lm.head_mask(head_off) if head_off else None)
 
 

@@ -1,0 +1,267 @@
+"""Small numeric experiments behind the concept pages, and the warm-up training experiment.
+
+Pure PyTorch / numpy, no plotting: the pages draw the numbers, tests check them.
+
+Re-run the shipped warm-up experiment (four short trainings of the reverse task)::
+
+    python -m model.experiments warmup --out assets/experiments/warmup
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from model.attention import scaled_dot_product_attention
+from model.config import TransformerConfig
+from model.transformer import build_model
+
+ROOT = Path(__file__).resolve().parents[1]
+WARMUP_DIR = ROOT / "assets" / "experiments" / "warmup"
+
+# --- why √d_k ---------------------------------------------------------------------------------
+
+
+def qk_products(d_k: int, n: int = 4000, seed: int = 0) -> torch.Tensor:
+    """q·k for ``n`` pairs of vectors with independent N(0, 1) entries: variance d_k."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(n, d_k, generator=gen, dtype=torch.float64)
+    k = torch.randn(n, d_k, generator=gen, dtype=torch.float64)
+    return (q * k).sum(-1)
+
+
+def qk_variance(d_ks: list[int], n: int = 4000, seed: int = 0) -> dict[str, list[float]]:
+    """Per d_k: the sample variance of q·k and of q·k/√d_k (≈ d_k and ≈ 1)."""
+    raw, scaled = [], []
+    for d_k in d_ks:
+        dots = qk_products(d_k, n, seed + d_k)
+        raw.append(float(dots.var()))
+        scaled.append(float((dots / math.sqrt(d_k)).var()))
+    return {"d_k": list(d_ks), "raw": raw, "scaled": scaled}
+
+
+def softmax_saturation(
+    d_ks: list[int], n_keys: int = 10, trials: int = 200, seed: int = 0
+) -> dict[str, list[float]]:
+    """Random q against ``n_keys`` random keys, with and without the 1/√d_k scale.
+
+    For each d_k: the mean largest softmax weight (1.0 = one-hot, saturated) and the mean
+    Frobenius norm of the softmax Jacobian diag(p) - p pᵀ, the factor every gradient that
+    flows back into the scores is multiplied by (it goes to 0 as the softmax saturates).
+    """
+    out: dict[str, list[float]] = {
+        "d_k": list(d_ks),
+        "max_weight_scaled": [],
+        "max_weight_raw": [],
+        "grad_scaled": [],
+        "grad_raw": [],
+    }
+    for d_k in d_ks:
+        gen = torch.Generator().manual_seed(seed + d_k)
+        q = torch.randn(trials, 1, d_k, generator=gen, dtype=torch.float64)
+        k = torch.randn(trials, n_keys, d_k, generator=gen, dtype=torch.float64)
+        scores = (q @ k.transpose(-1, -2)).squeeze(1)  # [trials, n_keys]
+        for name, s in (("scaled", scores / math.sqrt(d_k)), ("raw", scores)):
+            p = torch.softmax(s, dim=-1)
+            jac = torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)  # [trials, n, n]
+            out[f"max_weight_{name}"].append(float(p.max(-1).values.mean()))
+            out[f"grad_{name}"].append(float(jac.flatten(1).norm(dim=-1).mean()))
+    return out
+
+
+def softmax_example(d_k: int, n_keys: int = 8, seed: int = 1) -> dict[str, list[float]]:
+    """One random query over ``n_keys`` keys: its softmax with and without the scale."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(d_k, generator=gen, dtype=torch.float64)
+    k = torch.randn(n_keys, d_k, generator=gen, dtype=torch.float64)
+    s = k @ q
+    return {
+        "scores": s.tolist(),
+        "raw": torch.softmax(s, -1).tolist(),
+        "scaled": torch.softmax(s / math.sqrt(d_k), -1).tolist(),
+    }
+
+
+# --- cost of attention as n grows -------------------------------------------------------------
+
+
+def attention_cost(
+    ns: list[int], d_model: int = 64, n_heads: int = 4, repeats: int = 3, seed: int = 0
+) -> dict[str, list[float]]:
+    """Measured time (median, ms) of one attention over n tokens on this machine's CPU,
+    and the bytes of the [H, n, n] weight matrix it builds (grows like n²)."""
+    gen = torch.Generator().manual_seed(seed)
+    d_k = d_model // n_heads
+    times, memory = [], []
+    for n in ns:
+        q, k, v = (torch.randn(1, n_heads, n, d_k, generator=gen) for _ in range(3))
+        runs = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            _, weights = scaled_dot_product_attention(q, k, v)
+            runs.append(time.perf_counter() - start)
+        times.append(sorted(runs)[len(runs) // 2] * 1000)
+        memory.append(float(weights.numel() * weights.element_size()))
+    return {"n": list(ns), "ms": times, "bytes": memory}
+
+
+# --- why positions ----------------------------------------------------------------------------
+
+
+@dataclass
+class PermutationDemo:
+    words_a: list[str]
+    words_b: list[str]
+    perm: list[int]  # words_b[i] == words_a[perm[i]]
+    with_pe: tuple[torch.Tensor, torch.Tensor]  # ([L, D], [L, D]) outputs for a and b
+    without_pe: tuple[torch.Tensor, torch.Tensor]
+
+    def gap(self, which: str) -> float:
+        """Largest |out_b[i] - out_a[perm[i]]|: 0 means b's outputs are a's, permuted."""
+        a, b = self.with_pe if which == "with" else self.without_pe
+        return float((b - a[self.perm]).abs().max())
+
+
+@torch.inference_mode()
+def permutation_demo(
+    words_a: list[str], words_b: list[str], d_model: int = 16, seed: int = 0
+) -> PermutationDemo:
+    """A small random encoder run on two orderings of the same words, with and without
+    positional encoding. Without it, self-attention and the FFN treat the tokens as a set:
+    reordering the input only reorders the output vectors."""
+    if sorted(words_a) != sorted(words_b):
+        raise ValueError("the two inputs must hold the same words in another order")
+    vocab = {w: i + 1 for i, w in enumerate(dict.fromkeys(words_a))}
+    torch.manual_seed(seed)
+    cfg = TransformerConfig(
+        kind="encoder", src_vocab_size=len(vocab) + 1, d_model=d_model, n_heads=2,
+        n_encoder_layers=2, d_ff=32, dropout=0.0, output_head=False, max_len=16,
+    )  # fmt: skip
+    net = build_model(cfg).eval()
+    remaining = list(range(len(words_a)))
+    perm = []
+    for w in words_b:
+        j = next(i for i in remaining if words_a[i] == w)
+        remaining.remove(j)
+        perm.append(j)
+
+    def run(words: list[str], positions: bool) -> torch.Tensor:
+        ids = torch.tensor([[vocab[w] for w in words]])
+        if positions:
+            return net.encode(ids)[0]
+        x = net.embed.token(ids) * net.embed.scale  # the positional term left out (zero)
+        return net.encoder(x, None)[0]
+
+    return PermutationDemo(
+        words_a,
+        words_b,
+        perm,
+        (run(words_a, True), run(words_b, True)),
+        (run(words_a, False), run(words_b, False)),
+    )
+
+
+# --- warm-up: post-LN / pre-LN, with and without -----------------------------------------------
+
+# Without warm-up is the same Noam schedule with warmup=1: from step W on the two schedules are
+# identical (both d_model^-0.5 · step^-0.5); only the first W steps differ.
+WARMUP_STEPS = 600
+WARMUP_W = 150
+WARMUP_VARIANTS = {
+    "post_warmup": ("post", WARMUP_W),
+    "post_no_warmup": ("post", 1),
+    "pre_warmup": ("pre", WARMUP_W),
+    "pre_no_warmup": ("pre", 1),
+}
+
+
+def warmup_argv(norm: str, warmup: int, out: Path, steps: int, seed: int) -> list[str]:
+    return [
+        "--task", "reverse", "--out", str(out), "--norm", norm, "--warmup", str(warmup),
+        "--steps", str(steps), "--layers", "4", "--dropout", "0.0", "--log-every", "10",
+        "--eval-n", "200", "--seed", str(seed), "--device", "cpu", "--threads", "1",
+        "--no-progress",
+    ]  # fmt: skip
+
+
+def run_warmup(out: Path, steps: int = WARMUP_STEPS, seed: int = 0) -> dict:
+    """Train the four variants with ``python -m model.train``; write <variant>.csv and
+    metadata.json into ``out``. Returns the metadata."""
+    from model.train import main as train_main
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta: dict = {"steps": steps, "seed": seed, "variants": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (norm, warmup) in WARMUP_VARIANTS.items():
+            folder = Path(tmp) / name
+            argv = warmup_argv(norm, warmup, folder, steps, seed)
+            print(f"{name}: python -m model.train {' '.join(argv)}", file=sys.stderr)
+            metrics = train_main(argv) or {}
+            shutil.copyfile(folder / "curve.csv", out / f"{name}.csv")
+            meta["variants"][name] = {
+                "norm": norm,
+                "warmup": warmup,
+                "command": "python -m model.train " + " ".join(argv),
+                "final_loss": metrics.get("final_loss"),
+                "exact_match": metrics.get("exact_match"),
+                "token_accuracy": metrics.get("token_accuracy"),
+                "wall_time_s": metrics.get("wall_time_s"),
+                "torch_version": metrics.get("torch_version"),
+            }
+    meta["rerun"] = f"python -m model.experiments warmup --out {out} --steps {steps}"
+    (out / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return meta
+
+
+def load_curve(path: Path) -> dict[str, list[float]]:
+    """A training curve.csv (step, loss, lr) as columns."""
+    cols: dict[str, list[float]] = {"step": [], "loss": [], "lr": []}
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            for key in cols:
+                cols[key].append(float(row[key]))
+    return cols
+
+
+def load_warmup(folder: Path = WARMUP_DIR) -> tuple[dict, dict[str, dict[str, list[float]]]]:
+    """(metadata, variant -> curve) of a finished warm-up experiment; ({}, {}) if none."""
+    folder = Path(folder)
+    meta_path = folder / "metadata.json"
+    if not meta_path.is_file():
+        return {}, {}
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    curves = {
+        name: load_curve(folder / f"{name}.csv")
+        for name in WARMUP_VARIANTS
+        if (folder / f"{name}.csv").is_file()
+    }
+    return meta, curves
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m model.experiments", description=__doc__)
+    sub = parser.add_subparsers(dest="experiment", required=True)
+    w = sub.add_parser("warmup", help="post-LN / pre-LN, with and without warm-up")
+    w.add_argument("--out", type=Path, default=WARMUP_DIR)
+    w.add_argument("--steps", type=int, default=WARMUP_STEPS)
+    w.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.experiment == "warmup":
+        meta = run_warmup(args.out, args.steps, args.seed)
+        for name, info in meta["variants"].items():
+            print(f"{name}: final loss {info['final_loss']}, exact match {info['exact_match']}")
+
+
+if __name__ == "__main__":
+    main()

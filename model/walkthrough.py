@@ -1,0 +1,151 @@
+"""Attention recomputed by hand from a layer's own weights, for the step-by-step page.
+
+The model is run once with a Recorder that keeps each attention's input; then q, k and v are
+recomputed from the layer's W_Q, W_K, W_V and every step (q·k, /√d_k, mask, softmax, Σ w·v,
+concat, W_O) is done in the open. ``agrees`` says whether the hand-made result equals what
+the model itself computed, so the page can show the match rather than claim it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from model.trace import Recorder
+
+
+@dataclass
+class Walkthrough:
+    """One attention layer, every head, done by hand. Shapes in comments; CPU float32."""
+
+    kind: str  # "encoder" (self-attention) or "decoder" (masked self-attention)
+    tokens: list[str]
+    x: torch.Tensor  # [L, D] the layer's input (after the pre-LN norm, where there is one)
+    q: torch.Tensor  # [H, L, d_k]
+    k: torch.Tensor  # [H, L, d_k]
+    v: torch.Tensor  # [H, L, d_k]
+    scores: torch.Tensor  # [H, L, L] q·k
+    scaled: torch.Tensor  # [H, L, L] q·k / √d_k
+    allowed: torch.Tensor  # [L, L] bool, True = may attend
+    weights: torch.Tensor  # [H, L, L] softmax over allowed keys
+    heads: torch.Tensor  # [H, L, d_k] Σ_j w_ij v_j
+    concat: torch.Tensor  # [L, D] heads side by side
+    w_o: torch.Tensor  # [D, D] as used: out = concat @ w_o + b_o
+    out: torch.Tensor  # [L, D] concat @ W_O + b_o
+    model_weights: torch.Tensor  # [H, L, L] what the model recorded
+    model_out: torch.Tensor  # [L, D] the layer's own attention output
+
+    @property
+    def d_k(self) -> int:
+        return self.q.shape[-1]
+
+    @property
+    def n_heads(self) -> int:
+        return self.q.shape[0]
+
+    def weights_error(self) -> float:
+        return float((self.weights - self.model_weights).abs().max())
+
+    def out_error(self) -> float:
+        return float((self.out - self.model_out).abs().max())
+
+    def agrees(self, atol: float = 1e-4) -> bool:
+        return self.weights_error() <= atol and self.out_error() <= atol * 10
+
+
+def walkthrough_kind(kind: str) -> str:
+    """Which attention the page walks through: the first stack's self-attention."""
+    return "decoder" if kind == "decoder" else "encoder"
+
+
+def _attention_module(network: nn.Module, kind: str, layer: int):
+    stack = network.decoder if kind == "decoder" else network.encoder
+    return stack.layers[layer].self_attn
+
+
+@torch.inference_mode()
+def record_inputs(lm, text: str) -> tuple[list[str], Recorder]:
+    """One traced pass over ``text`` that keeps every self-attention's input."""
+    network = lm.network
+    enc = lm.encode(text)
+    ids = torch.tensor([enc.ids], dtype=torch.long, device=lm.device)
+    rec = Recorder(inputs=True)
+    if lm.kind == "decoder":
+        network.decode(ids, rec)
+        tokens = lm.tgt_tokenizer.tokens(enc.ids)
+    else:
+        network.encode(ids, rec)
+        tokens = enc.tokens
+    return list(tokens), rec
+
+
+@torch.inference_mode()
+def walkthrough(lm, text: str, layer: int) -> Walkthrough:
+    """Every head of ``layer`` recomputed from its projection weights; see ``agrees``."""
+    kind = walkthrough_kind(lm.kind)
+    tokens, rec = record_inputs(lm, text)
+    if not 0 <= layer < len(rec.inputs[kind]):
+        raise ValueError(f"layer {layer} out of range 0..{len(rec.inputs[kind]) - 1}")
+    seen = rec.inputs[kind][layer]
+    mha = _attention_module(lm.network, kind, layer)
+    x = seen["query"][0].float().cpu()  # [L, D]
+    n, d_model, h = x.shape[0], x.shape[1], mha.n_heads
+    d_k = d_model // h
+
+    def project(linear: nn.Linear) -> torch.Tensor:  # [L, D] -> [H, L, d_k]
+        w = linear.weight.detach().float().cpu()
+        b = linear.bias.detach().float().cpu() if linear.bias is not None else 0.0
+        return (x @ w.T + b).view(n, h, d_k).transpose(0, 1)
+
+    q, k, v = project(mha.q_proj), project(mha.k_proj), project(mha.v_proj)
+    scores = q @ k.transpose(-1, -2)  # [H, L, L]
+    scaled = scores / math.sqrt(d_k)
+    mask = seen["mask"]
+    allowed = (
+        torch.ones(n, n, dtype=torch.bool)
+        if mask is None
+        else mask[0].reshape(-1, n, n)[0].cpu().bool()
+    )
+    weights = torch.softmax(scaled.masked_fill(~allowed, float("-inf")), dim=-1)
+    weights = torch.nan_to_num(weights, nan=0.0)  # a query with no allowed key: zero weights
+    heads = weights @ v  # [H, L, d_k]
+    concat = heads.transpose(0, 1).reshape(n, d_model)  # [L, D]
+    w_o = mha.out_proj.weight.detach().float().cpu().T  # [D, D]
+    b_o = mha.out_proj.bias.detach().float().cpu() if mha.out_proj.bias is not None else 0.0
+    out = concat @ w_o + b_o
+    device_x = seen["query"]
+    model_out, _ = mha(device_x, device_x, device_x, mask, need_weights=False)
+    return Walkthrough(
+        kind=kind,
+        tokens=tokens,
+        x=x,
+        q=q,
+        k=k,
+        v=v,
+        scores=scores,
+        scaled=scaled,
+        allowed=allowed,
+        weights=weights,
+        heads=heads,
+        concat=concat,
+        w_o=w_o,
+        out=out,
+        model_weights=rec.attention[kind][layer][0].float().cpu(),
+        model_out=model_out[0].float().cpu(),
+    )
+
+
+def layer_norm_module(network: nn.Module, name: str) -> nn.LayerNorm | None:
+    """The LayerNorm behind a Trace.norms name ("encoder.0.self_attn", "decoder.final", ...)."""
+    parts = name.split(".")
+    stack = getattr(network, parts[0], None)
+    if stack is None:
+        return None
+    if parts[1] == "final":
+        return stack.final_norm
+    layer = stack.layers[int(parts[1])]
+    wrapper = {"self_attn": "attn_norm", "cross_attn": "cross_norm", "ffn": "ffn_norm"}[parts[2]]
+    return getattr(layer, wrapper).norm

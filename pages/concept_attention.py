@@ -1,0 +1,253 @@
+"""Self-attention, step by step: one query through q·k, /√d_k, mask, softmax and Σ w·v."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import streamlit as st
+
+from ui.charts import plotly_chart
+from ui.concepts import (
+    cached_attention_cost,
+    cached_qk_products,
+    cached_qk_variance,
+    cached_saturation,
+    cached_softmax_example,
+    cached_walkthrough,
+    concept_model,
+    concept_sentence,
+)
+from ui.frame import require_frame
+from ui.i18n import t
+from ui.models import selected_device
+from ui.permalink import linked
+from ui.sentence import code_span
+from viz.attention import heads_figure
+from viz.concepts import (
+    grouped_bars,
+    histogram_pair,
+    lines_figure,
+    matrix_heatmap,
+    step_frame,
+)
+
+require_frame()
+
+PILLS_MAX_TOKENS = 40
+
+st.title(t("concepts.attention.title"))
+st.caption(t("concepts.attention.intro"))
+st.latex(
+    r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V"
+)
+st.warning(t("concepts.attention.common_mistake"), icon=":material/priority_high:")
+
+lm, name = concept_model()
+if lm is None:
+    st.stop()
+text = concept_sentence(lm, name, key="ctext", default="Thinking Machines")
+if text is None:
+    st.stop()
+st.caption(t("concepts.attention.examples_hint"))
+
+device = selected_device()
+n_layers = len(lm.network.decoder.layers if lm.kind == "decoder" else lm.network.encoder.layers)
+c1, c2 = st.columns(2)
+with c1:
+    layer = linked(
+        st.selectbox, t("explorer.layer"), list(range(n_layers)), key="clayer",
+        format_func=lambda i: t("explorer.layer_n", n=i + 1),
+    )  # fmt: skip
+with st.spinner(t("explorer.running")):
+    wt = cached_walkthrough(name, device, text, layer)
+tokens, n_heads, d_k = wt.tokens, wt.n_heads, wt.d_k
+with c2:
+    head = linked(
+        st.selectbox, t("explorer.head"), list(range(n_heads)), key="chead",
+        format_func=lambda i: t("explorer.head_n", n=i + 1),
+    )  # fmt: skip
+options = list(range(len(tokens)))
+if len(tokens) <= PILLS_MAX_TOKENS:
+    query = linked(
+        st.pills, t("concepts.attention.query_token"), options, key="cquery", required=True,
+        format_func=lambda i: code_span(tokens[i]),
+    )  # fmt: skip
+else:
+    query = linked(
+        st.selectbox, t("concepts.attention.query_token"), options, key="cquery",
+        format_func=lambda i: f"{i}: {tokens[i]}",
+    )  # fmt: skip
+query = query if query in options else 0
+if wt.kind == "decoder":
+    st.caption(t("concepts.attention.decoder_note"))
+
+# ---- 1. q, K, V -------------------------------------------------------------------------------
+st.header(t("concepts.attention.step1"))
+st.markdown(t("concepts.attention.step1_text", d_model=wt.x.shape[1], d_k=d_k, n=len(tokens)))
+st.latex(r"q_i = x_i W_Q,\quad k_j = x_j W_K,\quad v_j = x_j W_V")
+value = t("concepts.value")
+dims = t("concepts.dimension")
+plotly_chart(
+    matrix_heatmap(wt.q[head, query], [tokens[query]], title=t("concepts.attention.q_title"),
+                   value_name=value, col_title=dims, height=190),
+    key="q_chart",
+)  # fmt: skip
+k1, k2 = st.columns(2)
+plotly_chart(where=k1, fig=
+    matrix_heatmap(wt.k[head], tokens, title=t("concepts.attention.k_title"), value_name=value,
+                   col_title=dims),
+    key="k_chart",
+)  # fmt: skip
+plotly_chart(where=k2, fig=
+    matrix_heatmap(wt.v[head], tokens, title=t("concepts.attention.v_title"), value_name=value,
+                   col_title=dims),
+    key="v_chart",
+)  # fmt: skip
+
+# ---- 2. scores, scale, mask, softmax ------------------------------------------------------------
+st.header(t("concepts.attention.step2"))
+scores, scaled = wt.scores[head, query], wt.scaled[head, query]
+allowed, weights = wt.allowed[query], wt.weights[head, query]
+top = int(weights.argmax())
+st.latex(
+    rf"q \cdot k_{{{top}}} = {float(scores[top]):.3f}, \quad "
+    rf"\frac{{q \cdot k_{{{top}}}}}{{\sqrt{{{d_k}}}}} = \frac{{{float(scores[top]):.3f}}}"
+    rf"{{{math.sqrt(d_k):.3f}}} = {float(scaled[top]):.3f}"
+)
+st.markdown(t("concepts.attention.step2_text"))
+columns = {
+    "key": t("explorer.axis.key"),
+    "score": "q·k",
+    "scaled": "q·k / √d_k",
+    "allowed": t("concepts.attention.col_allowed"),
+    "masked": t("concepts.attention.col_masked"),
+    "weight": t("concepts.attention.col_weight"),
+}
+st.dataframe(
+    step_frame(tokens, scores, scaled, allowed, weights, columns),
+    hide_index=True,
+    column_config={
+        columns["weight"]: st.column_config.ProgressColumn(
+            columns["weight"], min_value=0.0, max_value=1.0, format="%.4f"
+        ),
+        columns["score"]: st.column_config.NumberColumn(format="%.3f"),
+        columns["scaled"]: st.column_config.NumberColumn(format="%.3f"),
+        columns["masked"]: st.column_config.NumberColumn(format="%.3f"),
+    },
+)
+st.latex(r"w_{j} = \frac{\exp(s_j)}{\sum_{j'} \exp(s_{j'})}, \qquad z = \sum_j w_j\, v_j")
+
+# ---- 3. weighted sum, and the model's own numbers -----------------------------------------------
+st.header(t("concepts.attention.step3"))
+plotly_chart(
+    matrix_heatmap(wt.heads[head, query], [tokens[query]], title=t("concepts.attention.z_title"),
+                   value_name=value, col_title=dims, height=190),
+    key="z_chart",
+)  # fmt: skip
+error = wt.weights_error()
+if wt.agrees():
+    st.success(t("concepts.attention.match", error=f"{error:.1e}"), icon=":material/check_circle:")
+else:
+    st.error(t("concepts.attention.mismatch", error=f"{error:.1e}"), icon=":material/error:")
+
+# ---- multi-head ---------------------------------------------------------------------------------
+st.header(t("concepts.attention.multihead"))
+st.latex(
+    r"\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W_O,"
+    r"\quad \mathrm{head}_i = \mathrm{Attention}(XW_Q^i, XW_K^i, XW_V^i)"
+)
+n, d_model = wt.x.shape
+st.markdown(t("concepts.attention.shapes", n=n, d_model=d_model, h=n_heads, d_k=d_k))
+plotly_chart(
+    heads_figure(wt.weights, tokens, tokens, causal=wt.kind == "decoder",
+                 titles=[t("explorer.head_n", n=i + 1) for i in range(n_heads)],
+                 labels=(t("explorer.axis.query"), t("explorer.axis.key"), t("explorer.axis.weight"))),
+    key="heads_chart",
+)  # fmt: skip
+m1, m2 = st.columns(2)
+plotly_chart(where=m1, fig=
+    matrix_heatmap(wt.concat, tokens, title=t("concepts.attention.concat_title", d=d_model),
+                   numbers=False, value_name=value, col_title=dims),
+    key="concat_chart",
+)  # fmt: skip
+plotly_chart(where=m2, fig=
+    matrix_heatmap(wt.out, tokens, title=t("concepts.attention.out_title", d=d_model),
+                   numbers=False, value_name=value, col_title=dims),
+    key="out_chart",
+)  # fmt: skip
+st.caption(t("concepts.attention.out_match", error=f"{wt.out_error():.1e}"))
+
+# ---- why √d_k ------------------------------------------------------------------------------------
+st.header(t("concepts.attention.why_scale"))
+st.markdown(t("concepts.attention.why_scale_text"))
+st.latex(r"\operatorname{Var}(q\cdot k) = \sum_{i=1}^{d_k} \operatorname{Var}(q_i k_i) = d_k")
+exp_dk = st.select_slider(
+    t("concepts.attention.dk_slider"), options=[2**i for i in range(11)], value=64, key="cdk",
+    bind="query-params",
+)  # fmt: skip
+var = cached_qk_variance()
+v1, v2 = st.columns(2)
+plotly_chart(where=v1, fig=
+    lines_figure(
+        var["d_k"],
+        {t("concepts.attention.var_raw"): var["raw"], t("concepts.attention.var_scaled"): var["scaled"],
+         "d_k": var["d_k"]},
+        x_title="d_k", y_title=t("concepts.attention.variance"), log_x=True, log_y=True,
+        dashed=("d_k",), markers=True, vline=exp_dk, vline_label=f"d_k = {exp_dk}",
+    ),
+    key="var_chart",
+)  # fmt: skip
+dots = cached_qk_products(exp_dk)
+plotly_chart(where=v2, fig=
+    histogram_pair(dots, dots / math.sqrt(exp_dk),
+                   names=("q·k", "q·k / √d_k"), x_title=t("concepts.value"),
+                   y_title=t("concepts.density")),
+    key="hist_chart",
+)  # fmt: skip
+st.caption(
+    t("concepts.attention.var_measured", d_k=exp_dk, raw=f"{np.var(dots):.2f}",
+      scaled=f"{np.var(dots / math.sqrt(exp_dk)):.3f}")
+)  # fmt: skip
+sat = cached_saturation()
+example = cached_softmax_example(exp_dk)
+s1, s2 = st.columns(2)
+plotly_chart(where=s1, fig=
+    grouped_bars(
+        [f"k{i + 1}" for i in range(len(example["raw"]))],
+        {t("concepts.attention.softmax_raw"): example["raw"],
+         t("concepts.attention.softmax_scaled"): example["scaled"]},
+        y_title=t("explorer.axis.weight"), probability=True,
+    ),
+    key="softmax_chart",
+)  # fmt: skip
+plotly_chart(where=s2, fig=
+    lines_figure(
+        sat["d_k"],
+        {t("concepts.attention.grad_raw"): sat["grad_raw"],
+         t("concepts.attention.grad_scaled"): sat["grad_scaled"]},
+        x_title="d_k", y_title=t("concepts.attention.grad_axis"), log_x=True, markers=True,
+        vline=exp_dk, vline_label=f"d_k = {exp_dk}",
+    ),
+    key="grad_chart",
+)  # fmt: skip
+st.caption(t("concepts.attention.grad_caption"))
+
+# ---- cost ----------------------------------------------------------------------------------------
+st.header(t("concepts.attention.cost"))
+st.markdown(t("concepts.attention.table"))
+cost = cached_attention_cost()
+c_1, c_2 = st.columns(2)
+n2 = [cost["ms"][-1] * (n / cost["n"][-1]) ** 2 for n in cost["n"]]
+plotly_chart(where=c_1, fig=
+    lines_figure(cost["n"], {t("concepts.attention.measured"): cost["ms"], "∝ n²": n2},
+                 x_title="n", y_title=t("concepts.attention.time_ms"), log_x=True, log_y=True,
+                 dashed=("∝ n²",), markers=True),
+    key="time_chart",
+)  # fmt: skip
+plotly_chart(where=c_2, fig=
+    lines_figure(cost["n"], {t("concepts.attention.weights_mib"): [b / 2**20 for b in cost["bytes"]]},
+                 x_title="n", y_title="MiB", log_x=True, log_y=True, markers=True),
+    key="memory_chart",
+)  # fmt: skip
+st.caption(t("concepts.attention.cost_caption"))

@@ -1,0 +1,122 @@
+"""Layer normalization and Add & Norm, measured on a real forward pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from model.walkthrough import layer_norm_module
+from ui.charts import plotly_chart
+from ui.concepts import cached_hidden, cached_trace, concept_model, concept_sentence
+from ui.frame import require_frame
+from ui.i18n import t
+from ui.models import selected_device
+from ui.permalink import linked
+from viz.concepts import grouped_bars, lines_figure, norm_axes_figure
+
+require_frame()
+
+DEMO_FEATURES = 8
+
+
+def norm_title(name: str) -> str:
+    parts = name.split(".")
+    stack = t(f"concepts.layernorm.stack.{parts[0]}")
+    if parts[1] == "final":
+        return f"{stack} · {t('concepts.layernorm.final')}"
+    where = t(f"concepts.layernorm.after.{parts[2]}")
+    return f"{stack} · {t('explorer.layer_n', n=int(parts[1]) + 1)} · {where}"
+
+
+st.title(t("concepts.layernorm.title"))
+st.caption(t("concepts.layernorm.intro"))
+st.latex(
+    r"\mathrm{LayerNorm}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta,"
+    r"\quad \mu = \frac{1}{d}\sum_{i=1}^{d} x_i,\quad \sigma^2 = \frac{1}{d}\sum_{i=1}^{d}(x_i-\mu)^2"
+)
+st.latex(r"\text{post-LN: } \mathrm{LayerNorm}(x + \mathrm{Sublayer}(x)) \qquad "
+         r"\text{pre-LN: } x + \mathrm{Sublayer}(\mathrm{LayerNorm}(x))")  # fmt: skip
+st.markdown(t("concepts.layernorm.plain"))
+
+lm, name = concept_model()
+if lm is None:
+    st.stop()
+text = concept_sentence(lm, name, key="ltext", default="I study math")
+if text is None:
+    st.stop()
+device = selected_device()
+with st.spinner(t("explorer.running")):
+    trace = cached_trace(name, device, text)
+placement = lm.config.norm_placement
+st.caption(t(f"concepts.layernorm.placement.{placement}", model=name))
+
+names = list(trace.norms)
+if not names:
+    st.info(t("concepts.layernorm.no_norms"), icon=":material/info:")
+    st.stop()
+chosen = linked(st.selectbox, t("concepts.layernorm.which"), names, key="lnorm",
+                format_func=norm_title)  # fmt: skip
+stats = trace.norms[chosen]
+stack = chosen.split(".", 1)[0]
+tokens = trace.src_tokens if stack == "encoder" else trace.tgt_tokens
+b1, b2 = st.columns(2)
+plotly_chart(where=b1, fig=
+    grouped_bars(tokens, {t("concepts.layernorm.before"): stats["in_mean"].tolist(),
+                          t("concepts.layernorm.after"): stats["out_mean"].tolist()},
+                 y_title=t("concepts.layernorm.mean")),
+    key="mean_chart",
+)  # fmt: skip
+plotly_chart(where=b2, fig=
+    grouped_bars(tokens, {t("concepts.layernorm.before"): stats["in_std"].tolist(),
+                          t("concepts.layernorm.after"): stats["out_std"].tolist()},
+                 y_title=t("concepts.layernorm.std")),
+    key="std_chart",
+)  # fmt: skip
+st.caption(t("concepts.layernorm.stats_caption"))
+
+module = layer_norm_module(lm.network, chosen)
+if module is not None and module.weight is not None:
+    gamma = module.weight.detach().float().cpu().numpy()
+    beta = module.bias.detach().float().cpu().numpy() if module.bias is not None else 0 * gamma
+    plotly_chart(
+        lines_figure(range(len(gamma)), {"γ (gamma)": gamma, "β (beta)": beta},
+                     x_title=t("concepts.dimension"), y_title=t("concepts.value"),
+                     title=t("concepts.layernorm.gamma_beta")),
+        key="gamma_chart",
+    )  # fmt: skip
+    st.caption(t("concepts.layernorm.gamma_caption", gmean=f"{gamma.mean():.3f}",
+                 bmean=f"{beta.mean():.3f}"))  # fmt: skip
+
+st.subheader(t("concepts.layernorm.residual"))
+residual = trace.residual_norms.get(stack)
+if residual is not None:
+    series = {f"{i}: {tok}": residual[:, i].tolist() for i, tok in enumerate(tokens)}
+    plotly_chart(
+        lines_figure(range(residual.shape[0]), series, x_title=t("concepts.layernorm.depth"),
+                     y_title="‖x‖", markers=True),
+        key="residual_chart",
+    )  # fmt: skip
+    st.caption(t(f"concepts.layernorm.residual_caption.{placement}"))
+
+st.header(t("concepts.layernorm.vs_batch"))
+st.markdown(t("concepts.layernorm.vs_batch_text"))
+demo_tokens, hidden = cached_hidden(name, device, text, 0)
+x = hidden[: min(6, len(demo_tokens)), :DEMO_FEATURES].astype(np.float64)
+ln = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+bn = (x - x.mean(0, keepdims=True)) / np.sqrt(x.var(0, keepdims=True) + 1e-5)
+plotly_chart(
+    norm_axes_figure(
+        x, ln, bn,
+        titles=(t("concepts.layernorm.raw"), t("concepts.layernorm.ln_rows"),
+                t("concepts.layernorm.bn_cols")),
+        row_labels=demo_tokens[: x.shape[0]], row_title=t("concepts.layernorm.batch_axis"),
+        col_title=t("concepts.layernorm.feature_axis"),
+    ),
+    key="axes_chart",
+)  # fmt: skip
+st.caption(t("concepts.layernorm.vs_batch_caption", n=x.shape[0], d=DEMO_FEATURES))
+
+st.header(t("concepts.layernorm.pre_post"))
+st.markdown(t("concepts.layernorm.pre_post_text"))
+st.page_link("pages/concept_warmup.py", label=t("concepts.layernorm.to_warmup"),
+             icon=":material/trending_up:")  # fmt: skip

@@ -1,0 +1,137 @@
+"""Positional encoding: the sinusoid table, its distance structure, MiniLM's learned table,
+and why a Transformer without positions cannot tell "I love you" from "love I you"."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from model.positional import sinusoidal_encoding
+from ui.charts import plotly_chart
+from ui.concepts import cached_permutation_demo, try_model
+from ui.frame import require_frame
+from ui.i18n import t
+from ui.permalink import linked
+from viz.concepts import lines_figure, matrix_heatmap
+
+require_frame()
+
+SENTENCE_A = ("I", "love", "you")
+SENTENCE_B = ("love", "I", "you")
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def table(max_len: int, d_model: int, interleaved: bool) -> np.ndarray:
+    return sinusoidal_encoding(max_len, d_model, interleaved=interleaved).numpy()
+
+
+@st.cache_data(show_spinner=False)
+def minilm_positions() -> np.ndarray | None:
+    lm, _ = try_model("minilm")
+    if lm is None:
+        return None
+    return lm.network.embed.position.table.detach().float().cpu().numpy()
+
+
+def cosine(m: np.ndarray) -> np.ndarray:
+    unit = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+    return unit @ unit.T
+
+
+st.title(t("concepts.positional.title"))
+st.caption(t("concepts.positional.intro"))
+st.latex(
+    r"PE_{(p,\,2i)} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right),\quad "
+    r"PE_{(p,\,2i+1)} = \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)"
+)
+st.markdown(t("concepts.positional.plain"))
+
+c1, c2, c3 = st.columns([2, 2, 3])
+max_len = c1.slider(
+    t("concepts.positional.max_len"), 8, 200, 50, key="pmaxlen", bind="query-params"
+)
+d_model = c2.slider(t("concepts.positional.d_model"), 4, 256, 64, step=2, key="pdmodel",
+                    bind="query-params")  # fmt: skip
+with c3:
+    layout = linked(
+        st.segmented_control, t("concepts.positional.layout"), ["interleaved", "concatenated"],
+        key="playout", required=True, format_func=lambda v: t(f"concepts.positional.layout.{v}"),
+    )  # fmt: skip
+interleaved = layout == "interleaved"
+st.caption(t(f"concepts.positional.layout_help.{layout}"))
+pe = table(max_len, d_model, interleaved)
+pos, dim = t("concepts.positional.position"), t("concepts.dimension")
+plotly_chart(
+    matrix_heatmap(pe, [str(p) for p in range(max_len)], title=t("concepts.positional.table_title"),
+                   numbers=False, bound=1.0, value_name="PE", row_title=pos, col_title=dim,
+                   height=min(700, 160 + 8 * max_len)),
+    key="pe_chart",
+)  # fmt: skip
+
+dims = st.multiselect(
+    t("concepts.positional.dims"), list(range(d_model)),
+    default=[d for d in (0, 1, 4, min(d_model - 1, 20)) if d < d_model], key="pdims",
+)  # fmt: skip
+if dims:
+    plotly_chart(
+        lines_figure(range(max_len), {t("concepts.positional.dim_n", i=d): pe[:, d] for d in dims},
+                     x_title=pos, y_title="PE"),
+        key="curves_chart",
+    )  # fmt: skip
+st.caption(t("concepts.positional.curves_caption"))
+
+st.subheader(t("concepts.positional.similarity"))
+st.markdown(t("concepts.positional.similarity_text"))
+sim = pe @ pe.T
+plotly_chart(
+    matrix_heatmap(sim, [str(p) for p in range(max_len)], [str(p) for p in range(max_len)],
+                   numbers=False, value_name="PE·PEᵀ", row_title=pos, col_title=pos,
+                   height=min(700, 160 + 8 * max_len)),
+    key="sim_chart",
+)  # fmt: skip
+
+st.subheader(t("concepts.positional.learned"))
+st.markdown(t("concepts.positional.learned_text"))
+learned = minilm_positions()
+if learned is None:
+    st.info(t("concepts.positional.learned_missing"), icon=":material/info:")
+else:
+    rows = min(max_len, learned.shape[0])
+    l1, l2 = st.columns(2)
+    plotly_chart(where=l1, fig=
+        matrix_heatmap(learned[:rows], [str(p) for p in range(rows)],
+                       title=t("concepts.positional.learned_table", d=learned.shape[1]),
+                       numbers=False, value_name="P", row_title=pos, col_title=dim,
+                       height=min(700, 160 + 8 * rows)),
+        key="learned_chart",
+    )  # fmt: skip
+    plotly_chart(where=l2, fig=
+        matrix_heatmap(cosine(learned[:rows]), [str(p) for p in range(rows)],
+                       [str(p) for p in range(rows)], title=t("concepts.positional.learned_cos"),
+                       numbers=False, value_name="cos", row_title=pos, col_title=pos,
+                       height=min(700, 160 + 8 * rows)),
+        key="learned_sim_chart",
+    )  # fmt: skip
+
+st.header(t("concepts.positional.why"))
+st.markdown(t("concepts.positional.why_text"))
+demo = cached_permutation_demo(SENTENCE_A, SENTENCE_B)
+no_pe, with_pe = demo.gap("without"), demo.gap("with")
+w1, w2 = st.columns(2)
+for col, which, outs, gap in (
+    (w1, "without", demo.without_pe, no_pe),
+    (w2, "with", demo.with_pe, with_pe),
+):
+    with col:
+        st.subheader(t(f"concepts.positional.{which}_pe"))
+        for words, out, key in ((SENTENCE_A, outs[0], "a"), (SENTENCE_B, outs[1], "b")):
+            plotly_chart(
+                matrix_heatmap(out.numpy(), list(words), title=" ".join(words), numbers=False,
+                               value_name=t("concepts.value"), col_title=dim, height=220),
+                key=f"perm_{which}_{key}",
+            )  # fmt: skip
+        st.metric(t("concepts.positional.gap"), f"{gap:.2e}")
+st.success(
+    t("concepts.positional.verdict", no_pe=f"{no_pe:.1e}", with_pe=f"{with_pe:.2f}"),
+    icon=":material/check_circle:",
+)

@@ -1,0 +1,156 @@
+"""The warm-up learning rate: the paper's Noam schedule, warm-up + cosine, the rates the
+shipped checkpoints were trained with, and a post-LN / pre-LN experiment with and without."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from model.experiments import WARMUP_DIR, load_curve, load_warmup
+from model.loading import CHECKPOINTS, SHIPPED
+from model.schedule import noam_lr, warmup_cosine_lr
+from ui.charts import plotly_chart
+from ui.frame import require_frame
+from ui.i18n import t
+from viz.concepts import lines_figure
+
+require_frame()
+
+PRESETS = ((512, 4000), (512, 8000), (256, 4000))  # the Annotated Transformer's three curves
+CURVE = "curve.csv"
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def noam_curve(d_model: int, warmup: int, factor: float, steps: int) -> list[float]:
+    return [noam_lr(s, d_model, warmup, factor) for s in range(1, steps + 1)]
+
+
+@st.cache_data(show_spinner=False, ttl=60)
+def logged_curves() -> dict[str, dict]:
+    """task -> {"curve": columns, "d_model", "warmup", "factor"} for checkpoints on disk."""
+    found = {}
+    for task in SHIPPED:
+        folder = CHECKPOINTS / task
+        if not (folder / CURVE).is_file():
+            continue
+        try:
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+            found[task] = {
+                "curve": load_curve(folder / CURVE),
+                "d_model": int(config["d_model"]),
+                "warmup": int(metrics["warmup"]),
+                "factor": float(metrics.get("lr_factor", 1.0)),
+            }
+        except (OSError, ValueError, KeyError):
+            continue
+    return found
+
+
+@st.cache_data(show_spinner=False, ttl=60)
+def experiment() -> tuple[dict, dict]:
+    return load_warmup(WARMUP_DIR)
+
+
+st.title(t("concepts.warmup.title"))
+st.caption(t("concepts.warmup.intro"))
+st.latex(
+    r"lrate = factor \cdot d_{model}^{-0.5} \cdot "
+    r"\min\!\left(step^{-0.5},\; step \cdot warmup\_steps^{-1.5}\right)"
+)
+st.markdown(t("concepts.warmup.plain"))
+
+c1, c2, c3 = st.columns(3)
+d_model = c1.select_slider(t("concepts.warmup.d_model"), [64, 128, 256, 512, 768, 1024], 512,
+                           key="wdmodel", bind="query-params")  # fmt: skip
+warmup = c2.slider(t("concepts.warmup.warmup"), 100, 16000, 4000, step=100, key="wwarmup",
+                   bind="query-params")  # fmt: skip
+factor = c3.slider(t("concepts.warmup.factor"), 0.1, 4.0, 1.0, step=0.1, key="wfactor",
+                   bind="query-params")  # fmt: skip
+steps = 20000
+presets = st.toggle(t("concepts.warmup.presets"), value=True, key="wpresets", bind="query-params")
+series = {t("concepts.warmup.yours", d=d_model, w=warmup, f=f"{factor:g}"):
+          noam_curve(d_model, warmup, factor, steps)}  # fmt: skip
+if presets:
+    for d, w in PRESETS:
+        series[f"{d}:{w}"] = noam_curve(d, w, 1.0, steps)
+peak = noam_lr(warmup, d_model, warmup, factor)
+series[t("concepts.warmup.cosine")] = [
+    warmup_cosine_lr(s, warmup, steps, peak=peak) for s in range(1, steps + 1)
+]
+plotly_chart(
+    lines_figure(range(1, steps + 1), series, x_title=t("concepts.warmup.step"), y_title=t("concepts.warmup.lr"),
+                 dashed=(t("concepts.warmup.cosine"),), vline=warmup,
+                 vline_label=f"warmup = {warmup}", height=420),
+    key="schedule_chart",
+)  # fmt: skip
+st.latex(
+    rf"\text{{peak}} = {factor:g} \cdot {d_model}^{{-0.5}} \cdot {warmup}^{{-0.5}} = {peak:.3e}"
+)
+st.caption(t("concepts.warmup.cosine_caption"))
+
+st.header(t("concepts.warmup.logged"))
+logged = logged_curves()
+if not logged:
+    st.info(t("concepts.warmup.logged_missing"), icon=":material/hourglass_empty:")
+else:
+    steps_by, lr_series, formulas = {}, {}, []
+    for task, info in logged.items():
+        label = t("concepts.warmup.logged_label", task=task)
+        steps_by[label] = info["curve"]["step"]
+        lr_series[label] = info["curve"]["lr"]
+        formula = t("concepts.warmup.formula_label", task=task)
+        formulas.append(formula)
+        steps_by[formula] = info["curve"]["step"]
+        lr_series[formula] = [
+            noam_lr(int(s), info["d_model"], info["warmup"], info["factor"])
+            for s in info["curve"]["step"]
+        ]
+    plotly_chart(
+        lines_figure(steps_by, lr_series, x_title=t("concepts.warmup.step"), y_title=t("concepts.warmup.lr"),
+                     dashed=tuple(formulas)),
+        key="logged_chart",
+    )  # fmt: skip
+    missing = [task for task in SHIPPED if task not in logged]
+    st.caption(t("concepts.warmup.logged_caption"))
+    if missing:
+        st.caption(t("concepts.warmup.logged_some_missing", tasks=", ".join(missing)))
+
+st.header(t("concepts.warmup.experiment"))
+st.markdown(t("concepts.warmup.experiment_text"))
+meta, curves = experiment()
+if not curves:
+    st.info(t("concepts.warmup.experiment_missing"), icon=":material/hourglass_empty:")
+else:
+    e1, e2 = st.columns(2)
+    for col, norm in ((e1, "post"), (e2, "pre")):
+        panel = {
+            t(f"concepts.warmup.variant.{key.split('_', 1)[1]}"): curves[key]["loss"]
+            for key in (f"{norm}_warmup", f"{norm}_no_warmup")
+            if key in curves
+        }
+        xs = {
+            t(f"concepts.warmup.variant.{key.split('_', 1)[1]}"): curves[key]["step"]
+            for key in (f"{norm}_warmup", f"{norm}_no_warmup")
+            if key in curves
+        }
+        plotly_chart(where=col, fig=
+            lines_figure(xs, panel, x_title=t("concepts.warmup.step"), y_title=t("concepts.warmup.loss"),
+                         title=t(f"concepts.warmup.panel.{norm}")),
+            key=f"exp_{norm}_chart",
+        )  # fmt: skip
+    rows = [
+        {
+            t("concepts.warmup.col_variant"): t(f"concepts.warmup.name.{name}"),
+            t("concepts.warmup.col_loss"): info.get("final_loss"),
+            t("concepts.warmup.col_accuracy"): info.get("token_accuracy"),
+            t("concepts.warmup.col_exact"): info.get("exact_match"),
+        }
+        for name, info in meta.get("variants", {}).items()
+    ]
+    st.dataframe(rows, hide_index=True)
+    st.markdown(t("concepts.warmup.experiment_reading"))
+    st.caption(t("concepts.warmup.rerun"))
+    st.code(meta.get("rerun", "python -m model.experiments warmup --out assets/experiments/warmup"),
+            language="bash")  # fmt: skip

@@ -1,0 +1,135 @@
+"""The five concept pages, run headless through AppTest on MiniLM, in both languages."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui.i18n import translate
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+PAGES = {
+    "concept_attention": "concepts.attention.title",
+    "concept_positional": "concepts.positional.title",
+    "concept_layernorm": "concepts.layernorm.title",
+    "concept_warmup": "concepts.warmup.title",
+    "concept_family": "concepts.family.title",
+}
+
+
+def open_page(page: str, **query: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.switch_page(f"pages/{page}.py")
+    at.query_params.update({"model": "minilm", **query})
+    return at.run()
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+@pytest.fixture(autouse=True)
+def no_missing_translations(caplog):
+    caplog.set_level(logging.WARNING, logger="ui.i18n")
+    yield
+    assert [r.getMessage() for r in caplog.get_records("call") if r.name == "ui.i18n"] == []
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+@pytest.mark.parametrize("page", list(PAGES))
+def test_every_concept_page_renders_in_both_languages(page, lang):
+    at = open_page(page, lang=lang)
+    ok(at)
+    assert at.title[0].value == translate(PAGES[page], lang)
+    assert figures(at)
+    if lang == "ko":
+        assert HANGUL.search(" ".join(m.value for m in at.markdown))
+
+
+def test_step_by_step_follows_layer_head_and_query_and_matches_the_model():
+    at = open_page("concept_attention", clayer="2", chead="4", cquery="1", ctext="I study math")
+    ok(at)
+    assert any(s.value.startswith(translate("concepts.attention.match", "en", error="")[:40])
+               for s in at.success)  # fmt: skip
+    q_fig = figures(at)[0]
+    assert q_fig["layout"]["yaxis"]["ticktext"] == ["i"]  # the chosen query token
+    assert len(q_fig["data"][-1]["z"]["bdata"] if isinstance(q_fig["data"][-1]["z"], dict)
+               else q_fig["data"][-1]["z"][0]) > 0  # fmt: skip
+    frame = at.dataframe[0].value
+    assert frame.iloc[:, 0].tolist() == ["[CLS]", "i", "study", "math", "[SEP]"]
+    assert abs(frame.iloc[:, -1].sum() - 1.0) < 1e-5
+
+
+def test_the_lecture_example_is_the_default_sentence():
+    at = open_page("concept_attention")
+    ok(at)
+    assert at.text_input(key="ctext").value == "Thinking Machines"
+    at.select_slider(key="cdk").set_value(512).run()
+    ok(at)
+    assert "d_k = 512" in " ".join(c.value for c in at.caption)
+
+
+@pytest.mark.parametrize(
+    "page,key", [("concept_attention", "ctext"), ("concept_layernorm", "ltext")]
+)
+@pytest.mark.parametrize("bad", ["", "<script>alert(1)</script> & <b>", "word " * 2000])
+def test_bad_input_gets_a_message_not_a_traceback(page, key, bad):
+    at = open_page(page)
+    at.text_input(key=key).set_value(bad).run()
+    assert not at.exception
+    if not bad:
+        assert translate("input.empty", "en") in [w.value for w in at.warning]
+    elif bad.startswith("<"):
+        assert translate("input.markup_literal", "en") in [i.value for i in at.info]
+
+
+def test_positional_controls_change_the_table():
+    at = open_page("concept_positional", pmaxlen="20", pdmodel="8", playout="concatenated")
+    ok(at)
+    z = figures(at)[0]["data"][-1]["z"]
+    shape = z["shape"] if isinstance(z, dict) else [len(z), len(z[0])]
+    assert [int(s) for s in str(shape).strip("[]").split(",")] == [20, 8]
+    assert translate("concepts.positional.layout_help.concatenated", "en") in [
+        c.value for c in at.caption
+    ]
+
+
+def test_layernorm_page_lists_every_norm_and_its_statistics():
+    at = open_page("concept_layernorm", lnorm="encoder.5.ffn")
+    ok(at)
+    box = at.selectbox(key="lnorm")
+    assert len(box.options) == 12 and box.value == "encoder.5.ffn"
+    assert translate("concepts.layernorm.placement.post", "en", model="minilm") in [
+        c.value for c in at.caption
+    ]
+
+
+def test_a_missing_toy_checkpoint_falls_back_to_minilm_with_a_note(tmp_path, monkeypatch):
+    import model.loading
+
+    monkeypatch.setattr(model.loading, "CHECKPOINTS", tmp_path)  # no checkpoints at all
+    at = open_page("concept_layernorm", model="sort")
+    ok(at)
+    note = translate("concepts.fallback", "en", name=translate("model.name.sort", "en"))
+    assert note in [i.value for i in at.info]
+    at = open_page("concept_family")
+    ok(at)
+
+
+def test_warmup_sliders_and_presets():
+    at = open_page("concept_warmup", wdmodel="256", wwarmup="8000", wpresets="false")
+    ok(at)
+    names = [d["name"] for d in figures(at)[0]["data"] if d.get("name")]
+    assert len(names) == 2 and "256:8000" in names[0]
+    assert "6.988e-04" in " ".join(m.value for m in at.latex)  # 256^-0.5 · 8000^-0.5

@@ -1,0 +1,153 @@
+"""The numbers the concept pages show, checked against the paper and against the model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from model.experiments import (
+    WARMUP_VARIANTS,
+    attention_cost,
+    load_warmup,
+    permutation_demo,
+    qk_variance,
+    softmax_saturation,
+)
+from model.schedule import noam_lr
+from viz.concepts import lines_figure, mask_figure, matrix_heatmap, step_frame
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from model import load
+
+    return load("minilm", device="cpu")
+
+
+def test_qk_variance_of_unit_random_vectors_is_d_k_and_one_after_scaling():
+    d_ks = [1, 4, 16, 64, 256]
+    var = qk_variance(d_ks, n=4000)
+    for d_k, raw, scaled in zip(d_ks, var["raw"], var["scaled"]):
+        # sample variance of n products: relative standard error about sqrt(2/n) ≈ 2.2 %
+        assert raw == pytest.approx(d_k, rel=0.1)
+        assert scaled == pytest.approx(1.0, rel=0.1)
+
+
+def test_without_scaling_the_softmax_saturates_and_its_gradient_vanishes():
+    sat = softmax_saturation([4, 64, 1024], trials=100)
+    assert sat["max_weight_raw"][-1] > 0.9 > sat["max_weight_scaled"][-1]
+    assert sat["grad_raw"][0] > sat["grad_raw"][1] > sat["grad_raw"][2]
+    assert sat["grad_raw"][-1] < 0.3 * sat["grad_scaled"][-1]
+    assert max(sat["grad_scaled"]) - min(sat["grad_scaled"]) < 0.05  # scaled: flat in d_k
+
+
+def test_noam_peaks_at_warmup_exactly_as_the_page_prints_it():
+    for d_model, warmup in ((512, 4000), (512, 8000), (256, 4000)):
+        peak = noam_lr(warmup, d_model, warmup)
+        assert peak == pytest.approx(d_model**-0.5 * warmup**-0.5)
+        assert peak >= noam_lr(warmup - 1, d_model, warmup)
+        assert peak >= noam_lr(warmup + 1, d_model, warmup)
+
+
+@pytest.mark.parametrize(("layer", "text"), [(0, "Thinking Machines"), (3, "I study math"),
+                                             (5, "time flies like an arrow")])  # fmt: skip
+def test_step_by_step_attention_equals_the_models_own(minilm, layer, text):
+    from model.walkthrough import walkthrough
+
+    wt = walkthrough(minilm, text, layer)
+    assert wt.n_heads == 12 and wt.d_k == 32
+    assert wt.tokens[0] == "[CLS]" and wt.tokens[-1] == "[SEP]"
+    for head in (0, 5, 11):
+        assert torch.allclose(wt.weights[head], wt.model_weights[head], atol=1e-5)
+        # the scaled scores are the raw ones over sqrt(d_k), not over d_k
+        assert torch.allclose(wt.scaled[head], wt.scores[head] / math.sqrt(32))
+    assert torch.allclose(wt.weights.sum(-1), torch.ones(12, len(wt.tokens)), atol=1e-5)
+    assert torch.allclose(wt.out, wt.model_out, atol=1e-4)
+    assert wt.agrees()
+
+
+def test_step_by_step_on_a_decoder_only_model_uses_the_causal_mask():
+    from model import LabModel, TransformerConfig, build_model
+    from model.walkthrough import walkthrough
+
+    class Words:
+        pad_id, bos_id, eos_id, special_tokens = 0, None, None, frozenset()
+
+        def encode(self, text, max_len):
+            from model.lab import Encoded
+
+            words = text.split()[:max_len]
+            return Encoded([1 + (hash(w) % 20) for w in words], words)
+
+        def tokens(self, ids):
+            return [str(i) for i in ids]
+
+    torch.manual_seed(0)
+    cfg = TransformerConfig(kind="decoder", tgt_vocab_size=24, d_model=16, n_heads=2, dropout=0.0)
+    lm = LabModel("toy", build_model(cfg), None, Words(), device="cpu")
+    wt = walkthrough(lm, "a b c d", 1)
+    assert wt.kind == "decoder"
+    assert torch.equal(wt.allowed, torch.tril(torch.ones(4, 4, dtype=torch.bool)))
+    assert (wt.weights[:, 0, 1:] == 0).all()
+    assert wt.agrees()
+
+
+def test_recorder_keeps_inputs_only_when_asked():
+    from model import TransformerConfig, build_model
+
+    torch.manual_seed(0)
+    net = build_model(TransformerConfig(kind="encoder", dropout=0.0)).eval()
+    out = net(torch.tensor([[1, 2, 3]]), trace=True)
+    assert dict(out.record.inputs) == {}
+
+
+def test_without_positions_a_reordered_sentence_gives_the_same_vectors_reordered():
+    demo = permutation_demo(["I", "love", "you"], ["love", "I", "you"])
+    assert demo.perm == [1, 0, 2]
+    assert demo.gap("without") < 1e-5
+    assert demo.gap("with") > 1e-2
+    with pytest.raises(ValueError):
+        permutation_demo(["I", "love"], ["you", "I"])
+
+
+def test_attention_cost_memory_grows_like_n_squared():
+    cost = attention_cost([16, 32, 64], repeats=1)
+    assert cost["bytes"] == [4 * 4 * n * n for n in (16, 32, 64)]  # heads x n x n float32
+    assert all(ms > 0 for ms in cost["ms"])
+
+
+def test_the_shipped_warmup_experiment_has_all_four_curves_and_its_commands():
+    meta, curves = load_warmup()
+    assert set(curves) == set(WARMUP_VARIANTS)
+    for name, curve in curves.items():
+        assert len(curve["step"]) == len(curve["loss"]) == len(curve["lr"]) > 10
+        info = meta["variants"][name]
+        assert info["command"].startswith("python -m model.train --task reverse")
+        norm, warmup = WARMUP_VARIANTS[name]
+        assert f"--norm {norm}" in info["command"] and f"--warmup {warmup}" in info["command"]
+        # the logged rate is the Noam formula with the experiment's settings (d_model 64)
+        for step, lr in zip(curve["step"][:5], curve["lr"][:5]):
+            assert lr == pytest.approx(noam_lr(int(step), 64, warmup), rel=1e-4)
+    assert "python -m model.experiments warmup" in meta["rerun"]
+
+
+def test_concept_figures_escape_tokens_and_fix_ranges():
+    fig = matrix_heatmap([[0.2, 0.8]], ["<b>x</b>"], ["a&b", "c"], probability=True)
+    assert fig.layout.yaxis.ticktext == ("&lt;b&gt;x&lt;/b&gt;",)
+    assert fig.layout.xaxis.ticktext == ("a&amp;b", "c")
+    heat = fig.data[-1]
+    assert (heat.zmin, heat.zmax) == (0.0, 1.0)
+    signed = matrix_heatmap([[-2.0, 1.0]], ["q"])
+    assert signed.data[-1].zmid == 0.0 and signed.data[-1].zmin == -2.0
+    masks = mask_figure([torch.tril(torch.ones(2, 2)).bool().numpy()], [["<s>", "a"]],
+                        [["<s>", "a"]], titles=["t"], allowed_label="ok", blocked_label="no")  # fmt: skip
+    assert masks.layout.xaxis.ticktext == ("&lt;s&gt;", "a")
+    lines = lines_figure(
+        [1, 2], {"a": [1, 2], "b": [2, 3]}, x_title="x", y_title="y", dashed=("b",)
+    )
+    assert lines.data[1].line.dash == "dash"
+    frame = step_frame(["a", "b"], [1.0, 2.0], [0.5, 1.0], [True, False], [1.0, 0.0],
+                       {k: k for k in ("key", "score", "scaled", "allowed", "masked", "weight")})  # fmt: skip
+    assert frame["masked"].tolist() == [0.5, -math.inf]

@@ -1,0 +1,118 @@
+"""Shared by the concept pages: a model that is always there (MiniLM when the chosen toy
+checkpoint is not), and cached runs, so a rerun that moves a slider never reruns a model."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from model.experiments import (
+    attention_cost,
+    permutation_demo,
+    qk_products,
+    qk_variance,
+    softmax_example,
+    softmax_saturation,
+)
+from model.lab import LabModel, ModelLoadError
+from model.trace import Trace
+from model.walkthrough import Walkthrough, record_inputs, walkthrough
+from ui.i18n import t
+from ui.models import load_model, model_label, selected_device, selected_model
+from ui.sentence import sentence_input
+
+FALLBACK = "minilm"
+LOAD_ERRORS = (ModelLoadError, ValueError, OSError)
+
+
+def try_model(name: str) -> tuple[LabModel | None, str]:
+    """(model, "") or (None, why): no message drawn, for pages that show several models."""
+    try:
+        with st.spinner(t("model.loading", name=model_label(name))):
+            return load_model(name, selected_device()), ""
+    except LOAD_ERRORS as err:
+        return None, str(err)
+
+
+def concept_model() -> tuple[LabModel | None, str]:
+    """The sidebar's model, or MiniLM with a clear note when that one cannot be used here.
+
+    Our own networks only (toy checkpoints, MiniLM, BERT folders): the pages open the
+    layers up, which a model run inside transformers does not allow.
+    """
+    name = selected_model() or FALLBACK
+    lm, why = try_model(name)
+    if lm is not None and not hasattr(lm, "network"):
+        lm, why = None, t("concepts.not_our_network")
+    if lm is not None:
+        return lm, name
+    label = model_label(name) if name in ("en2ko", "reverse", "sort", "minilm") else name
+    if name == FALLBACK:
+        st.error(t("model.load_failed", name=label), icon=":material/error:")
+        st.caption(t("model.load_failed_detail", detail=why))
+        return None, name
+    st.info(t("concepts.fallback", name=label), icon=":material/swap_horiz:")
+    st.caption(t("model.load_failed_detail", detail=why))
+    lm, why = try_model(FALLBACK)
+    if lm is None:
+        st.error(t("model.load_failed", name=model_label(FALLBACK)), icon=":material/error:")
+        st.caption(t("model.load_failed_detail", detail=why))
+    return lm, FALLBACK
+
+
+def concept_sentence(lm: LabModel, name: str, key: str, default: str | None = None) -> str | None:
+    """The shared sentence box, starting from the lecture's example where the model reads it."""
+    fresh = key not in st.session_state and st.query_params.get(key) is None
+    if fresh and default and not lm.encode(default).unknown:
+        st.session_state[key] = default
+        st.session_state[f"{key}_model"] = name
+    return sentence_input(lm, name, key=key)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_walkthrough(name: str, device: str, text: str, layer: int) -> Walkthrough:
+    return walkthrough(load_model(name, device), text, layer)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_trace(name: str, device: str, text: str) -> Trace:
+    return load_model(name, device).trace(text)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_hidden(name: str, device: str, text: str, layer: int) -> tuple[list[str], np.ndarray]:
+    """(tokens, [L, D]) the input of self-attention ``layer``."""
+    lm = load_model(name, device)
+    tokens, rec = record_inputs(lm, text)
+    kind = "decoder" if lm.kind == "decoder" else "encoder"
+    return tokens, rec.inputs[kind][layer]["query"][0].float().cpu().numpy()
+
+
+@st.cache_data(show_spinner=False)
+def cached_qk_variance() -> dict:
+    return qk_variance([2**i for i in range(11)])
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_qk_products(d_k: int) -> np.ndarray:
+    return qk_products(d_k, 4000, seed=d_k).numpy()
+
+
+@st.cache_data(show_spinner=False)
+def cached_saturation() -> dict:
+    return softmax_saturation([2**i for i in range(11)])
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_softmax_example(d_k: int) -> dict:
+    return softmax_example(d_k)
+
+
+@st.cache_data(show_spinner=False)
+def cached_attention_cost() -> dict:
+    return attention_cost([16, 32, 64, 128, 256, 512, 1024], repeats=3)
+
+
+@st.cache_data(show_spinner=False)
+def cached_permutation_demo(a: tuple[str, ...], b: tuple[str, ...]):
+    return permutation_demo(list(a), list(b))

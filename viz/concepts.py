@@ -1,0 +1,272 @@
+"""Figures for the concept pages: small matrices with numbers, curves, masks.
+
+Pure functions (arrays in, plotly Figure or DataFrame out); every visible string is passed
+in by the caller, already translated. Signed values use a diverging scale centred at 0,
+probabilities a fixed [0, 1] range, and tokens are escaped with ``token_label``.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.attention import MASKED_GREY, PROBABILITY_SCALE, SCORE_SCALE, _as_array, token_label
+
+SERIES_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
+
+
+def _esc(text: str) -> str:
+    return html.escape(text or "", quote=False)
+
+
+def matrix_heatmap(
+    values,
+    row_labels: list[str],
+    col_labels: list[str] | None = None,
+    *,
+    title: str = "",
+    probability: bool = False,
+    numbers: bool = True,
+    value_name: str = "value",
+    bound: float | None = None,
+    height: int | None = None,
+    row_title: str = "",
+    col_title: str = "",
+) -> go.Figure:
+    """A small matrix with its numbers in the cells: diverging around 0, or [0, 1].
+
+    Rows are labelled (tokens are escaped); columns default to their index (a vector's
+    dimensions). NaN cells (masked) are drawn grey.
+    """
+    z = _as_array(values)
+    if z.ndim == 1:
+        z = z[None, :]
+    n_rows, n_cols = z.shape
+    rows = [token_label(r) for r in row_labels]
+    cols = [token_label(c) for c in col_labels] if col_labels else [str(i) for i in range(n_cols)]
+    if probability:
+        zmin, zmax, zmid, scale = 0.0, 1.0, None, PROBABILITY_SCALE
+    else:
+        finite = z[np.isfinite(z)]
+        b = bound if bound is not None else float(np.abs(finite).max()) if finite.size else 1.0
+        zmin, zmax, zmid, scale = -max(b, 1e-9), max(b, 1e-9), 0.0, SCORE_SCALE
+    fig = go.Figure()
+    masked = ~np.isfinite(z)
+    if masked.any():
+        fig.add_trace(go.Heatmap(
+            z=np.where(masked, 1.0, np.nan), x=list(range(n_cols)), y=list(range(n_rows)),
+            colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]], showscale=False, hoverinfo="skip",
+        ))  # fmt: skip
+    show_numbers = numbers and n_rows * n_cols <= 400
+    fig.add_trace(go.Heatmap(
+        z=np.where(masked, np.nan, z), x=list(range(n_cols)), y=list(range(n_rows)),
+        zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, hoverongaps=False,
+        texttemplate="%{z:.2f}" if show_numbers else None,
+        textfont=dict(size=10 if n_cols > 12 else 12),
+        hovertemplate=f"%{{y}} · %{{x}}<br>{_esc(value_name)}: %{{z:.4f}}<extra></extra>",
+        colorbar=dict(thickness=12),
+    ))  # fmt: skip
+    fig.update_xaxes(
+        tickmode="array", tickvals=list(range(n_cols)), ticktext=cols, side="top",
+        showgrid=False, zeroline=False, range=[-0.5, n_cols - 0.5],
+        title=dict(text=_esc(col_title)) if col_title else None,
+        tickangle=-45 if col_labels else 0,
+    )  # fmt: skip
+    fig.update_yaxes(
+        tickmode="array", tickvals=list(range(n_rows)), ticktext=rows, showgrid=False,
+        zeroline=False, range=[n_rows - 0.5, -0.5],
+        title=dict(text=_esc(row_title)) if row_title else None,
+    )  # fmt: skip
+    fig.update_layout(
+        title=dict(text=_esc(title)) if title else None,
+        height=height or min(700, max(170, 110 + 30 * n_rows)),
+        margin=dict(l=10, r=10, t=90 if title else 60, b=10),
+    )
+    return fig
+
+
+def lines_figure(
+    x,
+    series: dict[str, list[float]],
+    *,
+    x_title: str,
+    y_title: str,
+    title: str = "",
+    log_x: bool = False,
+    log_y: bool = False,
+    dashed: tuple[str, ...] = (),
+    markers: bool = False,
+    vline: float | None = None,
+    vline_label: str = "",
+    height: int = 360,
+) -> go.Figure:
+    """Curves sharing one x axis; names in ``dashed`` are drawn as reference lines."""
+    fig = go.Figure()
+    for i, (name, y) in enumerate(series.items()):
+        fig.add_trace(go.Scatter(
+            x=list(x) if not isinstance(x, dict) else x[name], y=list(y), name=_esc(name),
+            mode="lines+markers" if markers else "lines",
+            line=dict(color=SERIES_COLOURS[i % len(SERIES_COLOURS)],
+                      dash="dash" if name in dashed else "solid"),
+        ))  # fmt: skip
+    if vline is not None:
+        # a plain trace in data units: shapes on log axes are placed differently by plotly
+        # versions, a scatter line never is
+        ys = [v for y in series.values() for v in y if np.isfinite(v)]
+        fig.add_trace(go.Scatter(
+            x=[vline, vline], y=[min(ys), max(ys)], mode="lines+text", showlegend=False,
+            line=dict(color="#777", dash="dot"), text=["", _esc(vline_label)],
+            textposition="top right", hoverinfo="skip",
+        ))  # fmt: skip
+    fig.update_xaxes(title=_esc(x_title), type="log" if log_x else "linear")
+    fig.update_yaxes(title=_esc(y_title), type="log" if log_y else "linear")
+    fig.update_layout(
+        title=dict(text=_esc(title)) if title else None,
+        height=height,
+        margin=dict(l=10, r=10, t=50 if title else 20, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+    )
+    return fig
+
+
+def histogram_pair(
+    a, b, *, names: tuple[str, str], x_title: str, y_title: str, bins: int = 60
+) -> go.Figure:
+    """Two distributions overlaid on one shared x axis (e.g. q·k before and after /√d_k)."""
+    fig = go.Figure()
+    for i, (name, data) in enumerate(zip(names, (a, b))):
+        fig.add_trace(go.Histogram(
+            x=_as_array(data), name=_esc(name), nbinsx=bins, opacity=0.6,
+            marker_color=SERIES_COLOURS[i], histnorm="probability density",
+        ))  # fmt: skip
+    fig.update_layout(
+        barmode="overlay", height=320, margin=dict(l=10, r=10, t=20, b=10),
+        xaxis_title=_esc(x_title), yaxis_title=_esc(y_title),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+    )  # fmt: skip
+    return fig
+
+
+def grouped_bars(
+    categories: list[str],
+    series: dict[str, list[float]],
+    *,
+    y_title: str,
+    probability: bool = False,
+    height: int = 320,
+) -> go.Figure:
+    """Bars per category (tokens, keys), one colour per series."""
+    labels = [token_label(c) for c in categories]
+    fig = go.Figure()
+    for i, (name, y) in enumerate(series.items()):
+        fig.add_trace(go.Bar(
+            x=list(range(len(categories))), y=list(y), name=_esc(name),
+            marker_color=SERIES_COLOURS[i % len(SERIES_COLOURS)], customdata=labels,
+            hovertemplate="%{customdata}: %{y:.4f}<extra>" + _esc(name) + "</extra>",
+        ))  # fmt: skip
+    fig.update_xaxes(tickmode="array", tickvals=list(range(len(categories))), ticktext=labels)
+    fig.update_yaxes(title=_esc(y_title), range=[0, 1] if probability else None)
+    fig.update_layout(
+        barmode="group", height=height, margin=dict(l=10, r=10, t=20, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+    )  # fmt: skip
+    return fig
+
+
+def step_frame(
+    key_tokens: list[str],
+    scores,
+    scaled,
+    allowed,
+    weights,
+    columns: dict[str, str],
+) -> pd.DataFrame:
+    """One query's row through every step: q·k, /√d_k, the mask, the softmax weight.
+
+    ``columns`` maps "key", "score", "scaled", "allowed", "masked", "weight" to headers.
+    Masked scores read -inf, as the softmax sees them.
+    """
+    scaled = _as_array(scaled)
+    ok = np.asarray(allowed, dtype=bool)
+    return pd.DataFrame({
+        columns["key"]: list(key_tokens),
+        columns["score"]: _as_array(scores),
+        columns["scaled"]: scaled,
+        columns["allowed"]: ok,
+        columns["masked"]: np.where(ok, scaled, -np.inf),
+        columns["weight"]: _as_array(weights),
+    })  # fmt: skip
+
+
+def mask_figure(
+    masks: list[np.ndarray],
+    query_tokens: list[list[str]],
+    key_tokens: list[list[str]],
+    *,
+    titles: list[str],
+    allowed_label: str,
+    blocked_label: str,
+) -> go.Figure:
+    """Side-by-side masks: allowed cells blue, blocked ones grey; queries as rows."""
+    n = len(masks)
+    fig = make_subplots(rows=1, cols=n, subplot_titles=[_esc(t) for t in titles],
+                        horizontal_spacing=0.08)  # fmt: skip
+    for i, (m, qt, kt) in enumerate(zip(masks, query_tokens, key_tokens)):
+        m = np.asarray(m, dtype=bool)
+        text = np.where(m, allowed_label, blocked_label)
+        fig.add_trace(go.Heatmap(
+            z=m.astype(np.float32), x=list(range(m.shape[1])), y=list(range(m.shape[0])),
+            zmin=0, zmax=1, colorscale=[[0, MASKED_GREY], [1, "#2b6cb0"]], showscale=False,
+            customdata=text, hovertemplate="%{customdata}<extra></extra>", xgap=2, ygap=2,
+        ), row=1, col=i + 1)  # fmt: skip
+        fig.update_xaxes(
+            tickmode="array", tickvals=list(range(len(kt))),
+            ticktext=[token_label(t) for t in kt], side="top", tickangle=-45, showgrid=False,
+            zeroline=False, range=[-0.5, len(kt) - 0.5], row=1, col=i + 1,
+        )  # fmt: skip
+        fig.update_yaxes(
+            tickmode="array", tickvals=list(range(len(qt))),
+            ticktext=[token_label(t) for t in qt], showgrid=False, zeroline=False,
+            range=[len(qt) - 0.5, -0.5], row=1, col=i + 1,
+        )  # fmt: skip
+    for annotation in fig.layout.annotations:
+        annotation.update(y=-0.08, yanchor="top")  # titles below: keys sit on top
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=90, b=40))
+    return fig
+
+
+def norm_axes_figure(
+    x: np.ndarray,
+    layer_normed: np.ndarray,
+    batch_normed: np.ndarray,
+    *,
+    titles: tuple[str, str, str],
+    row_labels: list[str],
+    row_title: str,
+    col_title: str,
+) -> go.Figure:
+    """The same small batch [tokens, features] raw, LayerNorm-ed (each row) and
+    BatchNorm-ed (each column), side by side on one diverging scale."""
+    mats = [np.asarray(m, dtype=np.float32) for m in (x, layer_normed, batch_normed)]
+    bound = float(max(np.abs(m).max() for m in mats)) or 1.0
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[_esc(t) for t in titles],
+                        horizontal_spacing=0.05)  # fmt: skip
+    rows = [token_label(r) for r in row_labels]
+    for i, m in enumerate(mats):
+        fig.add_trace(go.Heatmap(
+            z=m, zmin=-bound, zmax=bound, zmid=0, colorscale=SCORE_SCALE, showscale=i == 2,
+            texttemplate="%{z:.1f}", textfont=dict(size=10), colorbar=dict(thickness=12),
+            hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
+        ), row=1, col=i + 1)  # fmt: skip
+        fig.update_yaxes(
+            tickmode="array", tickvals=list(range(len(rows))), ticktext=rows,
+            showticklabels=i == 0, autorange="reversed", row=1, col=i + 1,
+            title=_esc(row_title) if i == 0 else None,
+        )  # fmt: skip
+        fig.update_xaxes(title=_esc(col_title), row=1, col=i + 1)
+    fig.update_layout(height=340, margin=dict(l=10, r=10, t=40, b=10))
+    return fig
