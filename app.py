@@ -30,6 +30,20 @@ pages = {
     t("nav.section.look"): [
         st.Page("pages/explorer.py", title=t("nav.explorer"), icon=":material/grid_view:",
                 url_path="explorer"),
+        st.Page("pages/decoding.py", title=t("nav.decoding"), icon=":material/stairs:",
+                url_path="decoding"),
+    ],
+    t("nav.section.concepts"): [
+        st.Page("pages/concept_attention.py", title=t("nav.concept_attention"),
+                icon=":material/calculate:", url_path="concept_attention"),
+        st.Page("pages/concept_positional.py", title=t("nav.concept_positional"),
+                icon=":material/waves:", url_path="concept_positional"),
+        st.Page("pages/concept_layernorm.py", title=t("nav.concept_layernorm"),
+                icon=":material/equalizer:", url_path="concept_layernorm"),
+        st.Page("pages/concept_warmup.py", title=t("nav.concept_warmup"),
+                icon=":material/trending_up:", url_path="concept_warmup"),
+        st.Page("pages/concept_family.py", title=t("nav.concept_family"),
+                icon=":material/account_tree:", url_path="concept_family"),
     ],
 }
 page = st.navigation(pages)

@@ -126,6 +126,36 @@ def bench_explorer(model_name: str, n_words: int, views: list[str], repeats: int
     return rows
 
 
+def bench_decoding_step(model_name: str, text: str, repeats: int) -> dict:
+    """Server time of one Step press on the decoding page, beside the model's own cost.
+
+    AppTest reruns the whole page on a click, so this is an upper bound: in a browser only
+    the step fragment reruns. The decoding run itself is cached after the first press.
+    """
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.switch_page("pages/decoding.py")
+    at.query_params.update({"model": model_name, "text": text})
+    at.run()
+    if at.exception:
+        raise RuntimeError(f"the decoding page failed: {at.exception[0].value}")
+    step = next(b for b in at.button if b.label == "Step")
+    times = []
+    for _ in range(repeats):
+        if at.session_state["step"] >= 6:
+            next(b for b in at.button if b.label == "Reset").click().run()
+        start = time.perf_counter()
+        step.click().run()
+        times.append(time.perf_counter() - start)
+    lm = load(model_name, "cpu")
+    start = time.perf_counter()
+    n = len(list(lm.decode(text)))
+    per_token = (time.perf_counter() - start) / max(1, n)
+    return {
+        "model": model_name, "step_ms": statistics.median(times) * 1000,
+        "model_per_token_ms": per_token * 1000, "tokens": n,
+    }  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -145,8 +175,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
             f"| explorer | {r['model']} | {r['tokens']} | {r['view']} | {r['render_ms']:.0f} ms "
             f"| {r['forward_ms']:.1f} ms | {r['budget_ms']:.0f} ms | {r['bytes'] / 1e6:.2f} MB |"
         )
+    step = bench_decoding_step("en2ko", "I study math at school", max(5, args.repeats * 3))
+    print("\n| page | model | one Step press (whole page, upper bound) | model, per token |")
+    print("|---|---|---:|---:|")
+    print(
+        f"| decoding | {step['model']} | {step['step_ms']:.0f} ms | "
+        f"{step['model_per_token_ms']:.1f} ms |"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2), encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps({"explorer": rows, "decoding_step": step}, indent=2), encoding="utf-8"
+        )
     return rows
 
 

@@ -1,0 +1,314 @@
+"""Step through masked decoding: one token at a time, never seeing the future."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from model.lab import DecodeStep
+from ui.charts import plotly_chart
+from ui.frame import require_frame
+from ui.i18n import t
+from ui.models import get_decoding, get_model, get_teacher_forcing, selected_model
+from ui.permalink import linked
+from ui.sentence import code_span, sentence_input
+from viz.decoding import growing_mask_figure, head_rows_figure, next_token_figure
+
+require_frame()
+
+STRATEGIES = ("greedy", "beam", "sample")
+PLAY_SECONDS = 0.9  # one token per tick while playing: slow enough to follow
+STEP_KEY, PLAY_KEY = "step", "dec_playing"
+
+
+def _labels(rows: str = "explorer.axis.query") -> tuple[str, str, str]:
+    return t(rows), t("explorer.axis.key"), t("explorer.axis.weight")
+
+
+def head_titles(n: int) -> list[str]:
+    return [t("explorer.head_n", n=i + 1) for i in range(n)]
+
+
+def reference_target(lm, text: str) -> str:
+    """The task's own answer for this input, when the model was trained on a known task."""
+    task = lm.info.get("task")
+    if not task:
+        return ""
+    try:
+        from model.tasks import get_task
+
+        module = get_task(task)
+    except (ImportError, KeyError, ValueError):
+        return ""
+    answer = getattr(module, "reference", None) or getattr(module, "translate", None)
+    try:
+        return answer(text) if answer else ""
+    except (ValueError, KeyError):
+        return ""  # the input is outside the task's grammar: no reference answer
+
+
+st.title(t("decoding.title"))
+st.caption(t("decoding.intro"))
+
+lm = get_model()
+if lm is None:
+    st.stop()
+if lm.kind == "encoder":
+    st.info(t("decoding.encoder_only"), icon=":material/info:")
+    st.stop()
+ours = lm.info.get("engine") != "transformers"  # transformers' own models: no ablation, no beam
+model_name = selected_model()
+text = sentence_input(lm, model_name)
+if text is None:
+    st.stop()
+
+# ---- strategy (in the URL, like everything a link should restore) ----
+strategies = [s for s in STRATEGIES if ours or s != "beam"]
+c1, c2, c3, c4 = st.columns([3, 2, 2, 2], vertical_alignment="bottom")
+with c1:
+    strategy = linked(
+        st.segmented_control, t("decoding.strategy"), strategies, key="strategy", required=True,
+        format_func=lambda s: t(f"decoding.strategy.{s}"), help=t("decoding.strategy_help"),
+    )  # fmt: skip
+options: dict = {"strategy": strategy}
+if strategy == "beam":
+    options["beam_width"] = c2.slider(
+        t("decoding.beam_width"), 2, 8, 4, key="width", bind="query-params"
+    )
+elif strategy == "sample":
+    options["temperature"] = c2.slider(
+        t("decoding.temperature"), 0.1, 2.0, 1.0, 0.1, key="temp", bind="query-params",
+        help=t("decoding.temperature_help"),
+    )  # fmt: skip
+    top_k = c3.number_input(
+        t("decoding.top_k"), 0, 1000, 0, key="topk", bind="query-params",
+        help=t("decoding.top_k_help"),
+    )  # fmt: skip
+    top_p = c4.slider(
+        t("decoding.top_p"), 0.05, 1.0, 1.0, 0.05, key="topp", bind="query-params",
+        help=t("decoding.top_p_help"),
+    )  # fmt: skip
+    options["top_k"] = int(top_k) or None
+    options["top_p"] = float(top_p) if top_p < 1.0 else None
+    options["seed"] = int(
+        st.number_input(t("decoding.seed"), 0, 2**31 - 1, 0, key="seed", bind="query-params")
+    )
+
+# ---- head ablation (our models only): heads switched off for the whole run ----
+head_off: tuple = ()
+if ours:
+    with st.expander(t("decoding.ablation"), icon=":material/block:"):
+        st.caption(t("decoding.ablation_caption"))
+        cfg = lm.config
+        layers = {"encoder": cfg.n_encoder_layers if cfg.has_encoder else 0,
+                  "decoder": cfg.n_decoder_layers,
+                  "cross": cfg.n_decoder_layers if lm.kind == "encoder-decoder" else 0}  # fmt: skip
+        chosen = []
+        for kind, n_layers in layers.items():
+            if not n_layers:
+                continue
+            heads = [
+                (kind, layer, head) for layer in range(n_layers) for head in range(cfg.n_heads)
+            ]
+            picked = st.pills(
+                t(f"explorer.kind.{kind}"), heads, selection_mode="multi", key=f"off_{kind}",
+                format_func=lambda h: t("decoding.head_short", layer=h[1] + 1, head=h[2] + 1),
+                persist_state="session",
+            )  # fmt: skip
+            chosen += picked or []
+        head_off = tuple(sorted(chosen))
+if head_off:
+    options["head_off"] = head_off
+
+with st.spinner(t("decoding.running")):
+    steps: list[DecodeStep] = get_decoding(text, **options)
+if not steps:
+    st.warning(t("decoding.no_room"), icon=":material/warning:")
+    st.stop()
+n_steps = len(steps)
+
+# ---- the stepper: state in the session and the URL ----
+if STEP_KEY not in st.session_state:
+    raw = st.query_params.get(STEP_KEY, "0")
+    st.session_state[STEP_KEY] = int(raw) if raw.isdigit() else 0
+st.session_state[STEP_KEY] = max(0, min(st.session_state[STEP_KEY], n_steps))
+
+
+def move(delta: int | None) -> None:
+    """delta None resets to the start; otherwise steps back or forward within the run."""
+    now = st.session_state[STEP_KEY]
+    st.session_state[STEP_KEY] = 0 if delta is None else max(0, min(n_steps, now + delta))
+    if delta is None or delta < 0:
+        st.session_state[PLAY_KEY] = False
+
+
+def toggle_play() -> None:
+    playing = not st.session_state.get(PLAY_KEY, False)
+    st.session_state[PLAY_KEY] = playing
+    if playing and st.session_state[STEP_KEY] >= n_steps:
+        st.session_state[STEP_KEY] = 0  # play again from the start
+
+
+n_layers = next(iter(steps[0].attention.values())).shape[0]
+layer_col, play_col = st.columns([5, 1], vertical_alignment="bottom")
+with layer_col:
+    layer = linked(
+        st.segmented_control, t("explorer.layer"), list(range(n_layers)), key="dlayer",
+        required=True, format_func=lambda i: t("explorer.layer_n", n=i + 1),
+    )  # fmt: skip
+# Play sits outside the fragment: starting the timer needs a run of the whole page.
+playing = st.session_state.get(PLAY_KEY, False)
+play_col.button(
+    t("decoding.pause") if playing else t("decoding.play"),
+    icon=":material/pause:" if playing else ":material/play_arrow:",
+    on_click=toggle_play, width="stretch",
+)  # fmt: skip
+
+
+def show_step() -> None:
+    """Everything that depends on the step. A fragment: the buttons and the play timer rerun
+    only this part, not the model or the rest of the page."""
+    if st.session_state.get(PLAY_KEY):
+        if st.session_state[STEP_KEY] < n_steps:
+            st.session_state[STEP_KEY] += 1
+        else:  # the end: stop, and rerun the page so the timer is switched off too
+            st.session_state[PLAY_KEY] = False
+            st.rerun(scope="app")
+    b1, b2, b3, _ = st.columns([1, 1, 1, 4])
+    b1.button(t("decoding.reset"), icon=":material/first_page:", on_click=move, args=(None,),
+              width="stretch")  # fmt: skip
+    b2.button(t("decoding.back"), icon=":material/chevron_left:", on_click=move, args=(-1,),
+              width="stretch")  # fmt: skip
+    b3.button(t("decoding.step"), icon=":material/chevron_right:", on_click=move, args=(1,),
+              type="primary", width="stretch")  # fmt: skip
+    step = st.session_state[STEP_KEY]
+    if st.query_params.get(STEP_KEY) != str(step):
+        st.query_params[STEP_KEY] = str(step)
+    st.progress(step / n_steps, text=t("decoding.position", step=step, total=n_steps))
+    enc = lm.encode(text)
+    bos = (
+        lm.tgt_tokenizer.tokens([lm.tgt_tokenizer.bos_id])[0]
+        if lm.kind == "encoder-decoder"
+        else None
+    )
+    prompt = [] if lm.kind == "encoder-decoder" else enc.tokens
+    generated = [s.token for s in steps[:step]]
+    dec_input = ([bos] if bos else prompt) + generated[:-1] if step else ([bos] if bos else prompt)
+    left, right = st.columns(2)
+    left.markdown(t("decoding.decoder_input", tokens=" ".join(code_span(x) for x in dec_input)))
+    right.markdown(
+        t("decoding.output_so_far", tokens=" ".join(code_span(x) for x in generated) or "—")
+    )
+    if step == 0:
+        st.info(t("decoding.press_step"), icon=":material/chevron_right:")
+        return
+    current = steps[step - 1]
+    st.markdown(t("decoding.new_token", token=code_span(current.token), n=step))
+    heads = current.attention["decoder"].shape[1]
+    # The growing mask: one row per query that produced a token so far.
+    keys = (([bos] if bos else prompt) + generated)[: current.attention["decoder"].shape[-1]]
+    queries = keys[len(keys) - step :] if lm.kind == "decoder" else keys[:step]
+    rows = [s.attention["decoder"][layer].mean(0) for s in steps[:step]]
+    mask_col, dist_col = st.columns(2)
+    plotly_chart(
+        growing_mask_figure(rows, queries, keys, title=t("decoding.mask_title", n=layer + 1),
+                            labels=_labels()),
+        key="mask_chart", where=mask_col,
+    )  # fmt: skip
+    vocab = lm.tgt_tokenizer.tokens(list(range(len(current.probs))))
+    before = (current.logits.softmax(-1) if current.logits is not None else current.probs).numpy()
+    plotly_chart(
+        next_token_figure(before, current.probs.numpy(), vocab, current.token_id,
+                          names=(t("decoding.dist.raw"), t("decoding.dist.used")),
+                          axis=t("decoding.dist.axis")),
+        key="dist_chart", where=dist_col,
+    )  # fmt: skip
+    dist_col.caption(t(f"decoding.dist_caption.{strategy}"))
+    self_col, cross_col = st.columns(2)
+    plotly_chart(
+        head_rows_figure(current.attention["decoder"][layer], keys, head_titles=head_titles(heads),
+                         title=t("decoding.self_title", n=layer + 1), labels=_labels("explorer.head")),
+        key="self_chart", where=self_col,
+    )  # fmt: skip
+    if "cross" in current.attention:
+        plotly_chart(
+            head_rows_figure(current.attention["cross"][layer], enc.tokens,
+                             head_titles=head_titles(heads),
+                             title=t("decoding.cross_title", n=layer + 1), labels=_labels("explorer.head")),
+            key="cross_chart", where=cross_col,
+        )  # fmt: skip
+    else:
+        cross_col.caption(t("decoding.no_cross"))
+    if current.beams:
+        st.markdown(f"**{t('decoding.beams')}**")
+        st.dataframe(
+            pd.DataFrame({
+                t("decoding.beam_rank"): range(1, len(current.beams) + 1),
+                t("decoding.beam_tokens"): [" ".join(toks) for toks, _ in current.beams],
+                t("decoding.beam_score"): [score for _, score in current.beams],
+            }),
+            hide_index=True,
+            column_config={t("decoding.beam_score"): st.column_config.NumberColumn(format="%.3f")},
+        )  # fmt: skip
+
+
+st.fragment(show_step, run_every=PLAY_SECONDS if playing else None)()
+
+# ---- what ablation changed ----
+if head_off:
+    plain = get_decoding(text, **{k: v for k, v in options.items() if k != "head_off"})
+    st.subheader(t("decoding.ablation_result"))
+    a, b = st.columns(2)
+    a.markdown(t("decoding.unchanged", tokens=code_span(" ".join(s.token for s in plain))))
+    b.markdown(t("decoding.ablated", tokens=code_span(" ".join(s.token for s in steps))))
+    n = max(len(plain), len(steps))
+    st.dataframe(
+        pd.DataFrame({
+            t("decoding.position_col"): range(1, n + 1),
+            t("decoding.unchanged_col"): [f"{s.token} ({float(s.probs[s.token_id]):.2f})"
+                                          for s in plain] + [""] * (n - len(plain)),
+            t("decoding.ablated_col"): [f"{s.token} ({float(s.probs[s.token_id]):.2f})"
+                                        for s in steps] + [""] * (n - len(steps)),
+        }),
+        hide_index=True,
+    )  # fmt: skip
+
+# ---- teacher forcing beside free running ----
+if ours:
+    st.subheader(t("decoding.forcing"))
+    st.caption(t("decoding.forcing_caption"))
+    target = st.text_input(
+        t("decoding.target"), value=reference_target(lm, text), key=f"target::{text}",
+        help=t("decoding.target_help"),
+    )  # fmt: skip
+    if target.strip():
+        try:
+            forced = get_teacher_forcing(text, target, head_off)
+        except ValueError:
+            st.warning(t("decoding.target_unusable"), icon=":material/warning:")
+        else:
+            frame = pd.DataFrame({
+                t("decoding.position_col"): [f.position + 1 for f in forced],
+                t("decoding.given"): [f.true_prefix_end for f in forced],
+                t("decoding.expected"): [f.target for f in forced],
+                t("decoding.forced"): [f.forced for f in forced],
+                t("decoding.forced_prob"): [f.forced_prob for f in forced],
+                t("decoding.free"): [f.free if f.free is not None else "—" for f in forced],
+            })  # fmt: skip
+            wrong = [f.forced != f.target for f in forced], [f.free != f.target for f in forced]
+
+            def shade(column: pd.Series) -> list[str]:
+                flags = {t("decoding.forced"): wrong[0], t("decoding.free"): wrong[1]}.get(
+                    column.name
+                )
+                return [
+                    "background-color: #ffd6d6" if flags and flags[i] else ""
+                    for i in range(len(column))
+                ]
+
+            st.dataframe(
+                frame.style.apply(shade).format({t("decoding.forced_prob"): "{:.2f}"}),
+                hide_index=True,
+            )
+            mistakes = sum(wrong[1])
+            st.caption(t("decoding.forcing_summary", forced=sum(wrong[0]), free=mistakes))

@@ -1,0 +1,88 @@
+"""Figures for stepping through decoding: the growing mask, the new query, the next token."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.attention import attention_heatmap, token_label
+
+CHOSEN = "#ff4b4b"  # the token that was picked, in every chart
+OTHER = "#8fb3d9"
+BEFORE = "#c7c7c7"
+
+
+def growing_mask_figure(
+    rows: list,
+    query_tokens: list[str],
+    key_tokens: list[str],
+    *,
+    title: str,
+    labels: tuple[str, str, str],
+) -> go.Figure:
+    """The decoder's attention so far, one row per generated step, future cells grey.
+
+    ``rows[i]`` is step i's query row over the keys it could see; later keys are the
+    future, drawn grey (never 0). The newest row is outlined.
+    """
+    n_q, n_k = len(query_tokens), len(key_tokens)
+    z = np.full((n_q, n_k), np.nan, dtype=np.float32)
+    for i, row in enumerate(rows):
+        row = np.asarray(row.detach().cpu() if hasattr(row, "detach") else row, dtype=np.float32)
+        z[i, : len(row)] = row
+    fig = attention_heatmap(z, query_tokens, key_tokens, causal=True, title=title, labels=labels)
+    fig.add_shape(
+        type="rect", x0=-0.5, x1=n_k - 0.5, y0=n_q - 1.5, y1=n_q - 0.5,
+        line=dict(color=CHOSEN, width=3), fillcolor="rgba(0,0,0,0)",
+    )  # fmt: skip
+    return fig
+
+
+def head_rows_figure(
+    rows, key_tokens: list[str], *, head_titles: list[str], title: str, labels: tuple[str, str, str]
+) -> go.Figure:
+    """One query's attention in every head, [H, Lk] -> heads as rows, keys as columns."""
+    fig = attention_heatmap(rows, head_titles, key_tokens, title=title, labels=labels)
+    fig.update_layout(height=max(200, 110 + 26 * len(head_titles)))
+    return fig
+
+
+def next_token_figure(
+    before,
+    after,
+    vocabulary: list[str],
+    chosen: int,
+    *,
+    k: int = 10,
+    names: tuple[str, str],
+    axis: str,
+) -> go.Figure:
+    """The k most likely next tokens: probability before and after temperature / filtering.
+
+    The chosen token is always shown (even outside the top k) and drawn in red.
+    """
+    before = np.asarray(before, dtype=np.float32)
+    after = np.asarray(after, dtype=np.float32)
+    top = [int(i) for i in np.argsort(-after)[:k]]
+    if chosen not in top:
+        top.append(chosen)
+    labels = [token_label(vocabulary[i]) for i in top]
+    x = list(range(len(top)))
+    hover = "%{customdata}: %{y:.3f}<extra></extra>"
+    bars = [
+        {"type": "bar", "x": x, "y": before[top], "name": html.escape(names[0]),
+         "marker": {"color": BEFORE}, "customdata": labels, "hovertemplate": hover},
+        {"type": "bar", "x": x, "y": after[top], "name": html.escape(names[1]),
+         "marker": {"color": [CHOSEN if i == chosen else OTHER for i in top]},
+         "customdata": labels, "hovertemplate": hover},
+    ]  # fmt: skip
+    layout = {
+        "barmode": "group", "height": 320, "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
+        "legend": {"orientation": "h", "y": 1.12, "x": 0},
+        "xaxis": {"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -30},
+        "yaxis": {"range": [0, 1], "title": {"text": html.escape(axis)}},
+    }  # fmt: skip
+    fig = go.Figure({"data": bars, "layout": layout})
+    return fig
