@@ -11,7 +11,7 @@ from ui.charts import plotly_chart
 from ui.concepts import try_model
 from ui.frame import require_frame
 from ui.i18n import t
-from ui.models import load_model, selected_device
+from ui.models import load_model, selected_device, show_load_detail
 from ui.sentence import code_span
 from viz.concepts import mask_figure, matrix_heatmap
 
@@ -83,7 +83,7 @@ for col, family, name in zip(cols, ("encoder", "decoder", "encdec"), ("minilm", 
         lm, why = try_model(name)
         if lm is None:
             st.info(t("concepts.family.missing", name=name), icon=":material/hourglass_empty:")
-            st.caption(t("model.load_failed_detail", detail=why))
+            show_load_detail(why)
             continue
         if name == "minilm":
             tokens = minilm_tokens(device, EXAMPLES["en2ko"])

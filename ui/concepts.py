@@ -18,7 +18,7 @@ from model.lab import LabModel, ModelLoadError
 from model.trace import Trace
 from model.walkthrough import Walkthrough, record_inputs, walkthrough
 from ui.i18n import t
-from ui.models import load_model, model_label, selected_device, selected_model
+from ui.models import load_model, model_label, selected_device, selected_model, show_load_detail
 from ui.sentence import sentence_input
 
 FALLBACK = "minilm"
@@ -49,14 +49,14 @@ def concept_model() -> tuple[LabModel | None, str]:
     label = model_label(name) if name in ("en2ko", "reverse", "sort", "minilm") else name
     if name == FALLBACK:
         st.error(t("model.load_failed", name=label), icon=":material/error:")
-        st.caption(t("model.load_failed_detail", detail=why))
+        show_load_detail(why)
         return None, name
     st.info(t("concepts.fallback", name=label), icon=":material/swap_horiz:")
-    st.caption(t("model.load_failed_detail", detail=why))
+    show_load_detail(why)
     lm, why = try_model(FALLBACK)
     if lm is None:
         st.error(t("model.load_failed", name=model_label(FALLBACK)), icon=":material/error:")
-        st.caption(t("model.load_failed_detail", detail=why))
+        show_load_detail(why)
     return lm, FALLBACK
 
 

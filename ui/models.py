@@ -93,8 +93,15 @@ def get_model(name: str | None = None, device: str | None = None) -> LabModel | 
             return load_model(name, device)
     except (ModelLoadError, ValueError, OSError) as err:
         st.error(t("model.load_failed", name=label), icon=":material/error:")
-        st.caption(t("model.load_failed_detail", detail=str(err)))
+        show_load_detail(str(err))
         return None
+
+
+def show_load_detail(detail: str) -> None:
+    """The loader's own words (paths, the command that fixes it), literally, behind a
+    translated label: they are technical and stay in their original English."""
+    with st.expander(t("model.load_failed_detail"), icon=":material/info:"):
+        st.code(detail, language=None, wrap_lines=True)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
