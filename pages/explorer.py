@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import streamlit as st
 
 from model.analysis import head_max, head_mean, rollout
@@ -11,11 +13,20 @@ from model.trace import Trace
 from ui.charts import plotly_chart
 from ui.frame import require_frame
 from ui.i18n import t
-from ui.models import get_model, get_trace, selected_model
+from ui.models import (
+    FOLDER,
+    MODEL_CHOICES,
+    get_model,
+    get_trace,
+    model_label,
+    selected_model,
+    trace_with,
+)
 from ui.permalink import linked
-from ui.sentence import code_span, sentence_input
+from ui.sentence import clean_text, code_span, sentence_input
 from viz.attention import (
     attention_heatmap,
+    difference_heatmap,
     focus_bars_figure,
     heads_figure,
     model_grid_figure,
@@ -28,11 +39,12 @@ require_frame()
 
 KINDS = ("encoder", "decoder", "cross")
 AGGREGATES = ("head", "mean", "max", "rollout")
-VIEWS = ("heatmap", "heads", "model", "lines", "focus", "stages", "stats", "export")
+VIEWS = ("heatmap", "heads", "model", "lines", "focus", "stages", "stats", "compare", "export")
 VIEW_ICONS = {
     "heatmap": ":material/grid_on:", "heads": ":material/view_module:",
     "model": ":material/apps:", "lines": ":material/linear_scale:",
     "focus": ":material/center_focus_strong:", "stages": ":material/stairs:",
+    "compare": ":material/compare:",
     "stats": ":material/table_chart:", "export": ":material/download:",
 }  # fmt: skip
 HEAD_VIEW_MAX_TOKENS = 160  # more lines than a reader can follow, and a heavy page
@@ -182,17 +194,22 @@ view = linked(
 )
 
 
-def selected_map():
-    """[Lq, Lk] for the chosen layer and head or aggregate, and its title."""
-    layer_name = t("explorer.layer_n", n=layer + 1)
+def map_of(base_trace: Trace, shown_trace_: Trace, at_layer: int):
+    """[Lq, Lk] for a layer and the chosen head or aggregate, and its title."""
+    a = shown_trace_.attention[kind]
+    layer_name = t("explorer.layer_n", n=at_layer + 1)
     if aggregate == "head":
-        return attention[layer, head], f"{layer_name} · {t('explorer.head_n', n=head + 1)}"
+        return a[at_layer, head], f"{layer_name} · {t('explorer.head_n', n=head + 1)}"
     if aggregate == "mean":
-        return head_mean(attention)[layer], f"{layer_name} · {t('explorer.aggregate.mean')}"
+        return head_mean(a)[at_layer], f"{layer_name} · {t('explorer.aggregate.mean')}"
     if aggregate == "max":
-        return head_max(attention)[layer], f"{layer_name} · {t('explorer.aggregate.max')}"
-    r = rollout_view(base, kind, specials, hide, renorm)
-    return r[layer], t("explorer.rollout_title", n=layer + 1)
+        return head_max(a)[at_layer], f"{layer_name} · {t('explorer.aggregate.max')}"
+    r = rollout_view(base_trace, kind, specials, hide, renorm)
+    return r[at_layer], t("explorer.rollout_title", n=at_layer + 1)
+
+
+def selected_map():
+    return map_of(base, shown, layer)
 
 
 if view == "heatmap":
@@ -357,6 +374,84 @@ elif view == "stats":
             ),
         },
     )
+elif view == "compare":
+    st.caption(t("explorer.compare_caption"))
+    modes = ["sentence", "layer", "model"] if n_layers > 1 else ["sentence", "model"]
+    mode = linked(
+        st.segmented_control, t("explorer.compare_mode"), modes, key="cmp", required=True,
+        format_func=lambda m: t(f"explorer.compare.{m}"),
+    )  # fmt: skip
+    first, first_title = selected_map()
+    second = None
+    if mode == "layer":
+        layer2 = linked(
+            st.selectbox, t("explorer.compare_layer"), list(range(n_layers)), key="layer2",
+            default=n_layers - 1, format_func=lambda i: t("explorer.layer_n", n=i + 1),
+        )  # fmt: skip
+        second, second_title = map_of(base, shown, layer2)
+        q2, k2 = q_tokens, k_tokens
+    else:
+        if mode == "sentence":
+            text2 = clean_text(
+                st.text_input(
+                    t("explorer.compare_sentence"),
+                    key="text2",
+                    bind="query-params",
+                    persist_state="session",
+                    placeholder=text,
+                )  # fmt: skip
+                or ""
+            )[0]
+            other = get_trace(text2) if text2 else None
+            second_label = textwrap.shorten(text2, 40, placeholder="…")  # a chart title: plain
+        else:
+            others = [m for m in MODEL_CHOICES if m not in (FOLDER, model_name)]
+            model2 = linked(
+                st.selectbox, t("explorer.compare_model"), others, key="model2",
+                format_func=model_label,
+            )  # fmt: skip
+            other = trace_with(model2, text)
+            second_label = model_label(model2)
+        if other is None:
+            st.info(t("explorer.compare_need_input"), icon=":material/edit:")
+        elif kind not in other.attention:
+            st.info(t("explorer.compare_no_kind"), icon=":material/info:")
+        else:
+            base2, shown2, _ = shown_trace(other, specials, merge and can_merge, hide, renorm)
+            if layer >= shown2.attention[kind].shape[0] or head >= shown2.attention[kind].shape[1]:
+                st.info(t("explorer.compare_no_layer"), icon=":material/info:")
+            else:
+                second, second_title = map_of(base2, shown2, layer)
+                second_title = f"{second_title} · {second_label}"
+                q2, k2 = shown2.tokens(kind)
+    if second is not None:
+        a_col, b_col = st.columns(2)
+        plotly_chart(
+            attention_heatmap(first, q_tokens, k_tokens, causal=causal, title=first_title,
+                              labels=_labels()),
+            key="cmp_first", where=a_col,
+        )  # fmt: skip
+        plotly_chart(
+            attention_heatmap(second, q2, k2, causal=causal, title=second_title,
+                              labels=_labels()),
+            key="cmp_second", where=b_col,
+        )  # fmt: skip
+        if tuple(first.shape) == tuple(second.shape):
+
+            def both(a: list[str], b: list[str]) -> list[str]:
+                # Position by position; where the inputs differ, name both ("math/art").
+                return [x if x == y else f"{x}/{y}" for x, y in zip(a, b, strict=True)]
+
+            plotly_chart(
+                difference_heatmap(first, second, both(q_tokens, q2), both(k_tokens, k2),
+                                   causal=causal,
+                                   title=t("explorer.compare_difference"),
+                                   labels=(*_labels()[:2], t("explorer.axis.difference"))),
+                key="cmp_diff",
+            )  # fmt: skip
+            st.caption(t("explorer.compare_difference_caption"))
+        else:
+            st.info(t("explorer.compare_tokens_differ"), icon=":material/info:")
 elif view == "export":
     total = attention.numel()
     whole = total <= CSV_MAX_CELLS

@@ -109,6 +109,16 @@ def _trace(name: str, device: str, text: str, target: str | None, stages: bool) 
     return load_model(name, device).trace(text, target=target, stages=stages)
 
 
+def trace_with(name: str, text: str) -> Trace | None:
+    """A cached trace of ``text`` through another model (compare mode); None if it cannot load."""
+    try:
+        return _trace(name, selected_device(), text, None, False)
+    except (ModelLoadError, ValueError, OSError) as err:
+        st.error(t("model.load_failed", name=model_label(name)), icon=":material/error:")
+        show_load_detail(str(err))
+        return None
+
+
 def get_trace(text: str, target: str | None = None, stages: bool = False) -> Trace:
     """A cached trace of ``text`` through the session's model (get_model() loaded it)."""
     return _trace(selected_model(), selected_device(), text, target, stages)

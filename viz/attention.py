@@ -391,3 +391,23 @@ def focus_bars_figure(
         height=min(1600, 80 + 72 * n_heads), margin=dict(l=10, r=60, t=10, b=10), bargap=0.15
     )
     return fig
+
+
+def difference_heatmap(
+    first,
+    second,
+    query_tokens: list[str],
+    key_tokens: list[str],
+    *,
+    causal: bool = False,
+    title: str = "",
+    labels: tuple[str, str, str] = ("query", "key", "difference"),
+) -> go.Figure:
+    """second − first, [Lq, Lk], on a diverging scale fixed to [−1, 1] (weights lie in [0, 1]).
+
+    Red: the second map attends more there; blue: less; white: the same. Masked cells grey.
+    """
+    z = _masked(_as_array(second) - _as_array(first), causal)
+    heatmap = _heatmap(z, query_tokens, key_tokens, scale=SCORE_SCALE, zmin=-1, zmax=1,
+                       zmid=0.0, hover_names=labels)  # fmt: skip
+    return _single_map(heatmap, query_tokens, key_tokens, title, None)

@@ -213,3 +213,32 @@ def test_cross_attention_pairs_decoder_queries_with_encoder_keys(hf_folders):
     )
     assert x_ticks[0] == "&lt;s&gt;" and "cat" in "".join(x_ticks)  # encoder tokens across
     assert len(y_ticks) >= 1  # decoder tokens down
+
+
+def test_compare_two_layers_shows_both_maps_and_their_difference():
+    at = explorer(view="compare", cmp="layer", layer="0", layer2="5")
+    assert not at.exception and not at.error
+    first, second, diff = figures(at)
+    assert diff["data"][-1]["zmin"] == -1 and diff["data"][-1]["zmax"] == 1
+    assert "Layer 6" in second["layout"]["title"]["text"]
+
+
+def test_compare_two_sentences_of_different_lengths_explains_why_no_difference():
+    at = explorer(
+        view="compare", cmp="sentence", text="I study math", text2="time flies like an arrow"
+    )
+    assert not at.exception
+    assert len(figures(at)) == 2
+    assert translate("explorer.compare_tokens_differ", "en") in [i.value for i in at.info]
+
+
+def test_compare_two_sentences_of_the_same_length_subtracts_them_position_by_position():
+    at = explorer(view="compare", cmp="sentence", text="I study math", text2="I study art")
+    *_, diff = figures(at)
+    assert diff["layout"]["xaxis"]["ticktext"] == ["[CLS]", "i", "study", "math/art", "[SEP]"]
+
+
+def test_compare_two_models_needs_the_same_tokens_to_subtract(hf_folders):
+    at = explorer(view="compare", cmp="model", model2="minilm")  # MiniLM vs itself is excluded
+    assert not at.exception
+    assert at.selectbox(key="model2").value != "minilm"

@@ -1,11 +1,13 @@
 """Attention figures keep the promises in DESIGN.md's "Plots tell the truth"."""
 
 import numpy as np
+import pytest
 import torch
 
 from viz.attention import (
     MASKED_GREY,
     attention_heatmap,
+    difference_heatmap,
     heads_figure,
     model_grid_figure,
     scores_heatmap,
@@ -95,3 +97,13 @@ def test_long_inputs_are_pooled_into_thumbnails():
         torch.rand(1, 1, 100, 100), row_titles=["L"], col_titles=["H"], max_side=20
     )
     assert np.asarray(fig.data[-1].z).shape == (20, 20)
+
+
+def test_difference_map_is_second_minus_first_on_a_fixed_diverging_scale():
+    a = np.array([[1.0, 0.0], [0.5, 0.5]])
+    b = np.array([[1.0, 0.0], [0.2, 0.8]])
+    fig = difference_heatmap(a, b, ["x", "y"], ["x", "y"], causal=True)
+    grey, diff = fig.data
+    z = np.asarray(diff.z, dtype=float)
+    assert np.isnan(z[0, 1]) and z[1, 0] == pytest.approx(-0.3) and z[1, 1] == pytest.approx(0.3)
+    assert (diff.zmin, diff.zmax, diff.zmid) == (-1, 1, 0)
