@@ -15,9 +15,9 @@ from ui.frame import require_frame
 from ui.i18n import t
 from ui.models import (
     FOLDER,
-    MODEL_CHOICES,
     get_model,
     get_trace,
+    model_choices,
     model_label,
     selected_model,
     trace_with,
@@ -317,40 +317,19 @@ elif view == "stages":
             st.latex(rf"d_k = {d_k}, \quad \sqrt{{d_k}} = {d_k**0.5:.3f}")
         stages = {name: st_[layer, stage_head] for name, st_ in staged.stages[kind].items()}
         score_labels = (*_labels()[:2], t("explorer.axis.score"))
-        a, b = st.columns(2)
+        columns = st.columns(2)
+        # The three pre-softmax stages on a diverging scale, then the softmax weights.
+        for i, stage in enumerate(("scores", "scaled", "masked")):
+            plotly_chart(
+                scores_heatmap(stages[stage], sq, sk, title=t(f"explorer.stage.{stage}"),
+                               labels=score_labels),
+                key=f"stage_{stage}", where=columns[i % 2],
+            )  # fmt: skip
         plotly_chart(
-            scores_heatmap(
-                stages["scores"], sq, sk, title=t("explorer.stage.scores"), labels=score_labels
-            ),
-            key="stage_scores",
-            where=a,
-        )
-        plotly_chart(
-            scores_heatmap(
-                stages["scaled"], sq, sk, title=t("explorer.stage.scaled"), labels=score_labels
-            ),
-            key="stage_scaled",
-            where=b,
-        )
-        plotly_chart(
-            scores_heatmap(
-                stages["masked"], sq, sk, title=t("explorer.stage.masked"), labels=score_labels
-            ),
-            key="stage_masked",
-            where=a,
-        )
-        plotly_chart(
-            attention_heatmap(
-                stages["weights"],
-                sq,
-                sk,
-                causal=kind == "decoder",
-                title=t("explorer.stage.softmax"),
-                labels=_labels(),
-            ),
-            key="stage_softmax",
-            where=b,
-        )
+            attention_heatmap(stages["weights"], sq, sk, causal=kind == "decoder",
+                              title=t("explorer.stage.softmax"), labels=_labels()),
+            key="stage_softmax", where=columns[1],
+        )  # fmt: skip
         if merge or hide:
             st.caption(t("explorer.stages_raw_tokens"))
 elif view == "stats":
@@ -405,7 +384,7 @@ elif view == "compare":
             other = get_trace(text2) if text2 else None
             second_label = textwrap.shorten(text2, 40, placeholder="…")  # a chart title: plain
         else:
-            others = [m for m in MODEL_CHOICES if m not in (FOLDER, model_name)]
+            others = [m for m in model_choices() if m not in (FOLDER, model_name)]
             model2 = linked(
                 st.selectbox, t("explorer.compare_model"), others, key="model2",
                 format_func=model_label,

@@ -240,6 +240,15 @@ def heads_figure(
     return fig
 
 
+def _diverging_map(
+    z: np.ndarray, query_tokens, key_tokens, bound: float, title: str, labels
+) -> go.Figure:
+    """Signed values around 0 on a red-blue scale from -bound to bound; NaN cells grey."""
+    heatmap = _heatmap(z, query_tokens, key_tokens, scale=SCORE_SCALE, zmin=-bound, zmax=bound,
+                       zmid=0.0, hover_names=labels)  # fmt: skip
+    return _single_map(heatmap, query_tokens, key_tokens, title, None)
+
+
 def scores_heatmap(
     values,
     query_tokens: list[str],
@@ -252,9 +261,7 @@ def scores_heatmap(
     z = _as_array(values).copy()
     z[~np.isfinite(z)] = np.nan
     bound = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
-    heatmap = _heatmap(z, query_tokens, key_tokens, scale=SCORE_SCALE, zmin=-bound, zmax=bound,
-                       zmid=0.0, hover_names=labels)  # fmt: skip
-    return _single_map(heatmap, query_tokens, key_tokens, title, None)
+    return _diverging_map(z, query_tokens, key_tokens, bound, title, labels)
 
 
 def pool_cells(z: np.ndarray, max_side: int) -> np.ndarray:
@@ -408,6 +415,4 @@ def difference_heatmap(
     Red: the second map attends more there; blue: less; white: the same. Masked cells grey.
     """
     z = _masked(_as_array(second) - _as_array(first), causal)
-    heatmap = _heatmap(z, query_tokens, key_tokens, scale=SCORE_SCALE, zmin=-1, zmax=1,
-                       zmid=0.0, hover_names=labels)  # fmt: skip
-    return _single_map(heatmap, query_tokens, key_tokens, title, None)
+    return _diverging_map(z, query_tokens, key_tokens, 1.0, title, labels)
