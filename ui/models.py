@@ -21,10 +21,34 @@ FOLDER = "folder"  # the choice that loads a local Hugging Face / checkpoint fol
 MODEL_CHOICES = (*SHIPPED, *PRETRAINED, FOLDER)
 DEFAULT_MODEL = "en2ko"
 _MODEL_KEY, _DEVICE_KEY, _FOLDER_KEY = "model", "device", "model_folder"
+_EXTRA_KEY = "extra_models"  # folder -> (origin, task): models trained or uploaded this session
+
+
+def add_session_model(folder: str, origin: str, task: str) -> None:
+    """Offer a checkpoint folder (``origin``: "trained" | "uploaded") in this session's picker."""
+    st.session_state.setdefault(_EXTRA_KEY, {})[str(folder)] = (origin, task)
+
+
+def session_models() -> dict[str, tuple[str, str]]:
+    return st.session_state.get(_EXTRA_KEY, {})
+
+
+def model_choices() -> tuple[str, ...]:
+    """The picker's options: shipped, pretrained, this session's own models, then a folder."""
+    return (*SHIPPED, *PRETRAINED, *session_models(), FOLDER)
 
 
 def model_label(name: str) -> str:
+    extra = session_models().get(name)
+    if extra is not None:
+        origin, task = extra
+        return t(f"model.session.{origin}", task=task, n=_ordinal(name))
     return t(f"model.name.{name}")
+
+
+def _ordinal(folder: str) -> int:
+    """1, 2, ... in the order this session's models arrived, to tell same-task models apart."""
+    return list(session_models()).index(folder) + 1
 
 
 def device_choices() -> list[str]:
@@ -38,7 +62,7 @@ def selected_model() -> str:
     choice = st.session_state.get(_MODEL_KEY, DEFAULT_MODEL)
     if choice == FOLDER:
         return str(st.session_state.get(_FOLDER_KEY) or "").strip()
-    return choice if choice in MODEL_CHOICES else DEFAULT_MODEL
+    return choice if choice in model_choices() else DEFAULT_MODEL
 
 
 def selected_device() -> str:
@@ -51,7 +75,7 @@ def render_model_picker() -> None:
     linked(
         st.selectbox,
         f":material/neurology: {t('sidebar.model')}",
-        MODEL_CHOICES,
+        model_choices(),
         key=_MODEL_KEY,
         default=DEFAULT_MODEL,
         format_func=model_label,
@@ -87,7 +111,7 @@ def get_model(name: str | None = None, device: str | None = None) -> LabModel | 
     if not name:
         st.info(t("model.folder_missing"), icon=":material/folder_open:")
         return None
-    label = model_label(name) if name in MODEL_CHOICES else Path(name).name
+    label = model_label(name) if name in model_choices() else Path(name).name
     try:
         with st.spinner(t("model.loading", name=label)):
             return load_model(name, device)
