@@ -1,0 +1,52 @@
+"""Sort digits with a decoder-only model: "<bos> 3 1 2 <sep>" is continued by "1 2 3 <eos>".
+
+As in the well-known sorting-GPT pictures, each output digit attends back to the prompt
+digit it copies (the smallest not yet written).
+"""
+
+from __future__ import annotations
+
+import random
+import string
+
+from model.tasks import split_of as _split_of
+from model.tokenizer import BOS, SEP, WordTokenizer
+
+KIND = "decoder"
+SYMBOLS = tuple(string.digits)
+MIN_LEN, MAX_LEN = 2, 10
+
+
+def reference(source: str) -> str:
+    """The reference answer: the same digits in ascending order."""
+    return " ".join(sorted(_symbols(source)))
+
+
+def _symbols(source: str) -> list[str]:
+    """The symbols of a typed sequence, as the tokenizer reads it: "A3k" and "a 3 k" alike."""
+    return [c for c in source.lower() if c.isalnum()]
+
+
+def split_of(source: str) -> str:
+    return _split_of("sort:" + " ".join(_symbols(source)))
+
+
+def sample(n: int, seed: int, split: str = "train") -> list[tuple[str, str]]:
+    """``n`` (digits, sorted digits) pairs from ``split``, the same for the same seed."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
+    rng = random.Random(seed)
+    out = []
+    while len(out) < n:
+        source = " ".join(rng.choices(SYMBOLS, k=rng.randint(MIN_LEN, MAX_LEN)))
+        if split_of(source) == split:
+            out.append((source, reference(source)))
+    return out
+
+
+def tokenizers() -> tuple[None, WordTokenizer]:
+    """(no source side, the one tokenizer: prompts are wrapped as "<bos> ... <sep>")."""
+    tok = WordTokenizer(
+        SYMBOLS, extra_specials=(SEP,), split="chars", prompt_prefix=(BOS,), prompt_suffix=(SEP,)
+    )
+    return None, tok

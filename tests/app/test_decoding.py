@@ -1,0 +1,167 @@
+"""The step-by-step decoding page, run headless through AppTest."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from model import load
+from ui.i18n import translate
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def decoding(**query: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("pages/decoding.py")
+    at.query_params.update({"model": "en2ko", **query})
+    return at.run()
+
+
+def press(at: AppTest, key: str, times: int = 1) -> AppTest:
+    label = translate(f"decoding.{key}", "en")
+    for _ in range(times):
+        next(b for b in at.button if b.label == label).click().run()
+    return at
+
+
+def chart(at: AppTest, key: str) -> dict | None:
+    for element in at.get("plotly_chart"):
+        if element.proto.id.endswith(key) or key in element.proto.id:
+            return json.loads(element.proto.spec)
+    return None
+
+
+def output_tokens(at: AppTest) -> str:
+    prefix = translate("decoding.output_so_far", "en", tokens="")
+    (line,) = [m.value for m in at.markdown if m.value.startswith(prefix)]
+    return line[len(prefix) :]
+
+
+@pytest.fixture(autouse=True)
+def no_missing_translations(caplog):
+    caplog.set_level(logging.WARNING, logger="ui.i18n")
+    yield
+    assert [r.getMessage() for r in caplog.get_records("call") if r.name == "ui.i18n"] == []
+
+
+def test_step_three_times_back_once_and_reset():
+    at = decoding(text="I study math at school")
+    assert not at.exception and not at.error
+    press(at, "step", 3)
+    assert at.session_state["step"] == 3 and at.query_params["step"] == "3"
+    press(at, "back")
+    assert at.session_state["step"] == 2
+    assert output_tokens(at).split("` `")[0].strip("` ") == "나"
+    press(at, "reset")
+    assert at.session_state["step"] == 0
+    assert translate("decoding.press_step", "en") in [i.value for i in at.info]
+
+
+def test_stepping_to_the_end_gives_exactly_the_translation():
+    at = decoding(text="I study math at school", step="40")
+    steps = at.session_state["step"]
+    shown = [tok.strip() for tok in output_tokens(at).split("`") if tok.strip()]
+    expected = [s.token for s in load("en2ko").decode("I study math at school")]
+    assert shown == expected and steps == len(expected)
+
+
+def test_the_mask_gains_a_row_per_step_and_the_future_stays_grey():
+    at = decoding(text="I study math at school")
+    for step in (1, 2, 3):
+        press(at, "step")
+        spec = chart(at, "mask_chart")
+        assert len(spec["layout"]["yaxis"]["tickvals"]) == step  # one row per generated token
+        # From the second step on, earlier rows have a future: drawn by the grey layer.
+        assert len(spec["data"]) == (1 if step == 1 else 2)
+        assert spec["layout"]["shapes"][0]["y0"] == step - 1.5  # the new row is outlined
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam", "sample"])
+def test_every_strategy_generates_and_steps(strategy):
+    at = decoding(text="my friend read a book at the library yesterday", strategy=strategy)
+    assert not at.exception and not at.error
+    press(at, "step", 2)
+    assert at.session_state["step"] == 2
+    if strategy == "beam":
+        assert translate("decoding.beam_rank", "en") in at.dataframe[0].value.columns
+
+
+def test_sampling_with_a_seed_repeats_itself():
+    first = decoding(
+        text="I study math at school", strategy="sample", seed="7", temp="1.5", step="5"
+    )
+    second = decoding(
+        text="I study math at school", strategy="sample", seed="7", temp="1.5", step="5"
+    )
+    assert output_tokens(first) == output_tokens(second)
+
+
+def test_the_link_restores_strategy_and_step():
+    at = decoding(text="I study math at school", strategy="beam", width="3", step="2")
+    assert at.segmented_control(key="strategy").value == "beam"
+    assert at.slider(key="width").value == 3 and at.session_state["step"] == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("", "input.empty"), ("<i>I</i> study math", "input.markup_literal")],
+)
+def test_bad_and_empty_source_text_gets_a_message(text, message):
+    at = decoding(text=text)
+    assert not at.exception
+    shown = [w.value for w in at.warning] + [i.value for i in at.info]
+    assert translate(message, "en") in shown
+
+
+def test_unknown_words_are_named_with_suggestions():
+    at = decoding(text="I studdy math at schooll")
+    assert not at.exception
+    (warning,) = [w.value for w in at.warning]
+    assert "studdy" in warning and "study" in warning
+
+
+def test_switching_heads_off_shows_both_outputs():
+    at = decoding(text="I study math at school")
+    at.button_group(key="off_cross").set_value([("cross", 0, h) for h in range(4)]).run()
+    assert not at.exception
+    assert translate("decoding.ablation_result", "en") in [h.value for h in at.subheader]
+
+
+def test_teacher_forcing_compares_true_prefixes_with_free_running():
+    at = decoding(text="I study math at school")
+    frame = at.dataframe[-1].value
+    assert translate("decoding.forced", "en") in frame.columns
+    assert frame[translate("decoding.expected", "en")].tolist()[-1] == "<eos>"
+
+
+def test_a_decoder_only_model_steps_without_cross_attention():
+    at = decoding(model="sort", text="3 1 2")
+    press(at, "step", 2)
+    assert not at.exception and not at.error
+    assert translate("decoding.no_cross", "en") in [c.value for c in at.caption]
+
+
+def test_an_encoder_only_model_is_sent_to_a_model_that_generates():
+    at = decoding(model="minilm")
+    assert not at.exception
+    assert translate("decoding.encoder_only", "en") in [i.value for i in at.info]
+
+
+def test_a_local_gpt2_folder_steps_with_greedy_and_sampling_only(hf_folders):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("pages/decoding.py")
+    at.query_params.update({"model": "folder", "text": "the cat sat"})
+    at.session_state["model_folder"] = str(hf_folders["gpt2"])
+    at.run()
+    assert not at.exception and not at.error
+    assert at.segmented_control(key="strategy").options == [
+        translate("decoding.strategy.greedy", "en"),
+        translate("decoding.strategy.sample", "en"),
+    ]
+    press(at, "step")
+    assert at.session_state["step"] == 1
