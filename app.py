@@ -32,6 +32,8 @@ pages = {
                 url_path="explorer"),
         st.Page("pages/decoding.py", title=t("nav.decoding"), icon=":material/stairs:",
                 url_path="decoding"),
+        st.Page("pages/training.py", title=t("nav.training"), icon=":material/model_training:",
+                url_path="training"),
     ],
     t("nav.section.concepts"): [
         st.Page("pages/concept_attention.py", title=t("nav.concept_attention"),
