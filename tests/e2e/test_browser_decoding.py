@@ -1,0 +1,52 @@
+"""Step-by-step decoding in a real browser: each Step press adds one row to the mask."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+
+TIMEOUT_MS = 90_000
+
+
+def wait_for_mask_rows(page, rows: int) -> None:
+    """Until the growing-mask heatmap (the first chart) draws ``rows`` query labels."""
+    page.wait_for_function(
+        """rows => {
+            const chart = document.querySelector('[data-testid=stPlotlyChart]');
+            return chart && chart.querySelectorAll('.ytick text').length === rows;
+        }""",
+        arg=rows,
+        timeout=TIMEOUT_MS,
+    )
+
+
+def press_step(page, lang: str, expected_step: int, total_pattern: str) -> None:
+    page.get_by_role("button", name=translate("decoding.step", lang), exact=True).click()
+    text = translate("decoding.position", lang, step=expected_step, total="__")
+    page.get_by_text(re.compile(re.escape(text).replace("__", total_pattern))).wait_for(
+        timeout=TIMEOUT_MS
+    )
+
+
+def test_stepping_through_a_sentence_grows_the_mask_one_row_per_step(
+    page, artifacts_dir, screenshot_whole_page
+):
+    page.goto("/decoding?model=en2ko&text=I+study+math+at+school")
+    page.locator("h1", has_text=translate("decoding.title", "en")).wait_for(timeout=TIMEOUT_MS)
+    for step in (1, 2, 3):
+        press_step(page, "en", step, r"\d+")
+        wait_for_mask_rows(page, step)  # fails by timeout if a row is missing or extra
+    page.wait_for_url(re.compile(r"step=3"), timeout=TIMEOUT_MS)
+    screenshot_whole_page(page, artifacts_dir / "decoding-en.png")
+
+    page.get_by_test_id("stSidebar").get_by_text("한국어", exact=True).click()
+    page.locator("h1", has_text=translate("decoding.title", "ko")).wait_for(timeout=TIMEOUT_MS)
+    press_step(page, "ko", 4, r"\d+")
+    wait_for_mask_rows(page, 4)
+    screenshot_whole_page(page, artifacts_dir / "decoding-ko.png")
+    assert page.problems == []
