@@ -110,8 +110,19 @@ def sentence_input(lm: LabModel, model_name: str, key: str = "text") -> str | No
         return None
     if _looks_like_markup(text):
         st.info(t("input.markup_literal"), icon=":material/code:")
-    report_encoding(lm, lm.encode(text))
+    enc = lm.encode(text)
+    report_encoding(lm, enc)
+    if not readable(lm, enc):
+        st.warning(t("input.nothing_readable"), icon=":material/block:")
+        return None
     return text
+
+
+def readable(lm: LabModel, enc: Encoded) -> bool:
+    """False when the tokenizer dropped everything (the toy vocabularies skip emoji and
+    punctuation): the model would run on its special tokens alone, unasked."""
+    specials = set(getattr(lm.input_tokenizer, "special_tokens", ()) or ())
+    return bool(enc.unknown) or any(tok not in specials for tok in enc.tokens)
 
 
 def report_encoding(lm: LabModel, enc: Encoded) -> None:

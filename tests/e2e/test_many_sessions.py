@@ -1,0 +1,36 @@
+"""A class at once: 16 browser sessions typing and stepping together against one server."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from ui.loadtest import CHROMIUM, run_sessions
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SESSIONS = 16
+
+
+def test_sixteen_students_at_once_each_see_only_their_own_sentence(app_url, artifacts_dir):
+    if not CHROMIUM.exists():
+        pytest.skip(f"needs Debian's Chromium at {CHROMIUM}: apt-get install -y chromium")
+    pytest.importorskip("playwright.async_api")
+    # Its own thread: the async API needs an event loop the sync fixtures do not own.
+    out: dict = {}
+    worker = threading.Thread(target=lambda: out.update(run_sessions(app_url, SESSIONS)))
+    worker.start()
+    worker.join()
+    (artifacts_dir / "many-sessions.json").write_text(json.dumps(out, indent=2))
+    print(
+        f"\n{SESSIONS} sessions: Enter->heatmap p50 {out['explorer_enter']['p50_s']:.2f} s "
+        f"p95 {out['explorer_enter']['p95_s']:.2f} s; Step p50 {out['decoding_step']['p50_s']:.2f} s "
+        f"p95 {out['decoding_step']['p95_s']:.2f} s; all p50 {out['all']['p50_s']:.2f} s "
+        f"p95 {out['all']['p95_s']:.2f} s"
+    )
+    assert out["errors"] == []
+    assert out["mixed"] == []  # nobody saw another student's words or digits
+    assert out["explorer_enter"]["n"] == SESSIONS
+    assert out["decoding_step"]["n"] == SESSIONS * 3

@@ -1,0 +1,157 @@
+"""Static guards over the source: no remote code, no pickle, no user text as HTML, safe server config.
+
+These read the code rather than run it, so a future change that opens one of these doors
+fails here even when no test happens to exercise the new path.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted(
+    p for folder in ("model", "ui", "viz", "pages") for p in (ROOT / folder).rglob("*.py")
+) + [ROOT / "app.py"]
+# The only HTML the app hands to the browser as a document: our own templates, which
+# escape every token before it lands in the page (viz/headview.py).
+OUR_HTML = {"head_view_html", "highlighted_text_html"}
+
+
+def trees():
+    for path in SOURCES:
+        yield path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def calls(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            yield node
+
+
+def name_of(func: ast.expr) -> str:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def keyword(call: ast.Call, name: str):
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def where(path: Path, node: ast.AST) -> str:
+    return f"{path.relative_to(ROOT)}:{node.lineno}"
+
+
+def test_the_guards_read_the_whole_app():
+    assert len(SOURCES) > 30 and ROOT / "pages" / "explorer.py" in SOURCES
+
+
+def test_trust_remote_code_is_never_switched_on():
+    for path, tree in trees():
+        for call in calls(tree):
+            value = keyword(call, "trust_remote_code")
+            if value is not None:
+                assert isinstance(value, ast.Constant) and value.value is False, where(path, call)
+
+
+def test_every_from_pretrained_is_local_and_without_remote_code():
+    found = 0
+    for path, tree in trees():
+        for call in calls(tree):
+            if name_of(call.func) != "from_pretrained":
+                continue
+            found += 1
+            for name, wanted in (("trust_remote_code", False), ("local_files_only", True)):
+                value = keyword(call, name)
+                assert isinstance(value, ast.Constant) and value.value is wanted, (
+                    f"{where(path, call)}: {name}={wanted} missing"
+                )
+    assert found >= 3  # tokenizer, config, model: the guard is looking at real calls
+
+
+def test_nothing_is_ever_unpickled():
+    for path, tree in trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                modules = [a.name for a in node.names] + [getattr(node, "module", "") or ""]
+                assert not {"pickle", "dill", "joblib", "cloudpickle"} & set(modules), where(
+                    path, node
+                )
+        for call in calls(tree):
+            func = ast.unparse(call.func)
+            assert func not in ("torch.load", "np.load", "numpy.load"), where(path, call)
+            value = keyword(call, "use_safetensors")
+            if value is not None:
+                assert isinstance(value, ast.Constant) and value.value is True, where(path, call)
+
+
+def test_no_text_is_rendered_as_raw_html():
+    for path, tree in trees():
+        for call in calls(tree):
+            value = keyword(call, "unsafe_allow_html")
+            assert value is None or (isinstance(value, ast.Constant) and value.value is False), (
+                where(path, call)
+            )
+            func = ast.unparse(call.func)
+            assert func not in ("st.html", "components.html", "st.components.v1.html"), where(
+                path, call
+            )
+
+
+def test_iframes_show_only_our_own_escaping_templates():
+    seen = 0
+    for path, tree in trees():
+        for call in calls(tree):
+            if ast.unparse(call.func) != "st.iframe":
+                continue
+            seen += 1
+            (source,) = call.args[:1]
+            assert isinstance(source, ast.Call) and name_of(source.func) in OUR_HTML, where(
+                path, call
+            )
+    assert seen >= 1
+
+
+def test_user_text_reaches_messages_only_through_code_spans():
+    """Pages format the reader's sentence into markdown with code_span, never bare."""
+    bare = re.compile(
+        r"st\.(markdown|caption|warning|info|error|success|write)\(\s*f?[\"'].*\{text\}"
+    )
+    for path in SOURCES:
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            assert not bare.search(line), f"{path.relative_to(ROOT)}:{lineno}"
+
+
+@pytest.fixture(scope="module")
+def streamlit_config() -> dict:
+    return tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+
+
+def test_server_config_protects_forms_sends_nothing_and_takes_only_small_uploads(
+    streamlit_config,
+):
+    server, browser = streamlit_config["server"], streamlit_config["browser"]
+    assert server["enableXsrfProtection"] is True
+    assert server.get("enableCORS", True) is True  # XSRF protection needs CORS protection on
+    assert browser["gatherUsageStats"] is False
+    assert 1 <= server["maxUploadSize"] <= 20  # megabytes
+    assert server.get("maxMessageSize", 200) <= 200
+    assert server["headless"] is True
+
+
+def test_streamlit_reads_the_same_config_we_check():
+    """The options above are real Streamlit option names with the values we wrote."""
+    from streamlit import config
+
+    config.get_config_options(force_reparse=True)
+    assert config.get_option("server.enableXsrfProtection") is True
+    assert config.get_option("browser.gatherUsageStats") is False
+    assert config.get_option("server.maxUploadSize") <= 20

@@ -1,0 +1,389 @@
+"""`make bench`: every measurement in one run, written to docs/benchmarks.md and .json.
+
+    python -m ui.benchreport [--report docs/benchmarks.md] [--json docs/benchmarks.json]
+                             [--repeats 3] [--sessions 16] [--quick]
+
+Model paths (model.bench), page re-render time and bytes beside the bare forward
+(ui.bench), one decoding step, training tokens/s (the shipped checkpoints' metrics.json),
+cold start, memory, many sessions at once (ui.loadtest) and, where installed, BertViz on
+the same inputs. Numbers taken side by side in one run on one machine: compare ratios,
+not absolute times, across machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+from model import bench as model_bench
+from model.device import configure_threads
+from model.loading import CHECKPOINTS, SHIPPED, load
+from ui import bench as ui_bench
+from ui import loadtest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MEMORY_PROBE = """
+import json, sys
+from pathlib import Path
+def rss():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+out = {"python": rss()}
+import torch, streamlit, plotly, transformers  # what a server imports before any model
+out["imports"] = rss()
+from model import load
+models = {}
+for name in ("minilm", "en2ko", "reverse", "sort"):
+    try:
+        models[name] = load(name, "cpu")
+    except Exception as err:
+        out.setdefault("missing", []).append(f"{name}: {err}")
+    out["after_" + name] = rss()
+json.dump(out, sys.stdout)
+"""
+
+
+def machine() -> dict:
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model_names = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+                   if line.startswith("model name")]  # fmt: skip
+    meminfo = Path("/proc/meminfo").read_text() if Path("/proc/meminfo").exists() else ""
+    total_kb = next((int(line.split()[1]) for line in meminfo.splitlines()
+                     if line.startswith("MemTotal:")), 0)  # fmt: skip
+    return {
+        "cpu": model_names[0] if model_names else platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "ram_gib": round(total_kb / 2**20, 1),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def memory() -> dict:
+    """RSS of a fresh process after imports, then after each model (MiB)."""
+    done = subprocess.run([sys.executable, "-c", MEMORY_PROBE], cwd=ROOT, capture_output=True,
+                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    raw = json.loads(done.stdout)
+    return {k: (round(v / 2**20, 1) if isinstance(v, int) else v) for k, v in raw.items()}
+
+
+def training() -> list[dict]:
+    """Training speed as recorded when the shipped checkpoints were made."""
+    rows = []
+    for name in SHIPPED:
+        path = CHECKPOINTS / name / "metrics.json"
+        if not path.is_file():
+            rows.append({"model": name, "missing": True})
+            continue
+        m = json.loads(path.read_text(encoding="utf-8"))
+        rows.append({k: m.get(k) for k in ("tokens_per_s", "train_tokens", "wall_time_s",
+                                            "steps", "batch_size", "params", "device", "threads",
+                                            "world_size", "load_average_before", "created")}
+                    | {"model": name})  # fmt: skip
+    return rows
+
+
+def trace_seconds(model_name: str, text: str, repeats: int = 5) -> float:
+    """lm.trace(text): what a page needs from the model at least (enc-dec: greedy decode too)."""
+    lm = load(model_name, "cpu")
+    lm.trace(text)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        lm.trace(text)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def explorer(repeats: int, quick: bool) -> list[dict]:
+    plan = [("en2ko", 8, ["heatmap", "heads"]),
+            ("minilm", 18, ["heatmap", "heads", "model", "lines", "focus", "stats"]),
+            ("minilm", 254, ["heatmap", "heads", "model"])]  # fmt: skip
+    if quick:
+        plan = [("en2ko", 8, ["heatmap"]), ("minilm", 18, ["heatmap"])]
+    rows = []
+    for model_name, n_words, views in plan:
+        for row in ui_bench.bench_explorer(model_name, n_words, views, repeats):
+            row["trace_ms"] = trace_seconds(model_name, ui_bench.sentence(n_words, 0)) * 1000
+            rows.append(row)
+    return rows
+
+
+def head_views(quick: bool) -> list[dict]:
+    """Our head view (one self-contained HTML) beside BertViz's, same attention, same tokens."""
+    from viz.headview import head_view_html
+
+    lm = load("minilm", "cpu")
+    has_bertviz = importlib.util.find_spec("bertviz") is not None
+    rows = []
+    for n_words in (18,) if quick else (18, 254):
+        trace = lm.trace(ui_bench.sentence(n_words, 0))
+        q, k = trace.tokens("encoder")
+        att = trace.attention["encoder"]  # [L, H, n, n]
+        start = time.perf_counter()
+        html = head_view_html(att[0], q, k, head_labels=[str(h) for h in range(att.shape[1])],
+                              hint="")  # fmt: skip
+        row = {"tokens": len(q), "ours_ms": (time.perf_counter() - start) * 1000,
+               "ours_bytes": len(html.encode()), "bertviz": "not installed"}  # fmt: skip
+        if has_bertviz:
+            from bertviz import head_view
+
+            start = time.perf_counter()
+            out = head_view([a.unsqueeze(0) for a in att], q, html_action="return")
+            row["bertviz"] = "installed"
+            row["bertviz_ms"] = (time.perf_counter() - start) * 1000
+            row["bertviz_bytes"] = len(str(getattr(out, "data", out)).encode())
+        rows.append(row)
+    return rows
+
+
+def served(sessions: int) -> dict:
+    """Cold start of a fresh server, then a class of ``sessions`` at once, then its memory."""
+    out: dict = {}
+    start = time.perf_counter()
+    with loadtest.serve(return_process=True) as (url, health_s, server):
+        out["health_s"] = health_s
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError:
+            out["first_page"] = "playwright not installed"
+            return out
+        if not loadtest.CHROMIUM.exists():
+            out["first_page"] = f"no Chromium at {loadtest.CHROMIUM}"
+            return out
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(loadtest.CHROMIUM),
+                                         args=loadtest.CHROMIUM_ARGS)  # fmt: skip
+            page = browser.new_page()
+            page.goto(f"{url}/explorer?model=minilm")
+            page.get_by_test_id("stPlotlyChart").first.locator(".xtick text").first.wait_for(
+                timeout=loadtest.WAIT_MS
+            )
+            out["first_page_s"] = time.perf_counter() - start
+            browser.close()
+        out["rss_idle_mib"] = process_rss_mib(server.pid)
+        if sessions:
+            out["class"] = loadtest.run_sessions(url, sessions)
+            out["rss_after_class_mib"] = process_rss_mib(server.pid)
+    return out
+
+
+def process_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def run(args) -> dict:
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    load_before = load_average()
+    threads = configure_threads()
+    result: dict = {"started": started, "load_average_before": load_before,
+                    "machine": machine(), "app_threads": threads}  # fmt: skip
+    repeats = 1 if args.quick else args.repeats
+    lengths = "20" if args.quick else "20,256"
+    with contextlib.redirect_stdout(io.StringIO()):
+        result["model"] = model_bench.main(["--repeats", str(max(3, repeats * 2)),
+                                            "--minilm-lengths", lengths])  # fmt: skip
+    configure_threads()  # model.bench sets all cores; the pages run as the app would
+    result["explorer"] = explorer(repeats, args.quick)
+    result["decoding_step"] = ui_bench.bench_decoding_step(
+        "en2ko", "I study math at school", 3 if args.quick else 9
+    )
+    result["head_view"] = head_views(args.quick)
+    result["training"] = training()
+    result["memory"] = memory()
+    result["served"] = served(args.sessions)
+    result["load_average_after"] = load_average()
+    return result
+
+
+def _ms(x: float) -> str:
+    return f"{x:,.0f} ms" if x >= 10 else f"{x:.1f} ms"
+
+
+def markdown(r: dict) -> str:
+    m = r["machine"]
+    out = [
+        "# Attention Lab — benchmarks",
+        "",
+        f"Written by `make bench` (`python -m ui.benchreport`) on {r['started']}. Every number "
+        "below comes from this one run on this one machine; compare ratios, not absolute "
+        "times, with other machines. Raw numbers: `docs/benchmarks.json`.",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m['cpu']}, {m['cores']} cores; RAM {m['ram_gib']} GiB; GPU: {m['cuda'] or 'none'}",
+        f"- Python {m['python']}, torch {m['torch']}; the app ran with {r['app_threads']} torch "
+        f"thread(s) (`ATTENTION_LAB_THREADS`), model paths with {r['model']['machine']['threads']}",
+        f"- load average (1, 5, 15 min) before: {r['load_average_before']}, after: "
+        f"{r['load_average_after']}",
+    ]
+    if max(r["load_average_before"][0], r["load_average_after"][0]) > (m["cores"] or 1):
+        out += ["", f"**The machine was busy** (a load average above its {m['cores']} cores): "
+                "other work ran beside this benchmark, and the times, above all the class run's "
+                "waits, are slower than on a quiet machine. Ratios within one table hold better."]  # fmt: skip
+    out += [
+        "",
+        "## Explorer: re-render after Enter, beside the model",
+        "",
+        "Server time of one rerun after typing a new sentence (AppTest, in-process; no cache "
+        "helps), beside one bare forward pass and one `lm.trace` (for en2ko it includes greedy "
+        "decoding) on the same input. *Sent*: serialized size of every element, what the "
+        "websocket carries before compression.",
+        "",
+        "| model | tokens | view | re-render | bare forward | lm.trace | re-render / forward | sent |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for e in r["explorer"]:
+        out.append(
+            f"| {e['model']} | {e['tokens']} | {e['view']} | {_ms(e['render_ms'])} | "
+            f"{_ms(e['forward_ms'])} | {_ms(e['trace_ms'])} | "
+            f"{e['render_ms'] / e['forward_ms']:.0f}x | {e['bytes'] / 1e6:.2f} MB |"
+        )
+    d = r["decoding_step"]
+    out += [
+        "",
+        "## Decoding: one Step press",
+        "",
+        f'en2ko, "I study math at school": {_ms(d["step_ms"])} server time per Step '
+        f"(AppTest reruns the whole page, so an upper bound: in a browser only the step fragment "
+        f"reruns), beside {_ms(d['model_per_token_ms'])} of model time per generated token "
+        f"({d['tokens']} tokens).",
+        "",
+        "## Model paths (model.bench)",
+        "",
+        "| path | fast tok/s | traced tok/s | traced / fast time |",
+        "|---|---:|---:|---:|",
+    ]
+    for f in r["model"]["forward"]:
+        out.append(f"| {f['what']} | {f['fast_tok_s']:,.0f} | {f['traced_tok_s']:,.0f} | "
+                   f"{f['traced_over_fast']:.2f}x |")  # fmt: skip
+    dec = r["model"]["decoding"]
+    out += [
+        "",
+        f"Greedy decoding, 48 tokens, batch 4: {dec['cached_tok_s']:,.0f} tok/s with the key/value "
+        f"cache, {dec['full_tok_s']:,.0f} tok/s recomputing ({dec['full_over_cached']:.2f}x).",
+        "",
+        "| MiniLM, batch 1 | ours fast | ours traced | transformers (sdpa) | traced / transformers |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for x in r["model"]["minilm"]:
+        out.append(f"| {x['tokens']} tokens | {_ms(x['ours_fast_ms'])} | {_ms(x['ours_traced_ms'])} "
+                   f"| {_ms(x['transformers_ms'])} | {x['traced_over_transformers']:.2f}x |")  # fmt: skip
+    out += ["", "## Head view beside BertViz", "",
+            "| tokens | ours: build | ours: HTML | BertViz |", "|---:|---:|---:|---|"]  # fmt: skip
+    for h in r["head_view"]:
+        bv = h["bertviz"]
+        if "bertviz_ms" in h:
+            bv = f"{_ms(h['bertviz_ms'])}, {h['bertviz_bytes'] / 1e6:.2f} MB"
+        out.append(
+            f"| {h['tokens']} | {_ms(h['ours_ms'])} | {h['ours_bytes'] / 1e6:.2f} MB | {bv} |"
+        )
+    if r["head_view"] and r["head_view"][0]["bertviz"] == "not installed":
+        out += ["", "BertViz is not installed here (`import bertviz` fails), so it was not "
+                "measured; nothing is claimed about it from this run."]  # fmt: skip
+    out += ["", "## Training (recorded in the shipped checkpoints' metrics.json)", "",
+            "| model | tokens/s | steps × batch | parameters | device, threads | wall time | load avg before |",
+            "|---|---:|---:|---:|---|---:|---|"]  # fmt: skip
+    for t in r["training"]:
+        if t.get("missing"):
+            out.append(f"| {t['model']} | (no metrics.json) | | | | | |")
+            continue
+        out.append(
+            f"| {t['model']} | {t['tokens_per_s'] or 0:,.0f} | {t['steps']} × {t['batch_size']} "
+            f"| {t['params'] or 0:,} | {t['device']}, {t['threads']} | {t['wall_time_s']} s "
+            f"| {t['load_average_before']} |"
+        )
+    mem = r["memory"]
+    out += [
+        "",
+        "## Memory",
+        "",
+        f"A fresh process (RSS): {mem['python']} MiB bare, {mem['imports']} MiB after importing "
+        f"torch, streamlit, plotly and transformers; then +MiniLM {mem.get('after_minilm')} MiB, "
+        f"+en2ko {mem.get('after_en2ko')} MiB, +reverse {mem.get('after_reverse')} MiB, "
+        f"+sort {mem.get('after_sort')} MiB.",
+    ]
+    if mem.get("missing"):
+        out.append(f"Missing: {mem['missing']}.")
+    s = r["served"]
+    out += ["", "## Cold start and a class at once", ""]
+    out.append(f"- `streamlit run app.py` to `/_stcore/health` answering: {s['health_s']:.1f} s.")
+    if "first_page_s" in s:
+        out.append(
+            f"- `streamlit run app.py` to the first explorer heatmap drawn in headless Chromium "
+            f"(MiniLM loaded on that first request): {s['first_page_s']:.1f} s."
+        )
+        out.append(f"- Server RSS after that first page: {s['rss_idle_mib']} MiB.")
+    else:
+        out.append(f"- First page in a browser: not measured ({s.get('first_page')}).")
+    c = s.get("class")
+    if c:
+
+        def row(name: str, key: str) -> str:
+            x = c[key]
+            return (f"| {name} | {x['n']} | {x['p50_s']:.2f} s | {x['p95_s']:.2f} s | "
+                    f"{x['max_s']:.2f} s |")  # fmt: skip
+
+        out += [
+            f"- {c['sessions']} browser sessions (one Chromium, {c['sessions']} contexts) at once, "
+            f"each typing its own sentence into the explorer (all pressing Enter together) and "
+            f"then stepping {loadtest.STEPS} times through decoding (sort): "
+            f"{len(c['errors'])} errors, {len(c['mixed'])} sessions that saw another's input; "
+            f"wall time {c['wall_s']:.0f} s; server RSS afterwards {s['rss_after_class_mib']} MiB. "
+            "Chromium runs on the same machine and competes for the same cores.",
+            "",
+            "| wait | n | p50 | p95 | max |",
+            "|---|---:|---:|---:|---:|",
+            row("Enter → own heatmap", "explorer_enter"),
+            row("Step → next token shown", "decoding_step"),
+            row("all waits", "all"),
+        ]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--report", default=str(ROOT / "docs" / "benchmarks.md"))
+    parser.add_argument("--json", default=str(ROOT / "docs" / "benchmarks.json"))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sessions", type=int, default=16, help="0 skips the class run")
+    parser.add_argument("--quick", action="store_true", help="fewer views and repeats (a check)")
+    args = parser.parse_args(argv)
+    import logging
+
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
+    result = run(args)
+    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.report).write_text(markdown(result), encoding="utf-8")
+    Path(args.json).write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    print(markdown(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""Many students at once: N browser sessions in one headless Chromium, driven concurrently.
+
+    python -m ui.loadtest [--sessions 16] [--url http://127.0.0.1:8501]
+
+Each session opens the explorer, types its own sentence and waits until its heatmap shows
+that sentence; then opens the decoding page on its own digits and presses Step a few
+times. All sessions press Enter together (a barrier), the worst moment for the server.
+Every session checks it sees only its own input, and every wait is timed: p50 / p95 are
+what a student in a class of N waits for. Used by the browser test and by ``make bench``.
+
+Chromium is Debian's (/usr/bin/chromium); playwright is imported only when this runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+from ui.i18n import translate
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]  # fmt: skip
+# One single-token MiniLM word per session, so a heatmap says whose sentence it drew.
+WORDS = ("apple", "river", "planet", "music", "tiger", "castle", "ocean", "robot", "garden",
+         "dragon", "piano", "island", "rocket", "forest", "bridge", "winter", "candle", "desert",
+         "violin", "harbor", "meadow", "comet", "lantern", "glacier")  # fmt: skip
+STEPS = 3  # Step presses per session on the decoding page
+WAIT_MS = 120_000
+ARRIVAL_S = 0.5  # students open the page this far apart; then all press Enter together
+
+
+def student_inputs(i: int) -> tuple[str, str, str]:
+    """(the session's own word, its sentence, its digits): distinct for every session."""
+    word = WORDS[i % len(WORDS)]
+    digits = " ".join(random.Random(i).choices("0123456789", k=6) + list(f"{i:02d}"))
+    return word, f"the student wrote about the {word} today", digits
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile: the value q% of waits were no longer than."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+async def _student(browser, base: str, i: int, barrier, n: int) -> dict:
+    """One session: explorer with its sentence, then decoding with its digits."""
+    word, sentence, digits = student_inputs(i)
+    others = {student_inputs(j)[0] for j in range(n) if j != i}
+    context = await browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base)
+    context.set_default_timeout(WAIT_MS)
+    context.set_default_navigation_timeout(WAIT_MS)
+    page = await context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
+    page.on("console", lambda m: m.type == "error" and "404" not in m.text
+            and problems.append(m.text))  # fmt: skip
+    page.on("request", lambda r: not r.url.startswith((base, "data:", "blob:", "about:"))
+            and problems.append(f"off-site: {r.url}"))  # fmt: skip
+    waits: dict[str, list[float]] = {"explorer": [], "step": []}
+    result = {"session": i, "problems": problems, "waits": waits, "mixed": []}
+    try:
+        await asyncio.sleep(i * ARRIVAL_S)
+        start = time.perf_counter()
+        await page.goto("/explorer?model=minilm")
+        chart = page.get_by_test_id("stPlotlyChart").first
+        await chart.locator(".xtick text").first.wait_for(timeout=WAIT_MS)
+        result["first_page_s"] = time.perf_counter() - start
+        box = page.get_by_label(translate("input.label", "en"), exact=True).and_(
+            page.get_by_role("textbox")
+        )
+        await box.fill(sentence)
+        async with asyncio.timeout(WAIT_MS / 1000):
+            await barrier.wait()  # everyone presses Enter at once
+        start = time.perf_counter()
+        await box.press("Enter")
+        await page.wait_for_function(
+            """w => [...document.querySelectorAll('[data-testid=stPlotlyChart] .xtick text')]
+                   .some(t => t.textContent === w)""",
+            arg=word,
+            timeout=WAIT_MS,
+        )
+        waits["explorer"].append(time.perf_counter() - start)
+        ticks = await chart.locator(".xtick text").all_text_contents()
+        result["mixed"] += [t for t in ticks if t in others]
+
+        await page.goto("/decoding?model=sort&text=" + urllib.parse.quote(digits))
+        step = page.get_by_role("button", name=translate("decoding.step", "en"), exact=True)
+        await step.wait_for(timeout=WAIT_MS)
+        expected = sorted(digits.split())
+        total = len(expected) + 1  # the digits, then <eos>
+        for k in range(1, STEPS + 1):
+            start = time.perf_counter()
+            await step.click()
+            await page.get_by_text(
+                translate("decoding.position", "en", step=k, total=total), exact=True
+            ).wait_for(timeout=WAIT_MS)
+            waits["step"].append(time.perf_counter() - start)
+        prefix = translate("decoding.output_so_far", "en", tokens="").replace("**", "").strip()
+        line = await page.locator("p", has_text=prefix).first.inner_text()
+        shown = [tok for tok in line.removeprefix(prefix).split() if tok.isdigit()]
+        if shown != expected[:STEPS]:
+            result["mixed"].append(f"decoding shows {shown}, expected {expected[:STEPS]}")
+        if urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query).get("text") != [digits]:
+            result["mixed"].append(f"address bar holds another text: {page.url}")
+    except Exception as err:  # a timeout or a broken page is a result, not a crash
+        await barrier.abort()  # nobody waits for a session that will never arrive
+        problems.append(f"{type(err).__name__}: {str(err).splitlines()[0]}")
+    finally:
+        await context.close()
+    return result
+
+
+async def _run(base: str, n: int) -> list[dict]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            # The teacher opens the lab before class: models loaded, not timed.
+            warm = await browser.new_page()
+            await warm.goto(base + "/explorer?model=minilm", timeout=WAIT_MS)
+            await warm.get_by_test_id("stPlotlyChart").first.wait_for(timeout=WAIT_MS)
+            await warm.goto(base + "/decoding?model=sort", timeout=WAIT_MS)
+            step = warm.get_by_role("button", name=translate("decoding.step", "en"), exact=True)
+            await step.wait_for(timeout=WAIT_MS)
+            await warm.close()
+            barrier = asyncio.Barrier(n)
+            return await asyncio.gather(*(_student(browser, base, i, barrier, n) for i in range(n)))
+        finally:
+            await browser.close()
+
+
+def run_sessions(base_url: str, n: int = 16) -> dict:
+    """Drive ``n`` concurrent sessions against a running app; latencies in seconds."""
+    if len(WORDS) < n:
+        raise ValueError(f"at most {len(WORDS)} sessions have their own word")
+    started = time.perf_counter()
+    sessions = asyncio.run(_run(base_url.rstrip("/"), n))
+    explorer = [w for s in sessions for w in s["waits"]["explorer"]]
+    step = [w for s in sessions for w in s["waits"]["step"]]
+    every = explorer + step
+
+    def summary(waits: list[float]) -> dict:
+        if not waits:
+            return {"n": 0}
+        return {"n": len(waits), "p50_s": percentile(waits, 50), "p95_s": percentile(waits, 95),
+                "max_s": max(waits), "mean_s": statistics.fmean(waits)}  # fmt: skip
+
+    return {
+        "sessions": n,
+        "wall_s": time.perf_counter() - started,
+        "errors": [f"session {s['session']}: {p}" for s in sessions for p in s["problems"]],
+        "mixed": [f"session {s['session']}: {m}" for s in sessions for m in s["mixed"]],
+        "first_page": summary([s["first_page_s"] for s in sessions if "first_page_s" in s]),
+        "explorer_enter": summary(explorer),
+        "decoding_step": summary(step),
+        "all": summary(every),
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextmanager
+def serve(log_path: Path | None = None, startup_s: float = 120, return_process: bool = False):
+    """A ``streamlit run app.py`` on a free port: yields (url, seconds until healthy), and
+    the server's Popen too with ``return_process`` (to read its memory)."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+               "--server.port", str(port), "--server.address", "127.0.0.1",
+               "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]  # fmt: skip
+    log = open(log_path or os.devnull, "w")  # noqa: SIM115 - closed in finally
+    start = time.perf_counter()
+    server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        while not healthy(url):
+            if server.poll() is not None or time.perf_counter() - start > startup_s:
+                raise RuntimeError(f"streamlit did not start (exit code {server.poll()})")
+            time.sleep(0.1)
+        ready = time.perf_counter() - start
+        yield (url, ready, server) if return_process else (url, ready)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=16)
+    parser.add_argument("--url", default=None, help="a running app; default: start one")
+    args = parser.parse_args(argv)
+    if args.url:
+        result = run_sessions(args.url, args.sessions)
+    else:
+        with serve() as (url, _):
+            result = run_sessions(url, args.sessions)
+    for what in ("first_page", "explorer_enter", "decoding_step", "all"):
+        s = result[what]
+        if s["n"]:
+            print(f"{what}: n={s['n']} p50 {s['p50_s']:.2f} s, p95 {s['p95_s']:.2f} s")
+    print(f"errors: {len(result['errors'])}, mixed: {len(result['mixed'])}")
+    for line in result["errors"] + result["mixed"]:
+        print("  ", line)
+    return result
+
+
+if __name__ == "__main__":
+    main()
