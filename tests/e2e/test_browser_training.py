@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -24,10 +25,18 @@ def test_a_small_training_moves_the_bar_and_shows_snapshots_in_both_languages(
 ):
     page.goto("/training?lang=en")
     page.locator("h1", has_text=translate("training.title", "en")).wait_for(timeout=TIMEOUT_MS)
-    thumb = page.get_by_test_id("stSlider").first.get_by_role("slider")
-    thumb.focus()
-    for _ in range(3):  # 300 -> 150 steps: long enough to watch, short enough for a test
-        thumb.press("ArrowLeft")
+    steps = page.get_by_test_id("stSlider").filter(has_text=translate("training.steps", "en"))
+    thumb = steps.get_by_role("slider")
+    thumb.wait_for(timeout=TIMEOUT_MS)
+    # 300 -> 150 steps: long enough to watch, short enough for a test. Press until the
+    # slider itself says 150: a key pressed before the widget is ready is lost.
+    shown = steps.get_by_test_id("stSliderThumbValue")
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while (value := int(shown.inner_text().replace(",", ""))) != 150:
+        assert time.monotonic() < deadline, f"the steps slider stuck at {value}, not 150"
+        thumb.focus()
+        thumb.press("ArrowLeft" if value > 150 else "ArrowRight")
+        page.wait_for_timeout(400)
     page.get_by_text("150", exact=True).first.wait_for(timeout=TIMEOUT_MS)
     page.get_by_role("button", name=translate("training.start", "en")).click()
 
