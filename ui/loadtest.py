@@ -111,8 +111,15 @@ async def _student(browser, base: str, i: int, barrier, n: int) -> dict:
             ).wait_for(timeout=WAIT_MS)
             waits["step"].append(time.perf_counter() - start)
         prefix = translate("decoding.output_so_far", "en", tokens="").replace("**", "").strip()
-        line = await page.locator("p", has_text=prefix).first.inner_text()
-        shown = [tok for tok in line.removeprefix(prefix).split() if tok.isdigit()]
+        # The step label arrives before the output line in the same update: give the line a
+        # moment to catch up before judging what this session sees.
+        deadline = time.perf_counter() + 15
+        while True:
+            line = await page.locator("p", has_text=prefix).first.inner_text()
+            shown = [tok for tok in line.removeprefix(prefix).split() if tok.isdigit()]
+            if shown == expected[:STEPS] or time.perf_counter() > deadline:
+                break
+            await page.wait_for_timeout(200)
         if shown != expected[:STEPS]:
             result["mixed"].append(f"decoding shows {shown}, expected {expected[:STEPS]}")
         if urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query).get("text") != [digits]:
