@@ -8,7 +8,7 @@ import streamlit as st
 from model.lab import DecodeStep
 from ui.charts import plotly_chart
 from ui.frame import require_frame
-from ui.i18n import t
+from ui.i18n import t, translated_widget
 from ui.models import get_decoding, get_model, get_teacher_forcing, selected_model
 from ui.permalink import linked
 from ui.sentence import code_span, sentence_input
@@ -111,7 +111,7 @@ if ours:
                 (kind, layer, head) for layer in range(n_layers) for head in range(cfg.n_heads)
             ]
             picked = st.pills(
-                t(f"explorer.kind.{kind}"), heads, selection_mode="multi", key=f"off_{kind}",
+                t(f"explorer.kind.{kind}"), heads, selection_mode="multi", key=translated_widget(f"off_{kind}"),
                 format_func=lambda h: t("decoding.head_short", layer=h[1] + 1, head=h[2] + 1),
                 persist_state="session",
             )  # fmt: skip

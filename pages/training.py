@@ -13,7 +13,7 @@ from model.lab import ModelLoadError
 from model.live import MAX_STEPS, SIZES, Busy, LiveRun, Progress, Settings, Snapshot
 from ui.charts import plotly_chart
 from ui.frame import require_frame
-from ui.i18n import t
+from ui.i18n import t, translated_widget
 from ui.models import add_session_model, model_label, show_load_detail
 from viz.attention import heads_figure
 from viz.concepts import lines_figure
@@ -78,16 +78,16 @@ def controls(active: bool) -> None:
     c1, c2, c3 = st.columns(3)
     # Drop-downs, not pills: the labels carry the details and would be cut off in a column.
     c1.selectbox(
-        t("training.task"), TASKS, key="tr_task", format_func=lambda k: t(f"training.task.{k}"),
+        t("training.task"), TASKS, key=translated_widget("tr_task"), format_func=lambda k: t(f"training.task.{k}"),
         disabled=active, persist_state="session",
     )  # fmt: skip
     c2.selectbox(
-        t("training.size"), list(SIZES), key="tr_size", disabled=active,
+        t("training.size"), list(SIZES), key=translated_widget("tr_size"), disabled=active,
         format_func=lambda s: t(f"training.size.{s}"), help=t("training.size_help"),
         persist_state="session",
     )  # fmt: skip
     c3.segmented_control(
-        t("training.norm"), ("post", "pre"), key="tr_norm", default="post", required=True,
+        t("training.norm"), ("post", "pre"), key=translated_widget("tr_norm"), default="post", required=True,
         format_func=lambda n: t(f"training.norm.{n}"), disabled=active, persist_state="session",
         help=t("training.norm_help"),
     )  # fmt: skip
@@ -196,13 +196,13 @@ def finished_view(run: LiveRun, p: Progress) -> None:
         steps = [s.step for s in p.snapshots]
         c1, c2 = st.columns([3, 1])
         chosen = c1.select_slider(
-            t("training.timeline_step"), steps, value=steps[-1], key="tr_timeline",
+            t("training.timeline_step"), steps, value=steps[-1], key=translated_widget("tr_timeline"),
             format_func=lambda s: t("training.step_n", n=s),
         )  # fmt: skip
         snap = p.snapshots[steps.index(chosen)]
         n_layers = snap.attention.shape[0]
         layer = c2.selectbox(
-            t("training.layer"), list(range(n_layers)), index=n_layers - 1, key="tr_layer",
+            t("training.layer"), list(range(n_layers)), index=n_layers - 1, key=translated_widget("tr_layer"),
             format_func=lambda i: t("explorer.layer_n", n=i + 1),
         )  # fmt: skip
         snapshot_figure(snap, layer, key="tr_timeline_snap")

@@ -26,6 +26,7 @@ _log = logging.getLogger(__name__)
 
 _STATE_KEY = "lang"
 _QUERY_KEY = "lang"
+_TRANSLATED_WIDGETS = "_translated_widgets"  # keys of widgets whose option labels come from t()
 
 
 @cache
@@ -97,11 +98,36 @@ def current_language() -> str:
 
 
 def set_language(lang: str) -> None:
-    """Switch this session's language and put it in the URL."""
+    """Switch this session's language and put it in the URL.
+
+    Call it from a callback (before the script runs), so the whole rerun is in the new
+    language and every translated widget's label is sent again (see ``translated_widget``).
+    """
     if lang not in LANGUAGES:
         raise ValueError(f"unsupported language {lang!r}; choose from {sorted(LANGUAGES)}")
+    changed = st.session_state.get(_STATE_KEY) != lang
     st.session_state[_STATE_KEY] = lang
     sync_language_to_url()
+    if changed:
+        _resend_translated_widgets()
+
+
+def translated_widget(key: str) -> str:
+    """Mark ``key`` as a widget whose option labels are translated; returns the key.
+
+    Streamlit tells the browser an option widget's value by its *label*, and sends it again
+    only when the value changes. After a language switch the value is unchanged, so a
+    drop-down would keep showing the old language's label (English in the Korean UI).
+    ``set_language`` re-assigns every marked key, which makes Streamlit send the new label.
+    """
+    st.session_state.setdefault(_TRANSLATED_WIDGETS, set()).add(key)
+    return key
+
+
+def _resend_translated_widgets() -> None:
+    for key in st.session_state.get(_TRANSLATED_WIDGETS, ()):
+        if key in st.session_state:  # a widget not drawn yet has nothing to re-send
+            st.session_state[key] = st.session_state[key]
 
 
 def sync_language_to_url() -> None:

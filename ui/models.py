@@ -14,7 +14,7 @@ import streamlit as st
 from model.lab import DecodeStep, ForcedStep, LabModel, ModelLoadError
 from model.loading import PRETRAINED, SHIPPED, load
 from model.trace import Trace
-from ui.i18n import t
+from ui.i18n import t, translated_widget
 from ui.permalink import linked
 
 FOLDER = "folder"  # the choice that loads a local Hugging Face / checkpoint folder
@@ -93,7 +93,7 @@ def render_model_picker() -> None:
         f":material/memory: {t('sidebar.device_choice')}",
         list(devices),
         format_func=devices.__getitem__,  # labels fixed for this run (see ui.permalink.linked)
-        key=_DEVICE_KEY,
+        key=translated_widget(_DEVICE_KEY),
         persist_state="session",
     )
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import streamlit as st
 
+from ui.i18n import translated_widget
+
 
 def restore(key: str, options: Sequence[Any], default: Any) -> None:
     """Before the widget is drawn: seed it from ?key= once; drop a value that no longer fits.
@@ -49,9 +51,11 @@ def linked(
     """Draw ``widget(label, options, key=key, ...)`` with its value kept in the URL and session.
 
     Option labels are computed here, during the run, so a translated label is fixed for
-    this run rather than looked up later in whatever language a caller happens to be in.
+    this run rather than looked up later in whatever language a caller happens to be in;
+    a language switch sends them again (``ui.i18n.translated_widget``).
     """
     default = options[0] if default is None and options else default
+    translated_widget(key)
     restore(key, options, default)
     names = {option: format_func(option) for option in options}
     value = widget(

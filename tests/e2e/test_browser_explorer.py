@@ -57,3 +57,47 @@ def test_typed_markup_stays_text_in_every_view(page, artifacts_dir, screenshot_w
     assert frame.locator("img").count() == 0 and frame.locator("b").count() == 0
     screenshot_whole_page(page, artifacts_dir / "explorer-headview-markup.png")
     assert page.problems == []
+
+
+def shown_choices(page, where: str) -> list[str]:
+    """What each drop-down in the sidebar or main area displays as its chosen value."""
+    boxes = page.get_by_test_id(where).get_by_test_id("stSelectbox").locator("input")
+    return [box.input_value() for box in boxes.all()]
+
+
+def test_switching_language_relabels_every_drop_down_and_keeps_the_choices(
+    page, artifacts_dir, screenshot_whole_page
+):
+    page.goto("/explorer?model=minilm&layer=2")
+    heatmap_ticks(page)  # the page has drawn all its controls
+    layer_en = translate("explorer.layer_n", "en", n=3)
+    assert shown_choices(page, "stMain")[0] == layer_en
+
+    page.get_by_test_id("stSidebar").get_by_text("한국어", exact=True).click()
+    page.locator("h1", has_text=translate("explorer.title", "ko")).wait_for(timeout=TIMEOUT_MS)
+    layer_ko = translate("explorer.layer_n", "ko", n=3)
+    page.wait_for_function(
+        "label => [...document.querySelectorAll('[data-testid=stMain] input')]"
+        ".some(i => i.value === label)",
+        arg=layer_ko,
+        timeout=TIMEOUT_MS,
+    )
+    assert shown_choices(page, "stSidebar") == [
+        translate("model.name.minilm", "ko"),
+        translate("sidebar.device_choice.auto", "ko"),
+    ]
+    assert shown_choices(page, "stMain")[:2] == [layer_ko, translate("explorer.head_n", "ko", n=1)]
+    screenshot_whole_page(page, artifacts_dir / "explorer-ko-dropdowns.png")
+
+    page.get_by_test_id("stSidebar").get_by_text("English", exact=True).click()
+    page.locator("h1", has_text=translate("explorer.title", "en")).wait_for(timeout=TIMEOUT_MS)
+    page.wait_for_url(re.compile(r"lang=en"), timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "label => [...document.querySelectorAll('[data-testid=stMain] input')]"
+        ".some(i => i.value === label)",
+        arg=layer_en,
+        timeout=TIMEOUT_MS,
+    )
+    assert shown_choices(page, "stSidebar")[0] == translate("model.name.minilm", "en")
+    assert "model=minilm" in page.url and "layer=2" in page.url
+    assert page.problems == []
