@@ -10,7 +10,7 @@ from model.analysis import head_max, head_mean, rollout
 from model.export import trace_to_json, trace_to_npz
 from model.tokens import hide_special_tokens, merge_subwords, subword_style
 from model.trace import Trace
-from ui.charts import plotly_chart
+from ui.charts import image_format, plotly_chart
 from ui.frame import require_frame
 from ui.i18n import t
 from ui.models import (
@@ -471,4 +471,6 @@ elif view == "export":
         on_click="ignore",
     )
     st.markdown(t("explorer.permalink"))
-    st.caption(t("explorer.image_export"))
+    st.caption(
+        t("explorer.image_export", format=image_format().upper(), setting=t("chart.image_format"))
+    )

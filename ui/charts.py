@@ -1,9 +1,13 @@
-"""Every chart goes through here, so all of them read well in both languages."""
+"""Every chart goes through here, so all of them read well, and save well, in both languages."""
 
 from __future__ import annotations
 
+import re
+
 import plotly.graph_objects as go
 import streamlit as st
+
+from ui.i18n import current_language, t
 
 # Streamlit's chart font has no Hangul, so Korean labels fall back to whatever the system
 # offers. Naming Korean faces (Linux, macOS, Windows) keeps them in one consistent font.
@@ -12,11 +16,79 @@ FONT_STACK = (
     '"Apple SD Gothic Neo", "Malgun Gothic", sans-serif'
 )
 
+# Plotly's toolbar has one camera button; its format is a config option, so the session
+# picks it (SVG stays sharp on slides, PNG pastes anywhere).
+IMAGE_FORMATS = ("png", "svg")
+_FORMAT_KEY = "chart_image_format"
 
-def plotly_chart(fig: go.Figure, *, key: str, where=st, **kwargs) -> None:
-    """st.plotly_chart with the app's font stack, drawn in ``where`` (a column, say).
+# Plotly's toolbar text is English; plotly.js looks a string up in config["locales"] before
+# its own, so these follow the app's language. Keys: plotly's own English strings.
+_TOOLBAR_TEXT = {
+    "Download plot as a PNG": "chart.toolbar.download_png",
+    "Download plot": "chart.toolbar.download_svg",  # plotly's title for any other format
+    "Zoom": "chart.toolbar.zoom",
+    "Pan": "chart.toolbar.pan",
+    "Box Select": "chart.toolbar.box_select",
+    "Lasso Select": "chart.toolbar.lasso_select",
+    "Zoom in": "chart.toolbar.zoom_in",
+    "Zoom out": "chart.toolbar.zoom_out",
+    "Autoscale": "chart.toolbar.autoscale",
+    "Reset axes": "chart.toolbar.reset_axes",
+    "Reset view": "chart.toolbar.reset_view",
+    "Toggle Spike Lines": "chart.toolbar.spikelines",
+    "Show closest data on hover": "chart.toolbar.hover_closest",
+    "Compare data on hover": "chart.toolbar.hover_compare",
+    "Preparing image - this may take a few seconds": "chart.toolbar.preparing",
+    "Image download succeeded": "chart.toolbar.saved",
+    "Sorry, there was a problem downloading your image!": "chart.toolbar.save_failed",
+    "Double-click to zoom back out": "chart.toolbar.double_click",
+}
+
+
+def image_format() -> str:
+    """The format the charts' camera button downloads in this session."""
+    chosen = st.session_state.get(_FORMAT_KEY)
+    return chosen if chosen in IMAGE_FORMATS else IMAGE_FORMATS[0]
+
+
+def render_image_format_picker() -> None:
+    """Sidebar control: which format every chart's camera button saves."""
+    st.segmented_control(
+        f":material/photo_camera: {t('chart.image_format')}",
+        IMAGE_FORMATS,
+        format_func=str.upper,
+        default=IMAGE_FORMATS[0],
+        required=True,
+        key=_FORMAT_KEY,
+        help=t("chart.image_format_help"),
+        persist_state="session",
+        width="stretch",
+    )
+
+
+def chart_config(key: str) -> dict:
+    """Plotly config: the session's image format, a file name that says what the chart is,
+    and the toolbar in the app's language."""
+    fmt, lang = image_format(), current_language()
+    name = re.sub(r"[^A-Za-z0-9]+", "-", key.removesuffix("_chart")).strip("-") or "chart"
+    return {
+        "toImageButtonOptions": {
+            "format": fmt,
+            "filename": f"attention-lab-{name}",
+            "scale": 2 if fmt == "png" else 1,  # PNG at twice the screen size for slides
+        },
+        "locale": lang,
+        "locales": {lang: {"dictionary": {en: t(k) for en, k in _TOOLBAR_TEXT.items()}}},
+        "displaylogo": False,
+    }
+
+
+def plotly_chart(
+    fig: go.Figure, *, key: str, where=st, config: dict | None = None, **kwargs
+) -> None:
+    """st.plotly_chart with the app's font stack and toolbar, drawn in ``where`` (a column).
 
     ``key`` is required: a keyed chart keeps its zoom and selection across reruns.
     """
     fig.update_layout(font_family=FONT_STACK)
-    where.plotly_chart(fig, key=key, **kwargs)
+    where.plotly_chart(fig, key=key, config={**chart_config(key), **(config or {})}, **kwargs)

@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import streamlit as st
 
+from ui.charts import render_image_format_picker
 from ui.i18n import LANGUAGES, current_language, set_language, sync_language_to_url, t
 from ui.models import render_model_picker
 
@@ -61,3 +62,4 @@ def render_sidebar() -> None:
         )
         render_model_picker()
         st.caption(f":material/memory: {t('sidebar.device', device=_device_label(device_info()))}")
+        render_image_format_picker()

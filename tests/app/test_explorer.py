@@ -242,3 +242,25 @@ def test_compare_two_models_needs_the_same_tokens_to_subtract(hf_folders):
     at = explorer(view="compare", cmp="model", model2="minilm")  # MiniLM vs itself is excluded
     assert not at.exception
     assert at.selectbox(key="model2").value != "minilm"
+
+
+def chart_configs(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.config) for chart in elements(at, "plotly_chart")]
+
+
+def test_every_chart_saves_in_the_chosen_format_with_its_toolbar_in_the_ui_language():
+    at = explorer(view="stages", lang="ko")
+    configs = chart_configs(at)
+    assert len(configs) >= 4  # the stages view draws one chart per stage
+    for config in configs:
+        assert config["toImageButtonOptions"]["format"] == "png"
+        assert config["locale"] == "ko"
+        toolbar = config["locales"]["ko"]["dictionary"]
+        assert toolbar["Download plot as a PNG"] == translate("chart.toolbar.download_png", "ko")
+    names = [c["toImageButtonOptions"]["filename"] for c in configs]
+    assert len(set(names)) == len(names)  # each saved file says which chart it is
+
+    at.button_group(key="chart_image_format").set_value("svg").run()
+    assert {c["toImageButtonOptions"]["format"] for c in chart_configs(at)} == {"svg"}
+    at.button_group(key="view").set_value("export").run()
+    assert any("SVG" in c.value for c in at.caption)  # the export view names the format

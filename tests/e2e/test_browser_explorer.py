@@ -101,3 +101,39 @@ def test_switching_language_relabels_every_drop_down_and_keeps_the_choices(
     assert shown_choices(page, "stSidebar")[0] == translate("model.name.minilm", "en")
     assert "model=minilm" in page.url and "layer=2" in page.url
     assert page.problems == []
+
+
+def camera_button(page):
+    """The first chart's camera button, revealed the way a person does: by hovering."""
+    chart = page.get_by_test_id("stPlotlyChart").first
+    chart.locator(".xtick text").first.wait_for(timeout=TIMEOUT_MS)
+    chart.hover()
+    return chart.locator("button.modebar-btn[data-title]").first
+
+
+def test_the_chart_camera_saves_png_or_svg_and_speaks_the_ui_language(page, artifacts_dir):
+    page.goto("/explorer?model=minilm&lang=ko")
+    assert camera_button(page).get_attribute("data-title") == translate(
+        "chart.toolbar.download_png", "ko"
+    )
+    with page.expect_download(timeout=TIMEOUT_MS) as png:
+        camera_button(page).click()
+    assert png.value.suggested_filename == "attention-lab-heatmap.png"
+    png_path = artifacts_dir / "explorer-camera.png"
+    png.value.save_as(png_path)
+    assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    page.get_by_test_id("stSidebar").get_by_text("SVG", exact=True).click()
+    page.wait_for_function(
+        "title => document.querySelector(`button.modebar-btn[data-title='${title}']`)",
+        arg=translate("chart.toolbar.download_svg", "ko"),
+        timeout=TIMEOUT_MS,
+    )
+    with page.expect_download(timeout=TIMEOUT_MS) as svg:
+        camera_button(page).click()
+    assert svg.value.suggested_filename == "attention-lab-heatmap.svg"
+    svg_path = artifacts_dir / "explorer-camera.svg"
+    svg.value.save_as(svg_path)
+    drawing = svg_path.read_text(encoding="utf-8")
+    assert drawing.lstrip().startswith("<svg") and ">school<" in drawing  # vector text, tokens
+    assert page.problems == []
