@@ -15,14 +15,18 @@ import argparse
 import json
 import logging
 import statistics
+import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import torch
 from streamlit.testing.v1 import AppTest
 
 from model.device import configure_threads
 from model.loading import load
+from ui import loadtest, scripttiming
+from ui.i18n import translate
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 WORDS = [
@@ -159,6 +163,71 @@ def bench_decoding_step(model_name: str, text: str, repeats: int) -> dict:
     }  # fmt: skip
 
 
+def _mask_rows_drawn(page, rows: int) -> None:
+    """Until the growing mask (the decoding page's first chart) draws ``rows`` query labels."""
+    page.wait_for_function(
+        """rows => {
+            const chart = document.querySelector('[data-testid=stPlotlyChart]');
+            return rows === 0 ? !chart : chart && chart.querySelectorAll('.ytick text').length === rows;
+        }""",
+        arg=rows,
+        timeout=loadtest.WAIT_MS,
+    )
+
+
+def bench_decoding_step_served(model_name: str, text: str, rounds: int) -> dict:
+    """One Step press on a real server, driven from Chromium: the server time of the run it
+    causes (ui.scripttiming), whether that run was the step fragment alone, and how long the
+    browser took from the click to the new mask row drawn.
+
+    Each round steps through the whole output, then presses Reset; the very first press of
+    the session is reported apart (figure code and plotly's validators warm up there).
+    """
+    from playwright.sync_api import sync_playwright
+
+    total = len(list(load(model_name, "cpu").decode(text)))
+    server, browser_s, full_page_runs, first_ms, first_browser_ms = [], [], 0, None, None
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "runs.jsonl"
+        with loadtest.serve(timing_log=log) as (url, _), sync_playwright() as pw:
+            chromium = pw.chromium.launch(
+                executable_path=str(loadtest.CHROMIUM), args=loadtest.CHROMIUM_ARGS
+            )
+            page = chromium.new_page(viewport={"width": 1440, "height": 900})
+            page.goto(f"{url}/decoding?model={model_name}&lang=en&text={quote(text)}")
+            step = page.get_by_role("button", name=translate("decoding.step", "en"), exact=True)
+            reset = page.get_by_role("button", name=translate("decoding.reset", "en"), exact=True)
+            step.wait_for(timeout=loadtest.WAIT_MS)
+            scripttiming.settled(log)  # the page's own first runs have finished
+            for _ in range(rounds):
+                for k in range(1, total + 1):
+                    seen = len(scripttiming.read_runs(log))
+                    start = time.perf_counter()
+                    step.click()
+                    _mask_rows_drawn(page, k)
+                    elapsed = time.perf_counter() - start
+                    runs = scripttiming.runs_after(log, seen)
+                    full_page_runs += sum(not r["fragment"] for r in runs)
+                    if first_ms is None:  # cold: plotly.js loads for the page's first chart
+                        first_ms, first_browser_ms = runs[0]["ms"], elapsed * 1000
+                        continue
+                    server += [r["ms"] for r in runs]
+                    browser_s.append(elapsed)
+                seen = len(scripttiming.read_runs(log))
+                reset.click()
+                _mask_rows_drawn(page, 0)
+                scripttiming.runs_after(log, seen)
+            chromium.close()
+    return {
+        "model": model_name, "text": text, "tokens": total, "presses": len(browser_s) + 1,
+        "first_ms": first_ms, "first_browser_ms": first_browser_ms,
+        "server_ms": statistics.median(server),
+        "server_p90_ms": statistics.quantiles(server, n=10)[-1] if len(server) > 1 else server[0],
+        "browser_ms": statistics.median(browser_s) * 1000,
+        "full_page_runs": full_page_runs,
+    }  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -185,10 +254,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
         f"| decoding | {step['model']} | {step['step_ms']:.0f} ms | "
         f"{step['model_per_token_ms']:.1f} ms |"
     )
+    served = None
+    if loadtest.CHROMIUM.exists():
+        served = bench_decoding_step_served("en2ko", "I study math at school", 2)
+        print(
+            f"| decoding, served | {served['model']} | {served['server_ms']:.0f} ms "
+            f"(fragment only: {served['full_page_runs'] == 0}) | browser {served['browser_ms']:.0f} ms |"
+        )
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"explorer": rows, "decoding_step": step}, indent=2), encoding="utf-8"
-        )
+            json.dumps({"explorer": rows, "decoding_step": step, "decoding_step_served": served},
+                       indent=2),
+            encoding="utf-8",
+        )  # fmt: skip
     return rows
 
 

@@ -195,12 +195,19 @@ def healthy(url: str) -> bool:
 
 
 @contextmanager
-def serve(log_path: Path | None = None, startup_s: float = 120, return_process: bool = False):
+def serve(
+    log_path: Path | None = None,
+    startup_s: float = 120,
+    return_process: bool = False,
+    timing_log: Path | None = None,
+):
     """A ``streamlit run app.py`` on a free port: yields (url, seconds until healthy), and
-    the server's Popen too with ``return_process`` (to read its memory)."""
+    the server's Popen too with ``return_process`` (to read its memory). With
+    ``timing_log`` the server records every script run's time there (ui.scripttiming)."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+    launcher = ["streamlit"] if timing_log is None else ["ui.scripttiming", str(timing_log)]
+    command = [sys.executable, "-m", *launcher, "run", "app.py", "--server.headless", "true",
                "--server.port", str(port), "--server.address", "127.0.0.1",
                "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]  # fmt: skip
     log = open(log_path or os.devnull, "w")  # noqa: SIM115 - closed in finally

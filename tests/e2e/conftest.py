@@ -6,30 +6,16 @@ Chromium comes from apt (`apt-get install -y chromium fonts-noto-cjk`), never fr
 
 from __future__ import annotations
 
-import os
+import contextlib
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from ui.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 STARTUP_SECONDS = 90  # the first run imports torch; a busy 2-core machine needs a while
 
 
@@ -39,56 +25,26 @@ def artifacts_dir() -> Path:
     return ARTIFACTS
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
+@pytest.fixture(scope="session")
+def script_runs_log(artifacts_dir: Path) -> Path:
+    """Where the app server records each script run: its time and whether it was a fragment
+    rerun (ui.scripttiming), so a test can check what a click made the server do."""
+    return artifacts_dir / "script-runs.jsonl"
 
 
 @pytest.fixture(scope="session")
-def app_url(artifacts_dir: Path):
+def app_url(artifacts_dir: Path, script_runs_log: Path):
     """Base URL of the app served by a real streamlit process, stopped after the session."""
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
     log_path = artifacts_dir / "streamlit.log"
-    command = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
-        "--server.headless", "true",
-        "--server.port", str(port),
-        "--server.address", "127.0.0.1",
-        "--server.fileWatcherType", "none",
-        "--browser.gatherUsageStats", "false",
-    ]  # fmt: skip
-    with log_path.open("w") as log:
-        server = subprocess.Popen(
-            command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy()
-        )
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while not _healthy(url):
-            if server.poll() is not None:
-                pytest.fail(f"streamlit exited with {server.returncode}:\n{log_path.read_text()}")
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"streamlit not healthy after {STARTUP_SECONDS}s:\n{log_path.read_text()}"
-                )
-            time.sleep(0.5)
-        yield url
-    finally:
-        server.terminate()
+    script_runs_log.unlink(missing_ok=True)
+    with contextlib.ExitStack() as stack:
         try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+            url, _ = stack.enter_context(
+                serve(log_path, startup_s=STARTUP_SECONDS, timing_log=script_runs_log)
+            )
+        except RuntimeError as err:  # it did not start: show why
+            pytest.fail(f"{err}:\n{log_path.read_text()}")
+        yield url
 
 
 @pytest.fixture(scope="session")

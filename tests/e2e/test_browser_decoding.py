@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from ui import scripttiming
 from ui.i18n import translate
 
 pytestmark = pytest.mark.browser
@@ -49,4 +50,26 @@ def test_stepping_through_a_sentence_grows_the_mask_one_row_per_step(
     press_step(page, "ko", 4, r"\d+")
     wait_for_mask_rows(page, 4)
     screenshot_whole_page(page, artifacts_dir / "decoding-ko.png")
+    assert page.problems == []
+
+
+def test_step_back_and_reset_rerun_only_the_step_fragment(page, script_runs_log):
+    """A press redraws the step's part of the page; the model, the controls and the rest of
+    the page are not run again (that is what keeps a step fast)."""
+    page.goto("/decoding?model=en2ko&text=I+study+math+at+school")
+    page.get_by_role("button", name=translate("decoding.step", "en"), exact=True).wait_for(
+        timeout=TIMEOUT_MS
+    )
+    seen = scripttiming.settled(script_runs_log)
+    presses = [("decoding.step", 1), ("decoding.step", 2), ("decoding.back", 1)]
+    for button, rows in [*presses, ("decoding.reset", 0)]:
+        page.get_by_role("button", name=translate(button, "en"), exact=True).click()
+        if rows:
+            wait_for_mask_rows(page, rows)
+        else:
+            page.get_by_text(translate("decoding.press_step", "en")).wait_for(timeout=TIMEOUT_MS)
+        runs = scripttiming.runs_after(script_runs_log, seen)
+        assert runs, f"{button}: no script run was logged"
+        assert all(run["fragment"] for run in runs), f"{button} reran the whole page: {runs}"
+        seen += len(runs)
     assert page.problems == []

@@ -1,0 +1,90 @@
+"""A real Streamlit server that logs how long each script run took, for `make bench`.
+
+    python -m ui.scripttiming LOG run app.py [streamlit options]
+
+A Step press in the browser reruns only the decoding page's step fragment; AppTest cannot
+rerun a fragment alone (it reruns the whole page), so the benchmark starts the real server
+through this module instead. It wraps Streamlit's ScriptRunner and appends one JSON line per
+script run to LOG: ``{"ms": 31.2, "fragment": true}``. Callbacks, the page code and queuing
+its elements all run inside that span; sending them over the websocket does not.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+def install(log_path: str | Path) -> None:
+    """Time every script run of this process into ``log_path`` (one JSON object a line)."""
+    from streamlit.runtime.scriptrunner import script_runner
+
+    original = script_runner.ScriptRunner._run_script
+    if getattr(original, "_timed", False):
+        return
+    lock = threading.Lock()  # sessions run their scripts on threads of their own
+    path = Path(log_path)
+
+    def timed(self, rerun_data):
+        start = time.perf_counter()
+        try:
+            return original(self, rerun_data)
+        finally:
+            record = {
+                "ms": round((time.perf_counter() - start) * 1000, 2),
+                "fragment": bool(rerun_data.fragment_id_queue),
+            }
+            with lock, path.open("a", encoding="utf-8") as log:
+                log.write(json.dumps(record) + "\n")
+
+    timed._timed = True
+    script_runner.ScriptRunner._run_script = timed
+
+
+def read_runs(log_path: str | Path) -> list[dict]:
+    """The runs logged so far, oldest first; nothing yet if the file does not exist."""
+    path = Path(log_path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def runs_after(log_path: str | Path, seen: int, timeout_s: float = 10.0) -> list[dict]:
+    """The runs logged after the first ``seen``, waiting up to ``timeout_s`` for one: the
+    browser can draw a run's elements before the run itself has finished."""
+    deadline = time.perf_counter() + timeout_s
+    while True:
+        runs = read_runs(log_path)[seen:]
+        if runs or time.perf_counter() > deadline:
+            return runs
+        time.sleep(0.02)
+
+
+def settled(log_path: str | Path, quiet_s: float = 1.0, timeout_s: float = 60.0) -> int:
+    """How many runs are logged once none has been added for ``quiet_s``."""
+    deadline = time.perf_counter() + timeout_s
+    count, since = len(read_runs(log_path)), time.perf_counter()
+    while time.perf_counter() - since < quiet_s and time.perf_counter() < deadline:
+        time.sleep(0.05)
+        now = len(read_runs(log_path))
+        if now != count:
+            count, since = now, time.perf_counter()
+    return count
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 2:
+        raise SystemExit("usage: python -m ui.scripttiming LOG run app.py [options]")
+    install(args[0])
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", *args[1:]]
+    cli.main()
+
+
+if __name__ == "__main__":
+    main()
