@@ -15,7 +15,8 @@ ATTENTION = (
 )
 
 # (catalog key, icon, formula shown on the card). Long formulas are split over lines
-# (gathered) so they fit a half-width card instead of being cut off.
+# (gathered) so they fit a card of TOPIC_CARD_PX instead of being cut off.
+TOPIC_CARD_PX, FAMILY_CARD_PX = 440, 290
 TOPICS = [
     (
         "self_attention",
@@ -87,29 +88,32 @@ st.markdown(t("home.intro"))
 
 with st.container(border=True):
     st.subheader(f":material/functions: {t('home.formula.header')}")
-    formula, explanation = st.columns([2, 3], gap="large", vertical_alignment="center")
-    formula.latex(ATTENTION)
-    explanation.markdown(t("home.formula.symbols"))
-    explanation.markdown(t("home.formula.scale"))
+    # The formula gets the card's whole width: in a column its last "V" was cut off.
+    st.latex(ATTENTION)
+    symbols, scale = st.columns(2, gap="large")
+    symbols.markdown(t("home.formula.symbols"))
+    scale.markdown(t("home.formula.scale"))
 
 st.header(f":material/school: {t('home.topics.header')}")
-# Two cards a row: the formulas need the width.
-for start in range(0, len(TOPICS), 2):
-    for column, (key, icon, tex) in zip(st.columns(2), TOPICS[start : start + 2]):
-        with column.container(border=True, height="stretch"):
+# Cards of a fixed width that wrap: two a row where they fit, one a row on a narrow screen.
+# Fixed columns squeezed the formulas until they were cut off (MultiHead at 1024 px).
+with st.container(horizontal=True, gap="medium"):
+    for key, icon, tex in TOPICS:
+        with st.container(border=True, width=TOPIC_CARD_PX):
             st.subheader(f"{icon} {t(f'home.topic.{key}.title')}")
             st.latex(tex)
             st.markdown(t(f"home.topic.{key}.body"))
 
 st.header(f":material/account_tree: {t('home.families.header')}")
 st.caption(t("home.families.caption"))
-for column, (key, icon, tex) in zip(st.columns(3), FAMILIES):
-    with column.container(border=True, height="stretch"):
-        st.subheader(f"{icon} {t(f'home.family.{key}.title')}")
-        st.latex(tex)
-        st.caption(t(f"home.family.{key}.matrix"))
-        st.markdown(t(f"home.family.{key}.body"))
-        st.caption(t(f"home.family.{key}.examples"))
+with st.container(horizontal=True, gap="medium"):
+    for key, icon, tex in FAMILIES:
+        with st.container(border=True, width=FAMILY_CARD_PX):
+            st.subheader(f"{icon} {t(f'home.family.{key}.title')}")
+            st.latex(tex)
+            st.caption(t(f"home.family.{key}.matrix"))
+            st.markdown(t(f"home.family.{key}.body"))
+            st.caption(t(f"home.family.{key}.examples"))
 
 guide, engine = st.columns(2, gap="large")
 with guide:
