@@ -153,9 +153,10 @@ else:
 
 # ---- multi-head ---------------------------------------------------------------------------------
 st.header(t("concepts.attention.multihead"))
-st.latex(
-    r"\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W_O,"
-    r"\quad \mathrm{head}_i = \mathrm{Attention}(XW_Q^i, XW_K^i, XW_V^i)"
+st.latex(  # two lines, so a narrow screen does not cut the formula off
+    r"\begin{gathered} \mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1,\dots,"
+    r"\mathrm{head}_h)\,W_O \\ \mathrm{head}_i = \mathrm{Attention}(XW_Q^i, XW_K^i, XW_V^i)"
+    r"\end{gathered}"
 )
 n, d_model = wt.x.shape
 st.markdown(t("concepts.attention.shapes", n=n, d_model=d_model, h=n_heads, d_k=d_k))

@@ -30,12 +30,14 @@ def norm_title(name: str) -> str:
 
 st.title(t("concepts.layernorm.title"))
 st.caption(t("concepts.layernorm.intro"))
+# Two lines each, so a narrow screen does not cut the formulas off.
 st.latex(
-    r"\mathrm{LayerNorm}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta,"
-    r"\quad \mu = \frac{1}{d}\sum_{i=1}^{d} x_i,\quad \sigma^2 = \frac{1}{d}\sum_{i=1}^{d}(x_i-\mu)^2"
+    r"\begin{gathered} \mathrm{LayerNorm}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}}"
+    r" + \beta \\ \mu = \frac{1}{d}\sum_{i=1}^{d} x_i,\quad"
+    r" \sigma^2 = \frac{1}{d}\sum_{i=1}^{d}(x_i-\mu)^2 \end{gathered}"
 )
-st.latex(r"\text{post-LN: } \mathrm{LayerNorm}(x + \mathrm{Sublayer}(x)) \qquad "
-         r"\text{pre-LN: } x + \mathrm{Sublayer}(\mathrm{LayerNorm}(x))")  # fmt: skip
+st.latex(r"\begin{aligned} \text{post-LN: }& \mathrm{LayerNorm}(x + \mathrm{Sublayer}(x)) \\ "
+         r"\text{pre-LN: }& x + \mathrm{Sublayer}(\mathrm{LayerNorm}(x)) \end{aligned}")  # fmt: skip
 st.markdown(t("concepts.layernorm.plain"))
 
 lm, name = concept_model()

@@ -83,6 +83,29 @@ def _screenshot_whole_page(page, path) -> None:
     page.set_viewport_size(viewport)
 
 
+@pytest.fixture
+def clipped_formulas():
+    """``clipped_formulas(page)``: the formulas whose last glyph ends past their own box.
+
+    A formula wider than its column is cut off at the column's edge (the home page's
+    attention formula once lost its final V); KaTeX's box then scrolls instead of growing.
+    """
+    return _clipped_formulas
+
+
+def _clipped_formulas(page) -> list[str]:
+    return page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid=stMain] .katex-display')]
+            .map(d => {
+                const glyphs = [...d.querySelectorAll('.katex-html .base')];
+                const right = Math.max(...glyphs.map(g => g.getBoundingClientRect().right));
+                return [right - d.getBoundingClientRect().right, d.textContent.slice(0, 30)];
+            })
+            .filter(([over]) => over > 0.5)
+            .map(([over, text]) => `${over.toFixed(1)}px past the edge: ${text}`)"""
+    )
+
+
 # Opened at a page's own address (/explorer), Streamlit's frontend first probes
 # /explorer/_stcore/health and /explorer/_stcore/host-config for a base path, gets 404,
 # then falls back to the root. Those two misses are Streamlit's, not the app's.

@@ -71,20 +71,8 @@ def test_home_fits_a_phone_screen_without_sideways_scrolling(
 
 
 @pytest.mark.parametrize("width", [1024, 1440])
-def test_no_formula_on_the_home_page_is_cut_off(page, width):
+def test_no_formula_on_the_home_page_is_cut_off(page, clipped_formulas, width):
     page.set_viewport_size({"width": width, "height": 900})
     page.goto("/?lang=ko")
     wait_for_home(page, "ko")
-    # A formula wider than its column is clipped at the column's edge (the attention formula
-    # once lost its final V): the last glyph must end inside the formula's own box.
-    clipped = page.evaluate(
-        """() => [...document.querySelectorAll('[data-testid=stMain] .katex-display')]
-            .map(d => {
-                const glyphs = [...d.querySelectorAll('.katex-html .base')];
-                const right = Math.max(...glyphs.map(g => g.getBoundingClientRect().right));
-                return [right - d.getBoundingClientRect().right, d.textContent.slice(0, 30)];
-            })
-            .filter(([over]) => over > 0.5)
-            .map(([over, text]) => `${over.toFixed(1)}px past the edge: ${text}`)"""
-    )
-    assert clipped == []
+    assert clipped_formulas(page) == []
