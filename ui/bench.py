@@ -163,18 +163,6 @@ def bench_decoding_step(model_name: str, text: str, repeats: int) -> dict:
     }  # fmt: skip
 
 
-def _mask_rows_drawn(page, rows: int) -> None:
-    """Until the growing mask (the decoding page's first chart) draws ``rows`` query labels."""
-    page.wait_for_function(
-        """rows => {
-            const chart = document.querySelector('[data-testid=stPlotlyChart]');
-            return rows === 0 ? !chart : chart && chart.querySelectorAll('.ytick text').length === rows;
-        }""",
-        arg=rows,
-        timeout=loadtest.WAIT_MS,
-    )
-
-
 def bench_decoding_step_served(model_name: str, text: str, rounds: int) -> dict:
     """One Step press on a real server, driven from Chromium: the server time of the run it
     causes (ui.scripttiming), whether that run was the step fragment alone, and how long the
@@ -204,7 +192,7 @@ def bench_decoding_step_served(model_name: str, text: str, rounds: int) -> dict:
                     seen = len(scripttiming.read_runs(log))
                     start = time.perf_counter()
                     step.click()
-                    _mask_rows_drawn(page, k)
+                    loadtest.wait_for_mask_rows(page, k)
                     elapsed = time.perf_counter() - start
                     runs = scripttiming.runs_after(log, seen)
                     full_page_runs += sum(not r["fragment"] for r in runs)
@@ -215,7 +203,7 @@ def bench_decoding_step_served(model_name: str, text: str, rounds: int) -> dict:
                     browser_s.append(elapsed)
                 seen = len(scripttiming.read_runs(log))
                 reset.click()
-                _mask_rows_drawn(page, 0)
+                loadtest.wait_for_mask_rows(page, 0)
                 scripttiming.runs_after(log, seen)
             chromium.close()
     return {

@@ -180,6 +180,19 @@ def run_sessions(base_url: str, n: int = 16) -> dict:
     }
 
 
+def wait_for_mask_rows(page, rows: int, timeout_ms: float = WAIT_MS) -> None:
+    """(Sync playwright page.) Until the decoding page's growing mask, its first chart, draws
+    ``rows`` query labels; 0 rows: until no chart is left (step 0, after Reset)."""
+    page.wait_for_function(
+        """rows => {
+            const chart = document.querySelector('[data-testid=stPlotlyChart]');
+            return rows === 0 ? !chart : !!chart && chart.querySelectorAll('.ytick text').length === rows;
+        }""",
+        arg=rows,
+        timeout=timeout_ms,
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -1,4 +1,5 @@
-"""A real Streamlit server that logs how long each script run took, for `make bench`.
+"""A real Streamlit server that logs how long each script run took: for `make bench`, and
+for the browser tests that check a click reran only a fragment.
 
     python -m ui.scripttiming LOG run app.py [streamlit options]
 

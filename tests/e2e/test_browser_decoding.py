@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from ui import scripttiming
+from ui import loadtest, scripttiming
 from ui.i18n import translate
 
 pytestmark = pytest.mark.browser
@@ -15,15 +15,9 @@ TIMEOUT_MS = 90_000
 
 
 def wait_for_mask_rows(page, rows: int) -> None:
-    """Until the growing-mask heatmap (the first chart) draws ``rows`` query labels."""
-    page.wait_for_function(
-        """rows => {
-            const chart = document.querySelector('[data-testid=stPlotlyChart]');
-            return chart && chart.querySelectorAll('.ytick text').length === rows;
-        }""",
-        arg=rows,
-        timeout=TIMEOUT_MS,
-    )
+    """Until the growing-mask heatmap draws ``rows`` query labels (fails by timeout if a
+    row is missing or extra)."""
+    loadtest.wait_for_mask_rows(page, rows, TIMEOUT_MS)
 
 
 def press_step(page, lang: str, expected_step: int, total_pattern: str) -> None:
@@ -61,13 +55,10 @@ def test_step_back_and_reset_rerun_only_the_step_fragment(page, script_runs_log)
         timeout=TIMEOUT_MS
     )
     seen = scripttiming.settled(script_runs_log)
-    presses = [("decoding.step", 1), ("decoding.step", 2), ("decoding.back", 1)]
-    for button, rows in [*presses, ("decoding.reset", 0)]:
-        page.get_by_role("button", name=translate(button, "en"), exact=True).click()
-        if rows:
-            wait_for_mask_rows(page, rows)
-        else:
-            page.get_by_text(translate("decoding.press_step", "en")).wait_for(timeout=TIMEOUT_MS)
+    presses = [("step", 1), ("step", 2), ("back", 1), ("reset", 0)]  # (button, mask rows after)
+    for button, rows in presses:
+        page.get_by_role("button", name=translate(f"decoding.{button}", "en"), exact=True).click()
+        wait_for_mask_rows(page, rows)
         runs = scripttiming.runs_after(script_runs_log, seen)
         assert runs, f"{button}: no script run was logged"
         assert all(run["fragment"] for run in runs), f"{button} reran the whole page: {runs}"
