@@ -2,7 +2,7 @@
 #   make run     serve the app on http://localhost:$(PORT)  (PORT defaults to 8501)
 #   make test    lint, then the whole test suite
 #   make lint    ruff only
-#   make bench   speed and memory, written to docs/benchmarks.md + .json (ui/benchreport.py)
+#   make bench   speed and memory, written to docs/benchmarks.md + .json (bench/benchreport.py)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -27,7 +27,7 @@ lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
 
 bench: $(DEV_STAMP)
-	$(PY) -m ui.benchreport --report docs/benchmarks.md --json docs/benchmarks.json
+	$(PY) -m bench.benchreport --report docs/benchmarks.md --json docs/benchmarks.json
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.device import configure_threads
+from model.runtime.device import configure_threads
 from ui.i18n import t
 from ui.sidebar import render_sidebar
 

@@ -2,9 +2,10 @@
 
 from model.attention import MultiHeadAttention, scaled_dot_product_attention
 from model.config import TransformerConfig
-from model.device import configure_threads, resolve_device
-from model.lab import DecodeStep, Encoded, LabModel, ModelLoadError
-from model.loading import load
+from model.runtime.device import configure_threads, resolve_device
+from model.runtime.lab import LabModel
+from model.runtime.loading import load
+from model.runtime.types import DecodeStep, Encoded, ModelLoadError
 from model.trace import Trace
 from model.transformer import (
     DecoderModel,

@@ -91,7 +91,7 @@ class EncoderLayer(nn.Module):
                 head_mask=(head_mask or {}).get("encoder"),
             )
             if rec is not None:
-                rec.add_attention("encoder", w)
+                rec.add_attention("encoder", w, mask)
             return out
 
         x = self.attn_norm(x, attend, rec, f"{name}.self_attn")
@@ -144,7 +144,7 @@ class DecoderLayer(nn.Module):
                 head_mask=head_mask.get("decoder"),
             )
             if traced:
-                rec.add_attention("decoder", w)
+                rec.add_attention("decoder", w, self_mask)
             return out
 
         def cross_attend(h: torch.Tensor) -> torch.Tensor:
@@ -162,7 +162,7 @@ class DecoderLayer(nn.Module):
                 head_mask=head_mask.get("cross"),
             )
             if traced:
-                rec.add_attention("cross", w)
+                rec.add_attention("cross", w, cross_mask)
             return out
 
         y = self.attn_norm(y, self_attend, rec, f"{name}.self_attn")

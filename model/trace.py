@@ -36,6 +36,8 @@ class Recorder:
         self.residual: dict[str, list[torch.Tensor]] = defaultdict(list)  # stack -> [B, L]/layer
         # kind -> per layer {"query": [B, Lq, D], "memory": [B, Lk, D], "mask": bool or None}
         self.inputs: dict[str, list[dict]] = defaultdict(list)
+        # kind -> the mask that kind's attention used (every layer of a kind uses the same)
+        self.masks: dict[str, torch.Tensor | None] = {}
 
     def add_input(
         self, kind: str, query: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None
@@ -50,7 +52,14 @@ class Recorder:
                 }
             )
 
-    def add_attention(self, kind: str, weights: torch.Tensor | AttentionStages) -> None:
+    def add_attention(
+        self,
+        kind: str,
+        weights: torch.Tensor | AttentionStages,
+        mask: torch.Tensor | None = None,  # bool, True = may attend, broadcastable
+    ) -> None:
+        if kind not in self.masks:
+            self.masks[kind] = None if mask is None else mask.detach()
         if isinstance(weights, AttentionStages):
             self.stages[kind].append(weights)
             weights = weights.weights
@@ -86,6 +95,15 @@ class Recorder:
             return torch.stack([w[index, :, :lq, :lk] for w in layers]).float().cpu()
 
         attention = {kind: cut(kind, ws) for kind, ws in self.attention.items() if ws}
+        masks = {}
+        for kind, ws in self.attention.items():
+            mask, (lq, lk) = self.masks.get(kind), lengths[kind]
+            full = ws[0].shape[-2:]  # this batch's [Lq, Lk], padding included
+            if mask is None:
+                masks[kind] = torch.ones(lq, lk, dtype=torch.bool)
+            else:
+                row = mask[index if mask.shape[0] > 1 else 0]  # [1 or H, Lq or 1, Lk]
+                masks[kind] = torch.broadcast_to(row[0], full)[:lq, :lk].cpu().clone()
         stages = {
             kind: {s: cut(kind, [getattr(st, s) for st in sts]) for s in STAGE_NAMES}
             for kind, sts in self.stages.items()
@@ -101,7 +119,9 @@ class Recorder:
         }
         if logits is not None:
             logits = logits[index, : (nt or ns)].float().cpu()
-        return Trace(list(src_tokens), list(tgt_tokens), attention, stages, norms, residual, logits)
+        return Trace(
+            list(src_tokens), list(tgt_tokens), attention, stages, norms, residual, logits, masks
+        )
 
 
 @dataclass
@@ -120,6 +140,15 @@ class Trace:
     norms: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # LayerNorm in/out
     residual_norms: dict[str, torch.Tensor] = field(default_factory=dict)  # [layers+1, tokens]
     logits: torch.Tensor | None = None  # [tokens, vocab] of the last stack
+    # kind -> bool [queries, keys], the mask the model applied: True = may attend
+    masks: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def mask(self, kind: str) -> torch.Tensor:
+        """The model's own mask for ``kind`` as bool [queries, keys] (True = may attend)."""
+        if kind in self.masks:
+            return self.masks[kind]
+        queries, keys = self.tokens(kind)
+        return torch.ones(len(queries), len(keys), dtype=torch.bool)
 
     def tokens(self, kind: str) -> tuple[list[str], list[str]]:
         """(query tokens, key tokens) for an attention kind."""

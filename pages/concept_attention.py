@@ -19,7 +19,7 @@ from ui.concepts import (
     concept_sentence,
 )
 from ui.frame import require_frame
-from ui.i18n import t
+from ui.i18n import axis_labels, head_titles, t
 from ui.models import selected_device
 from ui.permalink import linked
 from ui.sentence import code_span
@@ -56,16 +56,16 @@ n_layers = len(lm.network.decoder.layers if lm.kind == "decoder" else lm.network
 c1, c2 = st.columns(2)
 with c1:
     layer = linked(
-        st.selectbox, t("explorer.layer"), list(range(n_layers)), key="clayer",
-        format_func=lambda i: t("explorer.layer_n", n=i + 1),
+        st.selectbox, t("common.layer"), list(range(n_layers)), key="clayer",
+        format_func=lambda i: t("common.layer_n", n=i + 1),
     )  # fmt: skip
 with st.spinner(t("explorer.running")):
     wt = cached_walkthrough(name, device, text, layer)
 tokens, n_heads, d_k = wt.tokens, wt.n_heads, wt.d_k
 with c2:
     head = linked(
-        st.selectbox, t("explorer.head"), list(range(n_heads)), key="chead",
-        format_func=lambda i: t("explorer.head_n", n=i + 1),
+        st.selectbox, t("common.head"), list(range(n_heads)), key="chead",
+        format_func=lambda i: t("common.head_n", n=i + 1),
     )  # fmt: skip
 options = list(range(len(tokens)))
 if len(tokens) <= PILLS_MAX_TOKENS:
@@ -117,7 +117,7 @@ st.latex(
 )
 st.markdown(t("concepts.attention.step2_text"))
 columns = {
-    "key": t("explorer.axis.key"),
+    "key": t("common.axis.key"),
     "score": "q·k",
     "scaled": "q·k / √d_k",
     "allowed": t("concepts.attention.col_allowed"),
@@ -161,9 +161,9 @@ st.latex(  # two lines, so a narrow screen does not cut the formula off
 n, d_model = wt.x.shape
 st.markdown(t("concepts.attention.shapes", n=n, d_model=d_model, h=n_heads, d_k=d_k))
 plotly_chart(
-    heads_figure(wt.weights, tokens, tokens, causal=wt.kind == "decoder",
-                 titles=[t("explorer.head_n", n=i + 1) for i in range(n_heads)],
-                 labels=(t("explorer.axis.query"), t("explorer.axis.key"), t("explorer.axis.weight"))),
+    heads_figure(wt.weights, tokens, tokens, mask=wt.allowed,
+                 titles=head_titles(n_heads),
+                 labels=axis_labels()),
     key="heads_chart",
 )  # fmt: skip
 m1, m2 = st.columns(2)
@@ -218,7 +218,7 @@ plotly_chart(where=s1, fig=
         [f"k{i + 1}" for i in range(len(example["raw"]))],
         {t("concepts.attention.softmax_raw"): example["raw"],
          t("concepts.attention.softmax_scaled"): example["scaled"]},
-        y_title=t("explorer.axis.weight"), probability=True,
+        y_title=t("common.axis.weight"), probability=True,
     ),
     key="softmax_chart",
 )  # fmt: skip

@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 import torch
 
+from model.analysis.concepts import cosine_matrix
 from model.masks import causal_mask
 from ui.charts import plotly_chart
 from ui.concepts import try_model
@@ -50,11 +51,6 @@ def pooled(device: str, sentences: tuple[str, ...]) -> dict[str, np.ndarray]:
             cls.append(hidden[0].numpy())
             mean.append(hidden.mean(0).numpy())
     return {"cls": np.stack(cls), "mean": np.stack(mean)}
-
-
-def cosine(m: np.ndarray) -> np.ndarray:
-    unit = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
-    return unit @ unit.T
 
 
 st.title(t("concepts.family.title"))
@@ -115,12 +111,12 @@ else:
     )  # fmt: skip
     p1, p2 = st.columns(2)
     plotly_chart(where=p1, fig=
-        matrix_heatmap(cosine(vectors["mean"]), short, short, bound=1.0, value_name="cos",
+        matrix_heatmap(cosine_matrix(vectors["mean"]), short, short, bound=1.0, value_name="cos",
                        title=t("concepts.family.sim_mean")),
         key="sim_mean_chart",
     )  # fmt: skip
     plotly_chart(where=p2, fig=
-        matrix_heatmap(cosine(vectors["cls"]), short, short, bound=1.0, value_name="cos",
+        matrix_heatmap(cosine_matrix(vectors["cls"]), short, short, bound=1.0, value_name="cos",
                        title=t("concepts.family.sim_cls")),
         key="sim_cls_chart",
     )  # fmt: skip

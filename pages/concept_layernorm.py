@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from model.walkthrough import layer_norm_module
+from model.analysis.walkthrough import layer_norm_module
 from ui.charts import plotly_chart
 from ui.concepts import cached_hidden, cached_trace, concept_model, concept_sentence
 from ui.frame import require_frame
@@ -25,7 +25,7 @@ def norm_title(name: str) -> str:
     if parts[1] == "final":
         return f"{stack} · {t('concepts.layernorm.final')}"
     where = t(f"concepts.layernorm.after.{parts[2]}")
-    return f"{stack} · {t('explorer.layer_n', n=int(parts[1]) + 1)} · {where}"
+    return f"{stack} · {t('common.layer_n', n=int(parts[1]) + 1)} · {where}"
 
 
 st.title(t("concepts.layernorm.title"))

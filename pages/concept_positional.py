@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from model.analysis.concepts import cosine_matrix
 from model.positional import sinusoidal_encoding
 from ui.charts import plotly_chart
 from ui.concepts import cached_permutation_demo, try_model
@@ -31,11 +32,6 @@ def minilm_positions() -> np.ndarray | None:
     if lm is None:
         return None
     return lm.network.embed.position.table.detach().float().cpu().numpy()
-
-
-def cosine(m: np.ndarray) -> np.ndarray:
-    unit = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
-    return unit @ unit.T
 
 
 st.title(t("concepts.positional.title"))
@@ -106,7 +102,7 @@ else:
         key="learned_chart",
     )  # fmt: skip
     plotly_chart(where=l2, fig=
-        matrix_heatmap(cosine(learned[:rows]), [str(p) for p in range(rows)],
+        matrix_heatmap(cosine_matrix(learned[:rows]), [str(p) for p in range(rows)],
                        [str(p) for p in range(rows)], title=t("concepts.positional.learned_cos"),
                        numbers=False, value_name="cos", row_title=pos, col_title=pos,
                        height=min(700, 160 + 8 * rows)),

@@ -7,9 +7,9 @@ import json
 
 import streamlit as st
 
-from model.experiments import WARMUP_DIR, load_curve, load_warmup
-from model.loading import CHECKPOINTS, SHIPPED
+from model.runtime.loading import CHECKPOINTS, SHIPPED
 from model.schedule import noam_lr, warmup_cosine_lr
+from model.training.warmup import WARMUP_DIR, load_curve, load_warmup
 from ui.charts import plotly_chart
 from ui.frame import require_frame
 from ui.i18n import t
@@ -152,5 +152,5 @@ else:
     st.dataframe(rows, hide_index=True)
     st.markdown(t("concepts.warmup.experiment_reading"))
     st.caption(t("concepts.warmup.rerun"))
-    st.code(meta.get("rerun", "python -m model.experiments warmup --out assets/experiments/warmup"),
+    st.code(meta.get("rerun", "python -m model.training.warmup --out assets/experiments/warmup"),
             language="bash")  # fmt: skip

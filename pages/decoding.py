@@ -5,10 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from model.lab import DecodeStep
+from model.masks import future_mask
+from model.runtime.types import DecodeStep
+from model.tasks import reference_answer
 from ui.charts import plotly_chart
 from ui.frame import require_frame
-from ui.i18n import t, translated_widget
+from ui.i18n import axis_labels, head_titles, t, translated_widget
 from ui.models import get_decoding, get_model, get_teacher_forcing, selected_model
 from ui.permalink import linked
 from ui.sentence import code_span, sentence_input
@@ -19,32 +21,6 @@ require_frame()
 STRATEGIES = ("greedy", "beam", "sample")
 PLAY_SECONDS = 0.9  # one token per tick while playing: slow enough to follow
 STEP_KEY, PLAY_KEY = "step", "dec_playing"
-
-
-def _labels(rows: str = "explorer.axis.query") -> tuple[str, str, str]:
-    return t(rows), t("explorer.axis.key"), t("explorer.axis.weight")
-
-
-def head_titles(n: int) -> list[str]:
-    return [t("explorer.head_n", n=i + 1) for i in range(n)]
-
-
-def reference_target(lm, text: str) -> str:
-    """The task's own answer for this input, when the model was trained on a known task."""
-    task = lm.info.get("task")
-    if not task:
-        return ""
-    try:
-        from model.tasks import get_task
-
-        module = get_task(task)
-    except (ImportError, KeyError, ValueError):
-        return ""
-    answer = getattr(module, "reference", None) or getattr(module, "translate", None)
-    try:
-        return answer(text) if answer else ""
-    except (ValueError, KeyError):
-        return ""  # the input is outside the task's grammar: no reference answer
 
 
 st.title(t("decoding.title"))
@@ -111,7 +87,7 @@ if ours:
                 (kind, layer, head) for layer in range(n_layers) for head in range(cfg.n_heads)
             ]
             picked = st.pills(
-                t(f"explorer.kind.{kind}"), heads, selection_mode="multi", key=translated_widget(f"off_{kind}"),
+                t(f"common.kind.{kind}"), heads, selection_mode="multi", key=translated_widget(f"off_{kind}"),
                 format_func=lambda h: t("decoding.head_short", layer=h[1] + 1, head=h[2] + 1),
                 persist_state="session",
             )  # fmt: skip
@@ -153,8 +129,8 @@ n_layers = next(iter(steps[0].attention.values())).shape[0]
 layer_col, play_col = st.columns([5, 1], vertical_alignment="bottom")
 with layer_col:
     layer = linked(
-        st.segmented_control, t("explorer.layer"), list(range(n_layers)), key="dlayer",
-        required=True, format_func=lambda i: t("explorer.layer_n", n=i + 1),
+        st.segmented_control, t("common.layer"), list(range(n_layers)), key="dlayer",
+        required=True, format_func=lambda i: t("common.layer_n", n=i + 1),
     )  # fmt: skip
 # Play sits outside the fragment: starting the timer needs a run of the whole page.
 playing = st.session_state.get(PLAY_KEY, False)
@@ -185,15 +161,9 @@ def show_step() -> None:
     if st.query_params.get(STEP_KEY) != str(step):
         st.query_params[STEP_KEY] = str(step)
     st.progress(step / n_steps, text=t("decoding.position", step=step, total=n_steps))
-    enc = lm.encode(text)
-    bos = (
-        lm.tgt_tokenizer.tokens([lm.tgt_tokenizer.bos_id])[0]
-        if lm.kind == "encoder-decoder"
-        else None
-    )
-    prompt = [] if lm.kind == "encoder-decoder" else enc.tokens
     generated = [s.token for s in steps[:step]]
-    dec_input = ([bos] if bos else prompt) + generated[:-1] if step else ([bos] if bos else prompt)
+    # Teacher forcing's "shifted right": the newest token is not yet an input.
+    dec_input = lm.decoder_tokens(text, generated[:-1] if step else [])
     left, right = st.columns(2)
     left.markdown(t("decoding.decoder_input", tokens=" ".join(code_span(x) for x in dec_input)))
     right.markdown(
@@ -206,13 +176,15 @@ def show_step() -> None:
     st.markdown(t("decoding.new_token", token=code_span(current.token), n=step))
     heads = current.attention["decoder"].shape[1]
     # The growing mask: one row per query that produced a token so far.
-    keys = (([bos] if bos else prompt) + generated)[: current.attention["decoder"].shape[-1]]
-    queries = keys[len(keys) - step :] if lm.kind == "decoder" else keys[:step]
+    keys = lm.decoder_tokens(text, generated)[: current.attention["decoder"].shape[-1]]
+    queries = keys[len(keys) - step :]
+    # The model's causal rule for these queries (the last ``step`` positions) over the keys.
+    mask = future_mask(step, len(keys), offset=len(keys) - step)
     rows = [s.attention["decoder"][layer].mean(0) for s in steps[:step]]
     mask_col, dist_col = st.columns(2)
     plotly_chart(
-        growing_mask_figure(rows, queries, keys, title=t("decoding.mask_title", n=layer + 1),
-                            labels=_labels()),
+        growing_mask_figure(rows, queries, keys, mask=mask, title=t("decoding.mask_title", n=layer + 1),
+                            labels=axis_labels()),
         key="mask_chart", where=mask_col,
     )  # fmt: skip
     vocab = lm.tgt_tokenizer.tokens(list(range(len(current.probs))))
@@ -227,14 +199,14 @@ def show_step() -> None:
     self_col, cross_col = st.columns(2)
     plotly_chart(
         head_rows_figure(current.attention["decoder"][layer], keys, head_titles=head_titles(heads),
-                         title=t("decoding.self_title", n=layer + 1), labels=_labels("explorer.head")),
+                         title=t("decoding.self_title", n=layer + 1), labels=axis_labels(rows="common.head")),
         key="self_chart", where=self_col,
     )  # fmt: skip
     if "cross" in current.attention:
         plotly_chart(
-            head_rows_figure(current.attention["cross"][layer], enc.tokens,
+            head_rows_figure(current.attention["cross"][layer], lm.encode(text).tokens,
                              head_titles=head_titles(heads),
-                             title=t("decoding.cross_title", n=layer + 1), labels=_labels("explorer.head")),
+                             title=t("decoding.cross_title", n=layer + 1), labels=axis_labels(rows="common.head")),
             key="cross_chart", where=cross_col,
         )  # fmt: skip
     else:
@@ -278,7 +250,7 @@ if ours:
     st.subheader(t("decoding.forcing"))
     st.caption(t("decoding.forcing_caption"))
     target = st.text_input(
-        t("decoding.target"), value=reference_target(lm, text), key=f"target::{text}",
+        t("decoding.target"), value=reference_answer(lm.info.get("task"), text), key=f"target::{text}",
         help=t("decoding.target_help"),
     )  # fmt: skip
     if target.strip():

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from model.bundle import load_zip, pack
-from model.lab import ModelLoadError
-from model.live import MAX_STEPS, SIZES, Busy, LiveRun, Progress, Settings, Snapshot
+from model.runtime.bundle import load_zip, pack
+from model.runtime.types import ModelLoadError
+from model.training.live import MAX_STEPS, SIZES, Busy, LiveRun, Progress, Settings, Snapshot
 from ui.charts import plotly_chart
 from ui.frame import require_frame
-from ui.i18n import t, translated_widget
+from ui.i18n import axis_labels, head_titles, t, translated_widget
 from ui.models import add_session_model, model_label, show_load_detail
 from viz.attention import heads_figure
 from viz.concepts import lines_figure
@@ -141,13 +141,13 @@ def curves(p: Progress) -> None:
 
 
 def snapshot_figure(snap: Snapshot, layer: int, key: str) -> None:
-    kind_label = t(f"explorer.kind.{snap.kind}")
+    kind_label = t(f"common.kind.{snap.kind}")
     st.markdown(t("training.snapshot_title", step=snap.step, kind=kind_label, layer=layer + 1))
     weights = snap.attention[layer]  # [H, Lq, Lk]
     fig = heads_figure(
-        weights, snap.query_tokens, snap.key_tokens, causal=snap.kind == "decoder",
-        titles=[t("explorer.head_n", n=h + 1) for h in range(weights.shape[0])],
-        labels=(t("explorer.axis.query"), t("explorer.axis.key"), t("explorer.axis.weight")),
+        weights, snap.query_tokens, snap.key_tokens, mask=snap.mask,
+        titles=head_titles(weights.shape[0]),
+        labels=axis_labels(),
     )  # fmt: skip
     plotly_chart(fig, key=key)
 
@@ -203,7 +203,7 @@ def finished_view(run: LiveRun, p: Progress) -> None:
         n_layers = snap.attention.shape[0]
         layer = c2.selectbox(
             t("training.layer"), list(range(n_layers)), index=n_layers - 1, key=translated_widget("tr_layer"),
-            format_func=lambda i: t("explorer.layer_n", n=i + 1),
+            format_func=lambda i: t("common.layer_n", n=i + 1),
         )  # fmt: skip
         snapshot_figure(snap, layer, key="tr_timeline_snap")
 

@@ -24,7 +24,7 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 
-from model.pretrained import minilm_path
+from model.hf.bert import minilm_path
 
 CORPUS = [
     "the cat sat on the mat",

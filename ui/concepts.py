@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from model.experiments import (
+from model.analysis.concepts import (
     attention_cost,
     permutation_demo,
     qk_products,
@@ -14,9 +14,10 @@ from model.experiments import (
     softmax_example,
     softmax_saturation,
 )
-from model.lab import LabModel, ModelLoadError
+from model.analysis.walkthrough import Walkthrough, record_inputs, walkthrough
+from model.runtime.lab import LabModel
+from model.runtime.types import ModelLoadError
 from model.trace import Trace
-from model.walkthrough import Walkthrough, record_inputs, walkthrough
 from ui.i18n import t
 from ui.models import load_model, model_label, selected_device, selected_model, show_load_detail
 from ui.sentence import sentence_input

@@ -140,3 +140,18 @@ def sync_language_to_url() -> None:
 def t(key: str, /, **kwargs: object) -> str:
     """Text for ``key`` in this session's language; kwargs fill ``{placeholders}``."""
     return translate(key, current_language(), **kwargs)
+
+
+# ---- labels every chart shares (catalog group common.*) ----
+
+
+def axis_labels(
+    rows: str = "common.axis.query", value: str = "common.axis.weight"
+) -> tuple[str, str, str]:
+    """(row axis, key axis, value) names for an attention heatmap's axes and hover."""
+    return t(rows), t("common.axis.key"), t(value)
+
+
+def head_titles(n: int) -> list[str]:
+    """"Head 1" .. "Head n" in the UI language, for small multiples and pickers."""
+    return [t("common.head_n", n=i + 1) for i in range(n)]

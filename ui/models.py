@@ -11,8 +11,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from model.lab import DecodeStep, ForcedStep, LabModel, ModelLoadError
-from model.loading import PRETRAINED, SHIPPED, load
+from model.runtime.lab import LabModel
+from model.runtime.loading import PRETRAINED, SHIPPED, load
+from model.runtime.types import DecodeStep, ForcedStep, ModelLoadError
 from model.trace import Trace
 from ui.i18n import t, translated_widget
 from ui.permalink import linked
@@ -52,7 +53,7 @@ def _ordinal(folder: str) -> int:
 
 
 def device_choices() -> list[str]:
-    from model.device import available_devices
+    from model.runtime.device import available_devices
 
     return ["auto", *available_devices()]
 

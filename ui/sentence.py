@@ -14,7 +14,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from model.lab import Encoded, LabModel
+from model.runtime.lab import LabModel
+from model.runtime.types import Encoded
 from ui.i18n import t
 
 EXAMPLES_PATH = Path(__file__).resolve().parents[1] / "assets" / "examples.json"

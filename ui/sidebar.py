@@ -24,7 +24,7 @@ def device_info() -> DeviceInfo:
     """What PyTorch sees, probed once per process; torch loads here, not at import time."""
     import torch
 
-    from model.device import resolve_device
+    from model.runtime.device import resolve_device
 
     device = resolve_device("auto")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""

@@ -2,7 +2,8 @@
 
 Queries are rows, top to bottom; keys are columns. Axes are integer positions with token
 tick labels, so a repeated token keeps its own row. Probabilities use a fixed [0, 1]
-colour range; masked cells (a query's future) are drawn grey, never as 0.
+colour range; cells the model's own mask forbids (True = may attend, as in model.masks:
+a query's future, padding) are drawn grey, never as 0.
 """
 
 from __future__ import annotations
@@ -35,17 +36,13 @@ def _as_array(values) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
 
 
-def future_cells(n_queries: int, n_keys: int) -> np.ndarray:
-    """[Lq, Lk] True where a key lies in the query's future (the causal mask forbids it)."""
-    return np.triu(np.ones((n_queries, n_keys), dtype=bool), k=1 + n_keys - n_queries)
-
-
-def _masked(z: np.ndarray, causal: bool) -> np.ndarray:
-    if not causal:
+def _masked(z: np.ndarray, mask) -> np.ndarray:
+    """``z`` with NaN (drawn grey) wherever ``mask`` forbids: the model's own mask, bool,
+    True = this query may attend this key (model.masks), broadcastable to [..., Lq, Lk]."""
+    if mask is None:
         return z
-    z = z.copy()
-    z[..., future_cells(z.shape[-2], z.shape[-1])] = np.nan
-    return z
+    allowed = np.broadcast_to(_as_array(mask).astype(bool), z.shape)
+    return np.where(allowed, z, np.nan).astype(z.dtype)
 
 
 HOVER_TOKENS_MAX_CELLS = 64 * 64  # above this, hover names positions only: token text per
@@ -182,12 +179,12 @@ def attention_heatmap(
     query_tokens: list[str],
     key_tokens: list[str],
     *,
-    causal: bool = False,
+    mask=None,
     title: str = "",
     labels: tuple[str, str, str] = ("query", "key", "weight"),
 ) -> go.Figure:
     """One head's (or an average's) attention, [Lq, Lk], as a probability heatmap."""
-    z = _masked(_as_array(weights), causal)
+    z = _masked(_as_array(weights), mask)
     heatmap = _heatmap(
         z, query_tokens, key_tokens, scale=PROBABILITY_SCALE, zmin=0, zmax=1, hover_names=labels
     )
@@ -199,7 +196,7 @@ def heads_figure(
     query_tokens: list[str],
     key_tokens: list[str],
     *,
-    causal: bool = False,
+    mask=None,
     titles: list[str] | None = None,
     cols: int | None = None,
     labels: tuple[str, str, str] = ("query", "key", "weight"),
@@ -210,7 +207,7 @@ def heads_figure(
     Token labels sit on the outer panels only (queries left, keys below), so panels keep
     their room and titles never collide with labels.
     """
-    z = _masked(_as_array(weights), causal)
+    z = _masked(_as_array(weights), mask)
     n = z.shape[0]
     cols = cols or min(n, 4)
     rows = math.ceil(n / cols)
@@ -305,7 +302,7 @@ def _mosaic(z: np.ndarray, gutter: int) -> tuple[np.ndarray, np.ndarray]:
 def model_grid_figure(
     attention,
     *,
-    causal: bool = False,
+    mask=None,
     row_titles: list[str],
     col_titles: list[str],
     max_side: int = 32,
@@ -316,7 +313,7 @@ def model_grid_figure(
     Long inputs are average-pooled to ``max_side`` cells a side; the full-resolution map
     of any head is one click away in the other views.
     """
-    z = pool_cells(_masked(_as_array(attention), causal), max_side)
+    z = pool_cells(_masked(_as_array(attention), mask), max_side)
     n_layers, n_heads, h, w = z.shape
     gutter = max(1, max(h, w) // 8)
     picture, masked = _mosaic(z, gutter)
@@ -406,7 +403,7 @@ def difference_heatmap(
     query_tokens: list[str],
     key_tokens: list[str],
     *,
-    causal: bool = False,
+    mask=None,
     title: str = "",
     labels: tuple[str, str, str] = ("query", "key", "difference"),
 ) -> go.Figure:
@@ -414,5 +411,5 @@ def difference_heatmap(
 
     Red: the second map attends more there; blue: less; white: the same. Masked cells grey.
     """
-    z = _masked(_as_array(second) - _as_array(first), causal)
+    z = _masked(_as_array(second) - _as_array(first), mask)
     return _diverging_map(z, query_tokens, key_tokens, 1.0, title, labels)

@@ -19,20 +19,22 @@ def growing_mask_figure(
     query_tokens: list[str],
     key_tokens: list[str],
     *,
+    mask,
     title: str,
     labels: tuple[str, str, str],
 ) -> go.Figure:
     """The decoder's attention so far, one row per generated step, future cells grey.
 
-    ``rows[i]`` is step i's query row over the keys it could see; later keys are the
-    future, drawn grey (never 0). The newest row is outlined.
+    ``rows[i]`` is step i's query row over the keys it could see; ``mask`` is the model's
+    causal mask for these queries and keys (True = may attend): the future is drawn grey
+    (never 0). The newest row is outlined.
     """
     n_q, n_k = len(query_tokens), len(key_tokens)
     z = np.full((n_q, n_k), np.nan, dtype=np.float32)
     for i, row in enumerate(rows):
         row = np.asarray(row.detach().cpu() if hasattr(row, "detach") else row, dtype=np.float32)
         z[i, : len(row)] = row
-    fig = attention_heatmap(z, query_tokens, key_tokens, causal=True, title=title, labels=labels)
+    fig = attention_heatmap(z, query_tokens, key_tokens, mask=mask, title=title, labels=labels)
     fig.add_shape(
         type="rect", x0=-0.5, x1=n_k - 0.5, y0=n_q - 1.5, y1=n_q - 0.5,
         line=dict(color=CHOSEN, width=3), fillcolor="rgba(0,0,0,0)",

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from model.analysis import entropy, mean_distance
+from model.analysis.summaries import entropy, mean_distance
 
 
 def head_stats_frame(attention: torch.Tensor, self_attention: bool) -> pd.DataFrame:

@@ -1,14 +1,40 @@
 """Toy tasks the from-scratch Transformer is trained on, each small enough to read its attention.
 
 Every task module exposes ``KIND``, ``sample(n, seed, split="train") -> [(source, target)]``,
-``split_of(source)`` (a hash-based train/test split that never overlaps), its vocabularies,
-and ``tokenizers()`` for the model's input and output sides.
+``reference(source)`` (the right answer),
+``split_of(source)`` (a hash-based train/test split that never overlaps) and
+``vocabularies()``: the input and output sides' Vocabulary, from which
+``model.runtime.tokenizer.task_tokenizers`` builds the tokenizers.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from types import ModuleType
+from typing import Literal
+
+# Special tokens, the same names in every vocabulary (<pad> is id 0, see config.pad_id).
+PAD, BOS, EOS, UNK, SEP = "<pad>", "<bos>", "<eos>", "<unk>", "<sep>"
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What one side of a task reads and writes: its words and how text is cut into them.
+
+    ``prompt_prefix`` / ``prompt_suffix``: the specials an input is wrapped in (a
+    decoder-only prompt is "<bos> ... <sep>"); ``suffixes``: tokens that may be written glued
+    to the word before them (Korean particles).
+    """
+
+    words: tuple[str, ...]
+    split: Literal["words", "chars"] = "words"
+    extra_specials: tuple[str, ...] = ()
+    prompt_prefix: tuple[str, ...] = ()
+    prompt_suffix: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
 
 TASKS = ("en2ko", "reverse", "sort")
 TEST_PERCENT = 10  # share of the sentence space held out for evaluation
@@ -20,6 +46,32 @@ def split_of(key: str) -> str:
     return "test" if bucket < TEST_PERCENT else "train"
 
 
+def sample_split(
+    n: int,
+    seed: int,
+    split: str,
+    draw: Callable[[random.Random], str],
+    reference: Callable[[str], str],
+    split_of: Callable[[str], str],
+) -> list[tuple[str, str]]:
+    """``n`` (source, reference) pairs from ``split``: draw sources with a seeded generator
+    and keep those the hash puts on that side. The same seed gives the same pairs."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
+    rng = random.Random(seed)
+    out = []
+    while len(out) < n:
+        source = draw(rng)
+        if split_of(source) == split:
+            out.append((source, reference(source)))
+    return out
+
+
+def words(items: Iterable[str]) -> tuple[str, ...]:
+    """A vocabulary's words in a fixed order (sorted), each once."""
+    return tuple(sorted(set(items)))
+
+
 def get_task(name: str) -> ModuleType:
     """The task module by name ("en2ko" | "reverse" | "sort")."""
     if name not in TASKS:
@@ -27,3 +79,14 @@ def get_task(name: str) -> ModuleType:
     import importlib
 
     return importlib.import_module(f"model.tasks.{name}")
+
+
+def reference_answer(task: str | None, source: str) -> str:
+    """The task's own answer for ``source``; "" for an unknown task or an input outside its
+    grammar (then there is nothing to compare with)."""
+    if task not in TASKS:
+        return ""
+    try:
+        return get_task(task).reference(source)
+    except (ValueError, KeyError):
+        return ""

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NoReturn
 
+from model.tasks import Vocabulary, sample_split
 from model.tasks import split_of as _split_of
-from model.tokenizer import WordTokenizer
 
 KIND = "encoder-decoder"
 
@@ -467,6 +467,11 @@ def translate(english: str) -> str:
     return " ".join([*out, *_predicate(forms, c.tense)])
 
 
+def reference(english: str) -> str:
+    """The reference answer, as every task names it: the rule-based translation."""
+    return translate(english)
+
+
 def readable(korean: str) -> str:
     """Tokens -> written Korean: particles glued to their noun ("나 는" -> "나는")."""
     out: list[str] = []
@@ -620,15 +625,7 @@ def split_of(english: str) -> str:
 
 def sample(n: int, seed: int, split: str = "train") -> list[tuple[str, str]]:
     """``n`` (English, reference Korean) pairs from ``split``, the same for the same seed."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
-    rng = random.Random(seed)
-    out = []
-    while len(out) < n:
-        english = random_sentence(rng)
-        if split_of(english) == split:
-            out.append((english, translate(english)))
-    return out
+    return sample_split(n, seed, split, random_sentence, translate, split_of)
 
 
 # --- Vocabularies -------------------------------------------------------------------------
@@ -656,10 +653,10 @@ def target_words() -> list[str]:
     return sorted(words)
 
 
-def tokenizers() -> tuple[WordTokenizer, WordTokenizer]:
-    """(English source tokenizer, Korean target tokenizer; particles may be typed glued on)."""
-    source = WordTokenizer(source_words())
-    target = WordTokenizer(target_words(), suffixes=PARTICLE_TOKENS)
+def vocabularies() -> tuple[Vocabulary, Vocabulary]:
+    """(English source, Korean target; particles may be typed glued on)."""
+    source = Vocabulary(tuple(source_words()))
+    target = Vocabulary(tuple(target_words()), suffixes=tuple(sorted(PARTICLE_TOKENS)))
     return source, target
 
 

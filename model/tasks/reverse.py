@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 import string
 
+from model.tasks import EOS, Vocabulary, sample_split
 from model.tasks import split_of as _split_of
-from model.tokenizer import EOS, WordTokenizer
 
 KIND = "encoder-decoder"
 SYMBOLS = tuple(string.digits + string.ascii_lowercase)
@@ -33,25 +33,21 @@ def split_of(source: str) -> str:
 
 def sample(n: int, seed: int, split: str = "train") -> list[tuple[str, str]]:
     """``n`` (sequence, reversed sequence) pairs from ``split``, the same for the same seed."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
-    rng = random.Random(seed)
-    out = []
-    while len(out) < n:
-        # Half the sequences use only a few symbols: with many repeats, "the symbol before the
-        # one I just wrote" is ambiguous, so the model must count positions from the end.
-        alphabet = rng.sample(SYMBOLS, rng.randint(2, 5)) if rng.random() < 0.5 else SYMBOLS
-        source = " ".join(rng.choices(alphabet, k=rng.randint(MIN_LEN, MAX_LEN)))
-        if split_of(source) == split:
-            out.append((source, reference(source)))
-    return out
+    return sample_split(n, seed, split, _draw, reference, split_of)
 
 
-def tokenizers() -> tuple[WordTokenizer, WordTokenizer]:
+def _draw(rng: random.Random) -> str:
+    # Half the sequences use only a few symbols: with many repeats, "the symbol before the
+    # one I just wrote" is ambiguous, so the model must count positions from the end.
+    alphabet = rng.sample(SYMBOLS, rng.randint(2, 5)) if rng.random() < 0.5 else SYMBOLS
+    return " ".join(rng.choices(alphabet, k=rng.randint(MIN_LEN, MAX_LEN)))
+
+
+def vocabularies() -> tuple[Vocabulary, Vocabulary]:
     """One symbol per token on both sides; "a3k" and "a 3 k" read the same.
 
     The source ends in <eos> (as fairseq and T5 sources do): an anchor the encoder measures
     "distance from the end" against, which is what output position i needs when symbols repeat.
     """
-    source = WordTokenizer(SYMBOLS, split="chars", prompt_suffix=(EOS,))
-    return source, WordTokenizer(SYMBOLS, split="chars")
+    source = Vocabulary(SYMBOLS, split="chars", prompt_suffix=(EOS,))
+    return source, Vocabulary(SYMBOLS, split="chars")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 import string
 
+from model.tasks import BOS, SEP, Vocabulary, sample_split
 from model.tasks import split_of as _split_of
-from model.tokenizer import BOS, SEP, WordTokenizer
 
 KIND = "decoder"
 SYMBOLS = tuple(string.digits)
@@ -33,20 +33,16 @@ def split_of(source: str) -> str:
 
 def sample(n: int, seed: int, split: str = "train") -> list[tuple[str, str]]:
     """``n`` (digits, sorted digits) pairs from ``split``, the same for the same seed."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
-    rng = random.Random(seed)
-    out = []
-    while len(out) < n:
-        source = " ".join(rng.choices(SYMBOLS, k=rng.randint(MIN_LEN, MAX_LEN)))
-        if split_of(source) == split:
-            out.append((source, reference(source)))
-    return out
+    return sample_split(n, seed, split, _draw, reference, split_of)
 
 
-def tokenizers() -> tuple[None, WordTokenizer]:
-    """(no source side, the one tokenizer: prompts are wrapped as "<bos> ... <sep>")."""
-    tok = WordTokenizer(
-        SYMBOLS, extra_specials=(SEP,), split="chars", prompt_prefix=(BOS,), prompt_suffix=(SEP,)
+def _draw(rng: random.Random) -> str:
+    return " ".join(rng.choices(SYMBOLS, k=rng.randint(MIN_LEN, MAX_LEN)))
+
+
+def vocabularies() -> tuple[None, Vocabulary]:
+    """(no source side, the one vocabulary: prompts are wrapped as "<bos> ... <sep>")."""
+    vocab = Vocabulary(
+        SYMBOLS, split="chars", extra_specials=(SEP,), prompt_prefix=(BOS,), prompt_suffix=(SEP,)
     )
-    return None, tok
+    return None, vocab

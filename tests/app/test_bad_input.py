@@ -9,20 +9,17 @@ finite, and must show tokens literally (tick labels escaped, user text only in c
 from __future__ import annotations
 
 import json
-import logging
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from tests.app.helpers import APP, figures
 from ui.i18n import load_catalog, translate
 from ui.models import _decode, _trace, load_model
 from ui.sentence import MAX_CHARS, clean_text, readable
-
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 @dataclass(frozen=True)
@@ -111,11 +108,6 @@ PAGES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def no_missing_translations(caplog):
-    caplog.set_level(logging.WARNING, logger="ui.i18n")
-    yield
-    assert [r.getMessage() for r in caplog.get_records("call") if r.name == "ui.i18n"] == []
 
 
 def open_page(page: Page, text: str) -> AppTest:
@@ -129,10 +121,6 @@ def walk(node):
     for child in getattr(node, "children", {}).values():
         yield child
         yield from walk(child)
-
-
-def figures(at: AppTest) -> list[dict]:
-    return [json.loads(el.proto.spec) for el in walk(at.main) if el.type == "plotly_chart"]
 
 
 def tick_labels(fig: dict) -> list[str]:

@@ -2,48 +2,23 @@
 
 from __future__ import annotations
 
-import json
-import logging
 import re
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app import helpers
+from tests.app.helpers import CONCEPT_PAGES, figures, ok
 from ui.i18n import translate
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
-PAGES = {
-    "concept_attention": "concepts.attention.title",
-    "concept_positional": "concepts.positional.title",
-    "concept_layernorm": "concepts.layernorm.title",
-    "concept_warmup": "concepts.warmup.title",
-    "concept_family": "concepts.family.title",
-}
+PAGES = CONCEPT_PAGES
 
 
 def open_page(page: str, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.switch_page(f"pages/{page}.py")
-    at.query_params.update({"model": "minilm", **query})
-    return at.run()
+    return helpers.open_page(page, timeout=180, **{"model": "minilm", **query})
 
 
-def figures(at: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
-
-
-def ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-
-
-@pytest.fixture(autouse=True)
-def no_missing_translations(caplog):
-    caplog.set_level(logging.WARNING, logger="ui.i18n")
-    yield
-    assert [r.getMessage() for r in caplog.get_records("call") if r.name == "ui.i18n"] == []
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
@@ -116,10 +91,10 @@ def test_layernorm_page_lists_every_norm_and_its_statistics():
 
 
 def test_a_missing_toy_checkpoint_falls_back_to_minilm_with_a_note(tmp_path, monkeypatch):
-    import model.loading
+    import model.runtime.loading
     from ui.models import load_model
 
-    monkeypatch.setattr(model.loading, "CHECKPOINTS", tmp_path)  # no checkpoints at all
+    monkeypatch.setattr(model.runtime.loading, "CHECKPOINTS", tmp_path)  # no checkpoints at all
     load_model.clear()  # models loaded by earlier tests must not hide the missing files
     try:
         at = open_page("concept_layernorm", model="sort")

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import logging
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from model import load
+from tests.app.helpers import APP, chart, open_page
 from ui.i18n import translate
-
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 def decoding(**query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.switch_page("pages/decoding.py")
-    at.query_params.update({"model": "en2ko", **query})
-    return at.run()
+    return open_page("decoding", **{"model": "en2ko", **query})
 
 
 def press(at: AppTest, key: str, times: int = 1) -> AppTest:
@@ -29,24 +21,12 @@ def press(at: AppTest, key: str, times: int = 1) -> AppTest:
     return at
 
 
-def chart(at: AppTest, key: str) -> dict | None:
-    for element in at.get("plotly_chart"):
-        if element.proto.id.endswith(key) or key in element.proto.id:
-            return json.loads(element.proto.spec)
-    return None
-
-
 def output_tokens(at: AppTest) -> str:
     prefix = translate("decoding.output_so_far", "en", tokens="")
     (line,) = [m.value for m in at.markdown if m.value.startswith(prefix)]
     return line[len(prefix) :]
 
 
-@pytest.fixture(autouse=True)
-def no_missing_translations(caplog):
-    caplog.set_level(logging.WARNING, logger="ui.i18n")
-    yield
-    assert [r.getMessage() for r in caplog.get_records("call") if r.name == "ui.i18n"] == []
 
 
 def test_step_three_times_back_once_and_reset():

@@ -3,48 +3,21 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.helpers import APP, elements, figures, open_page
 from ui.i18n import load_catalog, translate
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 
 
 def explorer(**query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.switch_page("pages/explorer.py")
-    at.query_params.update({"model": "minilm", **query})
-    return at.run()
+    return open_page("explorer", **{"model": "minilm", **query})
 
 
-def elements(at: AppTest, kind: str) -> list:
-    found = []
-
-    def walk(node):
-        for child in getattr(node, "children", {}).values():
-            if child.type == kind:
-                found.append(child)
-            walk(child)
-
-    walk(at.main)
-    return found
-
-
-def figures(at: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in elements(at, "plotly_chart")]
-
-
-@pytest.fixture(autouse=True)
-def no_missing_translations(caplog):
-    caplog.set_level(logging.WARNING, logger="ui.i18n")
-    yield
-    assert [r.getMessage() for r in caplog.get_records("call") if r.name == "ui.i18n"] == []
 
 
 def test_a_sentence_becomes_a_heatmap_of_its_own_tokens():
@@ -193,7 +166,7 @@ def test_local_hugging_face_folders_show_their_own_attention_kinds(hf_folders, n
     at = explorer_on_folder(hf_folders[name], text="the cat sat")
     assert not at.exception and not at.error
     assert at.segmented_control(key="kind").options == [
-        translate(f"explorer.kind.{k}", "en") for k in kinds
+        translate(f"common.kind.{k}", "en") for k in kinds
     ]
     assert figures(at)
 

@@ -8,23 +8,19 @@ value changes; without ui.i18n.translated_widget the Korean UI kept English labe
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.helpers import open_page
 from ui.i18n import translate
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 PICKER = "_language_picker"  # ui.sidebar's language control
 
 
 def opened(page: str, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.switch_page(f"pages/{page}.py")
-    at.query_params.update(query)
-    return at.run()
+    return open_page(page, **query)
 
 
 def sent_labels(at: AppTest) -> dict[str, str]:
@@ -68,7 +64,7 @@ def test_switching_back_keeps_every_choice_and_shows_english_again():
     assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (3, 5)
     sent = sent_labels(at)
     assert sent["model"] == translate("model.name.minilm", "en")
-    assert sent["layer"] == translate("explorer.layer_n", "en", n=4)
+    assert sent["layer"] == translate("common.layer_n", "en", n=4)
     assert at.query_params["model"] == "minilm"
 
 

@@ -11,9 +11,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui.models
+from tests.app.helpers import APP
 from ui.i18n import translate
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 RERUNS = 300  # per page
 EXPLORER_TEXTS = [f"student {i} reads the {w} sentence" for i, w in enumerate(
     ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"))]  # fmt: skip

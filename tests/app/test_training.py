@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from model import live
-from model.bundle import pack
+from model.runtime.bundle import pack
+from model.training import live
+from tests.app.helpers import APP
 from ui.i18n import translate
-
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 def training() -> AppTest:
@@ -35,11 +33,6 @@ def en(key: str, **kwargs) -> str:
     return translate(key, "en", **kwargs)
 
 
-@pytest.fixture(autouse=True)
-def no_missing_translations(caplog):
-    caplog.set_level(logging.WARNING, logger="ui.i18n")
-    yield
-    assert [r.getMessage() for r in caplog.get_records("call") if r.name == "ui.i18n"] == []
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +60,7 @@ def test_a_short_run_in_the_page_lowers_the_loss_and_leaves_a_timeline(trained):
     assert at.get("download_button")
     last = at.get("plotly_chart")[-1].proto.spec
     timeline.set_value(0).run()  # scrub back to the untrained model
-    kind = en("explorer.kind.cross")
+    kind = en("common.kind.cross")
     title = en("training.snapshot_title", step=0, kind=kind, layer=1)
     assert title in [m.value for m in at.markdown]
     assert at.get("plotly_chart")[-1].proto.spec != last  # a different picture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ui.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
+from bench.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -28,7 +28,7 @@ def artifacts_dir() -> Path:
 @pytest.fixture(scope="session")
 def script_runs_log(artifacts_dir: Path) -> Path:
     """Where the app server records each script run: its time and whether it was a fragment
-    rerun (ui.scripttiming), so a test can check what a click made the server do."""
+    rerun (bench.scripttiming), so a test can check what a click made the server do."""
     return artifacts_dir / "script-runs.jsonl"
 
 

@@ -6,19 +6,14 @@ import re
 
 import pytest
 
+from tests.app.helpers import CONCEPT_PAGES
 from ui.i18n import translate
 
 pytestmark = pytest.mark.browser
 
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 TIMEOUT_MS = 120_000
-PAGES = {
-    "concept_attention": "concepts.attention.title",
-    "concept_positional": "concepts.positional.title",
-    "concept_layernorm": "concepts.layernorm.title",
-    "concept_warmup": "concepts.warmup.title",
-    "concept_family": "concepts.family.title",
-}
+PAGES = CONCEPT_PAGES
 
 
 def wait_until_drawn(page) -> None:

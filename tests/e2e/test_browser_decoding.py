@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from ui import loadtest, scripttiming
+from bench import loadtest, scripttiming
 from ui.i18n import translate
 
 pytestmark = pytest.mark.browser

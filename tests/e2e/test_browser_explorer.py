@@ -70,12 +70,12 @@ def test_switching_language_relabels_every_drop_down_and_keeps_the_choices(
 ):
     page.goto("/explorer?model=minilm&layer=2")
     heatmap_ticks(page)  # the page has drawn all its controls
-    layer_en = translate("explorer.layer_n", "en", n=3)
+    layer_en = translate("common.layer_n", "en", n=3)
     assert shown_choices(page, "stMain")[0] == layer_en
 
     page.get_by_test_id("stSidebar").get_by_text("한국어", exact=True).click()
     page.locator("h1", has_text=translate("explorer.title", "ko")).wait_for(timeout=TIMEOUT_MS)
-    layer_ko = translate("explorer.layer_n", "ko", n=3)
+    layer_ko = translate("common.layer_n", "ko", n=3)
     page.wait_for_function(
         "label => [...document.querySelectorAll('[data-testid=stMain] input')]"
         ".some(i => i.value === label)",
@@ -86,7 +86,7 @@ def test_switching_language_relabels_every_drop_down_and_keeps_the_choices(
         translate("model.name.minilm", "ko"),
         translate("sidebar.device_choice.auto", "ko"),
     ]
-    assert shown_choices(page, "stMain")[:2] == [layer_ko, translate("explorer.head_n", "ko", n=1)]
+    assert shown_choices(page, "stMain")[:2] == [layer_ko, translate("common.head_n", "ko", n=1)]
     screenshot_whole_page(page, artifacts_dir / "explorer-ko-dropdowns.png")
 
     page.get_by_test_id("stSidebar").get_by_text("English", exact=True).click()

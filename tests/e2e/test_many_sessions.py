@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from ui.loadtest import CHROMIUM, run_sessions
+from bench.loadtest import CHROMIUM, run_sessions
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

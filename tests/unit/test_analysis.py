@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from model.analysis import entropy, head_max, head_mean, mean_distance, rollout
+from model.analysis.summaries import entropy, head_max, head_mean, mean_distance, rollout
 
 
 def test_head_mean_and_max_reduce_over_heads_only():

@@ -9,6 +9,7 @@ from torch import nn
 
 from model.attention import MultiHeadAttention, scaled_dot_product_attention
 from model.masks import causal_mask
+from tests.module_state import assert_same_tensors, tensor_state
 
 
 @pytest.fixture(autouse=True)
@@ -125,9 +126,20 @@ def test_fast_path_equals_traced_path_even_with_fully_masked_rows():
 
 def test_attention_is_returned_not_stored_on_the_module():
     mha = MultiHeadAttention(16, 4).eval()
-    before = set(vars(mha)) | set(mha._buffers)
-    mha(torch.randn(1, 3, 16), torch.randn(1, 3, 16), torch.randn(1, 3, 16))
-    assert set(vars(mha)) | set(mha._buffers) == before
+    before = tensor_state(mha)
+    x = torch.randn(1, 3, 16)
+    _, weights = mha(x, x, x, return_stages=True)
+    assert_same_tensors(before, tensor_state(mha))
+    assert weights is not None  # the weights came back to the caller instead
+
+
+def test_the_state_check_catches_attention_kept_on_a_module():
+    mha = MultiHeadAttention(16, 4).eval()
+    before = tensor_state(mha)
+    x = torch.randn(1, 3, 16)
+    _, mha.last_weights = mha(x, x, x)  # the leak the check exists for
+    with pytest.raises(AssertionError, match="left a tensor"):
+        assert_same_tensors(before, tensor_state(mha))
 
 
 def test_head_mask_switches_one_head_off_and_all_ones_changes_nothing():

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from model import bench
+from bench import model_speed as bench
 
 
 @pytest.fixture(scope="module")

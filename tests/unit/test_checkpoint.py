@@ -7,8 +7,9 @@ import torch
 from safetensors import safe_open
 
 from model import TransformerConfig, build_model, load
-from model.checkpoint import WEIGHTS, load_checkpoint, save_checkpoint
-from model.lab import ModelLoadError
+from model.runtime.checkpoint import WEIGHTS, load_checkpoint, save_checkpoint
+from model.runtime.tokenizer import task_tokenizers
+from model.runtime.types import ModelLoadError
 from model.tasks import reverse, sort
 
 
@@ -31,13 +32,13 @@ def tiny(kind="encoder-decoder", vocab=40):
 
 @pytest.fixture
 def folder(tmp_path):
-    src, tgt = reverse.tokenizers()
+    src, tgt = task_tokenizers(reverse)
     save_checkpoint(tmp_path, tiny(vocab=len(tgt)), src, tgt, {"task": "reverse", "seed": 1})
     return tmp_path
 
 
 def test_round_trip_gives_the_same_outputs_and_info(folder):
-    src, tgt = reverse.tokenizers()
+    src, tgt = task_tokenizers(reverse)
     original = tiny(vocab=len(tgt)).eval()
     lm = load_checkpoint(folder, "cpu", "mine")
     ids = torch.tensor([[5, 6, 7, 8]])
@@ -57,7 +58,7 @@ def test_tied_weights_are_stored_once_and_tied_again_on_load(folder):
 
 
 def test_decoder_only_checkpoints_have_no_source_side(tmp_path):
-    _, tok = sort.tokenizers()
+    _, tok = task_tokenizers(sort)
     save_checkpoint(tmp_path, tiny("decoder", len(tok)), None, tok, {"task": "sort"})
     lm = load_checkpoint(tmp_path, "cpu")
     assert lm.kind == "decoder" and lm.src_tokenizer is None
@@ -120,7 +121,7 @@ def test_a_config_implying_a_huge_model_is_refused_before_building_it(folder):
 
 
 def test_a_weights_file_over_the_size_limit_is_refused_before_reading(folder, monkeypatch):
-    monkeypatch.setattr("model.checkpoint.MAX_WEIGHT_BYTES", 1000)
-    monkeypatch.setattr("model.checkpoint.HEADER_SLACK", 0)
+    monkeypatch.setattr("model.runtime.checkpoint.MAX_WEIGHT_BYTES", 1000)
+    monkeypatch.setattr("model.runtime.checkpoint.HEADER_SLACK", 0)
     with pytest.raises(ModelLoadError, match="opens models up to"):
         load_checkpoint(folder, "cpu")

@@ -7,15 +7,14 @@ import math
 import pytest
 import torch
 
-from model.experiments import (
-    WARMUP_VARIANTS,
+from model.analysis.concepts import (
     attention_cost,
-    load_warmup,
     permutation_demo,
     qk_variance,
     softmax_saturation,
 )
 from model.schedule import noam_lr
+from model.training.warmup import WARMUP_VARIANTS, load_warmup
 from viz.concepts import lines_figure, mask_figure, matrix_heatmap, step_frame
 
 
@@ -54,7 +53,7 @@ def test_noam_peaks_at_warmup_exactly_as_the_page_prints_it():
 @pytest.mark.parametrize(("layer", "text"), [(0, "Thinking Machines"), (3, "I study math"),
                                              (5, "time flies like an arrow")])  # fmt: skip
 def test_step_by_step_attention_equals_the_models_own(minilm, layer, text):
-    from model.walkthrough import walkthrough
+    from model.analysis.walkthrough import walkthrough
 
     wt = walkthrough(minilm, text, layer)
     assert wt.n_heads == 12 and wt.d_k == 32
@@ -70,13 +69,13 @@ def test_step_by_step_attention_equals_the_models_own(minilm, layer, text):
 
 def test_step_by_step_on_a_decoder_only_model_uses_the_causal_mask():
     from model import LabModel, TransformerConfig, build_model
-    from model.walkthrough import walkthrough
+    from model.analysis.walkthrough import walkthrough
 
     class Words:
         pad_id, bos_id, eos_id, special_tokens = 0, None, None, frozenset()
 
         def encode(self, text, max_len):
-            from model.lab import Encoded
+            from model.runtime.types import Encoded
 
             words = text.split()[:max_len]
             return Encoded([1 + (hash(w) % 20) for w in words], words)
@@ -130,7 +129,7 @@ def test_the_shipped_warmup_experiment_has_all_four_curves_and_its_commands():
         # the logged rate is the Noam formula with the experiment's settings (d_model 64)
         for step, lr in zip(curve["step"][:5], curve["lr"][:5]):
             assert lr == pytest.approx(noam_lr(int(step), 64, warmup), rel=1e-4)
-    assert "python -m model.experiments warmup" in meta["rerun"]
+    assert "python -m model.training.warmup" in meta["rerun"]
 
 
 def test_concept_figures_escape_tokens_and_fix_ranges():

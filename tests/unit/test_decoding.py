@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from model import TransformerConfig, build_model
-from model.decoding import greedy_decode
+from model.runtime.decoding import greedy_decode
 
 
 def make(kind, placement):

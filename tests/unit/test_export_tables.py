@@ -6,7 +6,7 @@ import json
 import numpy as np
 import torch
 
-from model.export import trace_to_json, trace_to_npz
+from model.analysis.export import trace_to_json, trace_to_npz
 from model.trace import Trace
 from viz.tables import attention_frame, head_stats_frame
 

@@ -4,9 +4,10 @@ import pytest
 import torch
 
 from model import TransformerConfig, build_model
-from model.decoding import greedy_decode
-from model.lab import Encoded, LabModel, filter_probs
-from model.loading import ModelLoadError, load
+from model.runtime.decoding import filter_probs, greedy_decode
+from model.runtime.lab import LabModel
+from model.runtime.loading import ModelLoadError, load
+from model.runtime.types import Encoded
 
 WORDS = ["<pad>", "<bos>", "<eos>", "<unk>", *"abcdefghij"]
 

@@ -1,4 +1,4 @@
-"""Live training (model.live) and checkpoint zips (model.bundle), without any UI."""
+"""Live training (model.training.live) and checkpoint zips (model.runtime.bundle), without any UI."""
 
 from __future__ import annotations
 
@@ -11,19 +11,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from model import live
-from model.bundle import load_zip, pack, unpack
-from model.device import configure_threads
-from model.lab import ModelLoadError
-from model.live import Busy, LiveRun, Settings
-from model.train import main as train_main
+from model import load
+from model.runtime.bundle import load_zip, pack, unpack
+from model.runtime.device import configure_threads
+from model.runtime.types import ModelLoadError
+from model.training import live
+from model.training.live import Busy, LiveRun, Settings
+from model.training.trainer import main as train_main
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch", "8"]
 
 
 @pytest.fixture(autouse=True)
 def app_thread_cap():
-    """Runs train under the cap the app sets for the whole process (model.device)."""
+    """Runs train under the cap the app sets for the whole process (model.runtime.device)."""
     before = torch.get_num_threads()
     configure_threads()
     yield
@@ -121,8 +122,11 @@ def test_settings_outside_the_bounds_are_refused(bad):
 
 def test_a_downloaded_zip_loads_again(checkpoint, tmp_path):
     lm = load_zip(pack(checkpoint), tmp_path / "up")
+    original = load(checkpoint, device="cpu")
     assert lm.info["task"] == "reverse" and lm.config.d_model == 16
-    assert lm.translate("a b c") is not None
+    for name, tensor in original.network.state_dict().items():
+        assert torch.equal(lm.network.state_dict()[name].cpu(), tensor.cpu()), name
+    assert lm.translate("a b c") == original.translate("a b c")  # the same model, end to end
 
 
 def _zip(files: dict[str, bytes]) -> bytes:

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from model import LabModel, load
-from model.pretrained import minilm_path, transformers_bert
-from model.tokens import merge_subwords
+from model.analysis.tokens import merge_subwords
+from model.hf.bert import minilm_path, transformers_bert
 from model.trace import Recorder
 
 SENTENCES = [

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from model import load
-from model.evaluate import evaluate
 from model.tasks import en2ko, get_task
+from model.training.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parents[2] / "assets" / "checkpoints"
 TARGETS = {"en2ko": 0.99, "reverse": 0.995, "sort": 0.995}
@@ -32,7 +32,7 @@ def test_each_checkpoint_is_small_and_records_how_it_was_made(shipped):
     assert metrics["command"].startswith(f"python -m model.train --task {name} ")
     assert f"--seed {metrics['seed']}" in metrics["command"]
     assert metrics["exact_match"] >= TARGETS[name] and metrics["eval_n"] >= 2000
-    assert metrics["evaluated_by"].startswith("python -m model.evaluate")
+    assert metrics["evaluated_by"].startswith("python -m model.training.evaluate")
     assert lm.info["metrics"] == metrics and (folder / "curve.csv").is_file()
 
 

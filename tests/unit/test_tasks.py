@@ -2,6 +2,7 @@
 
 import pytest
 
+from model.runtime.tokenizer import task_tokenizers
 from model.tasks import en2ko, get_task, reverse, sort
 from model.tasks.en2ko import has_batchim, particle, readable, translate
 
@@ -165,7 +166,7 @@ def test_reverse_targets_are_the_sequence_backwards():
 def test_sort_targets_are_the_same_digits_in_order_after_a_bos_sep_prompt():
     for source, target in sort.sample(300, seed=2):
         assert target.split() == sorted(source.split())
-    _, tok = sort.tokenizers()
+    _, tok = task_tokenizers(sort)
     assert tok.encode("3 1 2", 32).tokens == ["<bos>", "3", "1", "2", "<sep>"]
     assert tok.encode_target("1 2 3", 32).tokens == ["1", "2", "3"]
 

@@ -2,18 +2,18 @@
 
 import pytest
 
+from model.runtime.tokenizer import WordTokenizer, load_vocab, save_vocab, task_tokenizers
 from model.tasks import en2ko, reverse, sort
-from model.tokenizer import WordTokenizer, load_vocab, save_vocab
 
-SRC, TGT = en2ko.tokenizers()
+SRC, TGT = task_tokenizers(en2ko)
 
 
 def test_special_tokens_have_fixed_ids_with_pad_zero():
-    for tok in (SRC, TGT, sort.tokenizers()[1], reverse.tokenizers()[0]):
+    for tok in (SRC, TGT, task_tokenizers(sort)[1], task_tokenizers(reverse)[0]):
         assert (tok.pad_id, tok.bos_id, tok.eos_id, tok.unk_id) == (0, 1, 2, 3)
         assert tok.tokens([0, 1, 2, 3]) == ["<pad>", "<bos>", "<eos>", "<unk>"]
         assert {"<pad>", "<bos>", "<eos>", "<unk>"} <= tok.special_tokens
-    assert "<sep>" in sort.tokenizers()[1].special_tokens
+    assert "<sep>" in task_tokenizers(sort)[1].special_tokens
 
 
 def test_every_task_sample_round_trips_through_ids():
@@ -50,7 +50,7 @@ def test_korean_particles_may_be_typed_glued_to_their_noun():
 
 
 def test_decoder_prompts_are_wrapped_and_stay_wrapped_when_cut():
-    _, tok = sort.tokenizers()
+    _, tok = task_tokenizers(sort)
     assert tok.encode("312", 32).tokens == ["<bos>", "3", "1", "2", "<sep>"]  # chars split
     cut = tok.encode("9 8 7 6 5 4", 5)
     assert cut.truncated and cut.tokens == ["<bos>", "9", "8", "7", "<sep>"]
@@ -66,7 +66,7 @@ def test_vocab_json_round_trip_keeps_ids_and_behaviour(tmp_path):
         tgt.encode_target("나는 책을 읽는다", 16).ids
         == TGT.encode_target("나는 책을 읽는다", 16).ids
     )
-    save_vocab(path, "sort", None, sort.tokenizers()[1])
+    save_vocab(path, "sort", None, task_tokenizers(sort)[1])
     task, src, tgt = load_vocab(path)
     assert src is None and tgt.encode("21", 8).tokens == ["<bos>", "2", "1", "<sep>"]
 

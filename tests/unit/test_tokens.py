@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from model.tokens import (
+from model.analysis.tokens import (
     DEFAULT_SPECIAL_TOKENS,
     _bytes_to_unicode,
     hide_special_tokens,

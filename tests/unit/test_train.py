@@ -9,11 +9,12 @@ import sys
 import pytest
 import torch
 
-from model.checkpoint import load_checkpoint
-from model.evaluate import main as evaluate_main
+from model.runtime.checkpoint import load_checkpoint
+from model.runtime.tokenizer import task_tokenizers
 from model.schedule import noam_lr
 from model.tasks import en2ko, sort
-from model.train import IGNORE, main, make_batch
+from model.training.evaluate import main as evaluate_main
+from model.training.trainer import IGNORE, main, make_batch
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch", "8"]
 METRIC_KEYS = {
@@ -69,12 +70,12 @@ def test_the_evaluation_command_measures_and_records_held_out_metrics(tmp_path, 
     assert result["eval_n"] == 30 and 0 <= result["token_accuracy"] <= 1
     assert json.loads(capsys.readouterr().out)["eval_n"] == 30
     saved = json.loads((out / "metrics.json").read_text())
-    assert saved["eval_n"] == 30 and saved["evaluated_by"].startswith("python -m model.evaluate")
+    assert saved["eval_n"] == 30 and saved["evaluated_by"].startswith("python -m model.training.evaluate")
     assert saved["task"] == "sort" and saved["steps"] == 2  # training provenance kept
 
 
 def test_decoder_only_batches_carry_loss_on_the_continuation_only():
-    _, tok = sort.tokenizers()
+    _, tok = task_tokenizers(sort)
     batch = make_batch([("3 1 2", "1 2 3"), ("5 4", "4 5")], None, tok, 32)
     assert batch.src is None
     assert tok.tokens(batch.inputs[0].tolist()) == ["<bos>", "3", "1", "2", "<sep>", "1", "2", "3"]
@@ -85,7 +86,7 @@ def test_decoder_only_batches_carry_loss_on_the_continuation_only():
 
 
 def test_encoder_decoder_batches_shift_the_target_right():
-    src, tgt = en2ko.tokenizers()
+    src, tgt = task_tokenizers(en2ko)
     batch = make_batch([("I study math", "나 는 수학 을 공부한다")], src, tgt, 64)
     assert src.tokens(batch.src[0].tolist()) == ["i", "study", "math"]
     assert tgt.tokens(batch.inputs[0].tolist())[:2] == ["<bos>", "나"]
@@ -97,7 +98,7 @@ def test_torchrun_with_two_cpu_processes_trains_with_ddp(tmp_path):
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"]
-    cmd += ["--standalone", "-m", "model.train", "--task", "reverse", "--out", str(out)]
+    cmd += ["--standalone", "-m", "model.training.trainer", "--task", "reverse", "--out", str(out)]
     cmd += ["--steps", "3", *TINY, "--eval-n", "10", "--no-progress"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     assert done.returncode == 0, done.stderr[-3000:]

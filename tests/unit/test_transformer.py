@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from model import TransformerConfig, build_model
+from tests.module_state import assert_same_tensors, tensor_state
 
 KINDS = ["encoder-decoder", "encoder", "decoder"]
 
@@ -110,10 +111,11 @@ def test_stages_are_recorded_only_when_asked():
 
 def test_a_traced_forward_leaves_no_state_on_the_model():
     model = make("encoder-decoder")
-    snapshot = {name: set(vars(m)) for name, m in model.named_modules()}
+    before = tensor_state(model)
     with torch.no_grad():
-        run(model, trace=True, stages=True)
-    assert {name: set(vars(m)) for name, m in model.named_modules()} == snapshot
+        out = run(model, trace=True, stages=True)
+    assert_same_tensors(before, tensor_state(model))
+    assert out.record.attention["cross"]  # what it saw went to the caller's Recorder
 
 
 def test_ablating_nothing_changes_nothing_and_ablating_a_head_changes_the_output():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from model.masks import causal_mask
 from viz.attention import (
     MASKED_GREY,
     attention_heatmap,
@@ -43,10 +44,10 @@ def test_probability_colours_are_fixed_to_zero_one_whatever_the_data():
     assert (fig.data[0].zmin, fig.data[0].zmax) == (0, 1)
 
 
-def test_future_cells_are_grey_gaps_not_zero_weights():
+def test_cells_the_models_mask_forbids_are_grey_gaps_not_zero_weights():
     w = causal_weights(4).numpy()
     w[3, 0] = 0.0  # a real zero weight in the past must stay a 0, not turn grey
-    fig = attention_heatmap(w, list("abcd"), list("abcd"), causal=True)
+    fig = attention_heatmap(w, list("abcd"), list("abcd"), mask=causal_mask(4))
     grey, weights = fig.data  # the grey layer lies under the weights
     z = np.asarray(weights.z, dtype=float)
     assert np.isnan(z[0, 1]) and np.isnan(z[2, 3]) and weights.hoverongaps is False
@@ -54,6 +55,13 @@ def test_future_cells_are_grey_gaps_not_zero_weights():
     under = np.asarray(grey.z, dtype=float)
     assert np.array_equal(np.isnan(under), ~np.isnan(z))  # grey exactly where masked
     assert grey.colorscale[0][1] == MASKED_GREY and grey.hoverinfo == "skip"
+
+
+def test_a_padding_mask_greys_the_padded_keys_of_every_row():
+    keys_ok = torch.tensor([True, True, False])  # the last key is padding: no query sees it
+    fig = attention_heatmap(np.full((3, 3), 0.5), list("abc"), list("ab_"), mask=keys_ok)
+    z = np.asarray(fig.data[-1].z, dtype=float)
+    assert np.isnan(z[:, 2]).all() and not np.isnan(z[:, :2]).any()
 
 
 def test_unmasked_maps_have_no_grey_layer():
@@ -102,7 +110,7 @@ def test_long_inputs_are_pooled_into_thumbnails():
 def test_difference_map_is_second_minus_first_on_a_fixed_diverging_scale():
     a = np.array([[1.0, 0.0], [0.5, 0.5]])
     b = np.array([[1.0, 0.0], [0.2, 0.8]])
-    fig = difference_heatmap(a, b, ["x", "y"], ["x", "y"], causal=True)
+    fig = difference_heatmap(a, b, ["x", "y"], ["x", "y"], mask=causal_mask(2))
     grey, diff = fig.data
     z = np.asarray(diff.z, dtype=float)
     assert np.isnan(z[0, 1]) and z[1, 0] == pytest.approx(-0.3) and z[1, 1] == pytest.approx(0.3)

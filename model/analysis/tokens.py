@@ -157,11 +157,14 @@ def merge_subwords(
         side_style = style or subword_style(toks)
         groups[side] = word_groups(toks, specials, side_style)
         words[side] = [word_text([toks[i] for i in g], side_style) for g in groups[side]]
-    attention = {}
+    attention, masks = {}, {}
     for kind, weights in trace.attention.items():
         q_side, k_side = _sides(kind)
         attention[kind] = merge_attention(weights, groups[q_side], groups[k_side])
-    return Trace(words["src"], words["tgt"], attention)
+        # A word may attend a word when any of its pieces may attend any of the other's.
+        allowed = trace.mask(kind).to(weights.dtype)
+        masks[kind] = merge_attention(allowed, groups[q_side], groups[k_side]) > 0
+    return Trace(words["src"], words["tgt"], attention, masks=masks)
 
 
 def hide_special_tokens(
@@ -178,9 +181,10 @@ def hide_special_tokens(
     keep = {
         side: [i for i, t in enumerate(toks) if t not in specials] for side, toks in tokens.items()
     }
-    attention, removed = {}, {}
+    attention, removed, masks = {}, {}, {}
     for kind, weights in trace.attention.items():
         q_side, k_side = _sides(kind)
+        masks[kind] = trace.mask(kind)[keep[q_side]][:, keep[k_side]]
         rows = weights[..., keep[q_side], :]  # [layers, heads, kept queries, all keys]
         kept = rows[..., keep[k_side]]  # [layers, heads, kept queries, kept keys]
         row_sum, kept_sum = rows.sum(-1), kept.sum(-1)  # [layers, heads, kept queries]
@@ -193,4 +197,4 @@ def hide_special_tokens(
             )
         attention[kind] = kept
     new_tokens = {side: [tokens[side][i] for i in keep[side]] for side in tokens}
-    return Trace(new_tokens["src"], new_tokens["tgt"], attention), removed
+    return Trace(new_tokens["src"], new_tokens["tgt"], attention, masks=masks), removed

@@ -1,7 +1,7 @@
 """A real Streamlit server that logs how long each script run took: for `make bench`, and
 for the browser tests that check a click reran only a fragment.
 
-    python -m ui.scripttiming LOG run app.py [streamlit options]
+    python -m bench.scripttiming LOG run app.py [streamlit options]
 
 A Step press in the browser reruns only the decoding page's step fragment; AppTest cannot
 rerun a fragment alone (it reruns the whole page), so the benchmark starts the real server
@@ -79,7 +79,7 @@ def settled(log_path: str | Path, quiet_s: float = 1.0, timeout_s: float = 60.0)
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2:
-        raise SystemExit("usage: python -m ui.scripttiming LOG run app.py [options]")
+        raise SystemExit("usage: python -m bench.scripttiming LOG run app.py [options]")
     install(args[0])
     from streamlit.web import cli
 

@@ -1,6 +1,6 @@
 """Benchmark of the pages themselves: server time to re-render, and bytes sent to the browser.
 
-    python -m ui.bench [--json out.json]
+    python -m bench.pages [--json out.json]
 
 Each view is opened once in a headless AppTest session; then new sentences are typed into
 it and only those reruns are timed (what a student waits for after pressing Enter), beside
@@ -23,9 +23,9 @@ from urllib.parse import quote
 import torch
 from streamlit.testing.v1 import AppTest
 
-from model.device import configure_threads
-from model.loading import load
-from ui import loadtest, scripttiming
+from bench import loadtest, scripttiming
+from model.runtime.device import configure_threads
+from model.runtime.loading import load
 from ui.i18n import translate
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -165,7 +165,7 @@ def bench_decoding_step(model_name: str, text: str, repeats: int) -> dict:
 
 def bench_decoding_step_served(model_name: str, text: str, rounds: int) -> dict:
     """One Step press on a real server, driven from Chromium: the server time of the run it
-    causes (ui.scripttiming), whether that run was the step fragment alone, and how long the
+    causes (bench.scripttiming), whether that run was the step fragment alone, and how long the
     browser took from the click to the new mask row drawn.
 
     Each round steps through the whole output, then presses Reset; the very first press of

@@ -1,6 +1,6 @@
 """Word-level tokenizer for the toy tasks: one id per word (or per character), specials first.
 
-Implements model.lab's Tokenizer protocol. Unknown words become <unk> and are reported in
+Implements the runtime's Tokenizer protocol (model.runtime.types). Unknown words become <unk> and are reported in
 ``Encoded.unknown`` so the app can show them with ``suggest()``-ed close known words.
 """
 
@@ -14,9 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-from model.lab import Encoded
+from model.runtime.types import Encoded
+from model.tasks import BOS, EOS, PAD, SEP, UNK, Vocabulary
 
-PAD, BOS, EOS, UNK, SEP = "<pad>", "<bos>", "<eos>", "<unk>", "<sep>"
+__all__ = ["BOS", "EOS", "PAD", "SEP", "UNK", "WordTokenizer", "task_tokenizers"]
 SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0..3 in every vocabulary: <pad> must be 0 (config.pad_id)
 VOCAB_FORMAT = "attention-lab-vocab/1"
 
@@ -164,3 +165,21 @@ def load_vocab(path: str | Path) -> tuple[str, WordTokenizer | None, WordTokeniz
         raise ValueError(f"not an Attention Lab vocabulary (format {VOCAB_FORMAT!r} expected)")
     source = None if data.get("source") is None else WordTokenizer.from_dict(data["source"])
     return str(data.get("task", "")), source, WordTokenizer.from_dict(data["target"])
+
+
+def from_vocabulary(vocab: Vocabulary) -> WordTokenizer:
+    """The tokenizer of one side of a task."""
+    return WordTokenizer(
+        vocab.words,
+        extra_specials=vocab.extra_specials,
+        split=vocab.split,
+        prompt_prefix=vocab.prompt_prefix,
+        prompt_suffix=vocab.prompt_suffix,
+        suffixes=vocab.suffixes,
+    )
+
+
+def task_tokenizers(task) -> tuple[WordTokenizer | None, WordTokenizer]:
+    """(input-side tokenizer or None for decoder-only tasks, output-side tokenizer)."""
+    source, target = task.vocabularies()
+    return (None if source is None else from_vocabulary(source)), from_vocabulary(target)

@@ -13,8 +13,9 @@ import io
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from model.checkpoint import CONFIG, CURVE, METRICS, VOCAB, WEIGHTS, load_checkpoint
-from model.lab import LabModel, ModelLoadError
+from model.runtime.checkpoint import CONFIG, CURVE, METRICS, VOCAB, WEIGHTS, load_checkpoint
+from model.runtime.lab import LabModel
+from model.runtime.types import ModelLoadError
 
 REQUIRED = (WEIGHTS, CONFIG, VOCAB)
 ALLOWED = (*REQUIRED, METRICS, CURVE)

@@ -1,11 +1,11 @@
 """`make bench`: every measurement in one run, written to docs/benchmarks.md and .json.
 
-    python -m ui.benchreport [--report docs/benchmarks.md] [--json docs/benchmarks.json]
+    python -m bench.benchreport [--report docs/benchmarks.md] [--json docs/benchmarks.json]
                              [--repeats 3] [--sessions 16] [--quick]
 
-Model paths (model.bench), page re-render time and bytes beside the bare forward
-(ui.bench), one decoding step, training tokens/s (the shipped checkpoints' metrics.json),
-cold start, memory, many sessions at once (ui.loadtest) and, where installed, BertViz on
+Model paths (bench.model_speed), page re-render time and bytes beside the bare forward
+(bench.pages), one decoding step, training tokens/s (the shipped checkpoints' metrics.json),
+cold start, memory, many sessions at once (bench.loadtest) and, where installed, BertViz on
 the same inputs. Numbers taken side by side in one run on one machine: compare ratios,
 not absolute times, across machines.
 """
@@ -28,11 +28,11 @@ from pathlib import Path
 
 import torch
 
-from model import bench as model_bench
-from model.device import configure_threads
-from model.loading import CHECKPOINTS, SHIPPED, load
-from ui import bench as ui_bench
-from ui import loadtest
+from bench import loadtest
+from bench import model_speed as model_bench
+from bench import pages as ui_bench
+from model.runtime.device import configure_threads
+from model.runtime.loading import CHECKPOINTS, SHIPPED, load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -208,7 +208,7 @@ def run(args) -> dict:
     with contextlib.redirect_stdout(io.StringIO()):
         result["model"] = model_bench.main(["--repeats", str(max(3, repeats * 2)),
                                             "--minilm-lengths", lengths])  # fmt: skip
-    configure_threads()  # model.bench sets all cores; the pages run as the app would
+    configure_threads()  # bench.model_speed sets all cores; the pages run as the app would
     result["explorer"] = explorer(repeats, args.quick)
     result["decoding_step"] = ui_bench.bench_decoding_step(
         "en2ko", "I study math at school", 3 if args.quick else 9
@@ -237,7 +237,7 @@ def markdown(r: dict) -> str:
     out = [
         "# Attention Lab — benchmarks",
         "",
-        f"Written by `make bench` (`python -m ui.benchreport`) on {r['started']}. Every number "
+        f"Written by `make bench` (`python -m bench.benchreport`) on {r['started']}. Every number "
         "below comes from this one run on this one machine; compare ratios, not absolute "
         "times, with other machines. Raw numbers: `docs/benchmarks.json`.",
         "",
@@ -287,7 +287,7 @@ def markdown(r: dict) -> str:
         out += [
             f"- **Server time of one Step press: {_ms(sv['server_ms'])}** (median of "
             f"{sv['presses'] - 1} presses; p90 {_ms(sv['server_p90_ms'])}), on a real server "
-            f"driven from Chromium, timed around Streamlit's script run (ui.scripttiming): "
+            f"driven from Chromium, timed around Streamlit's script run (bench.scripttiming): "
             f"callbacks, figures and queuing every element included; {only}.",
             f"- The session's first press: {_ms(sv['first_ms'])} of server time, "
             f"{_ms(sv['first_browser_ms'])} until the browser drew it (plotly.js loads and "
@@ -301,7 +301,7 @@ def markdown(r: dict) -> str:
         f"- AppTest, which reruns the whole page per click (an upper bound): "
         f"{_ms(d['step_ms'])} per Step.",
         "",
-        "## Model paths (model.bench)",
+        "## Model paths (bench.model_speed)",
         "",
         "| path | fast tok/s | traced tok/s | traced / fast time |",
         "|---|---:|---:|---:|",

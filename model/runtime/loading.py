@@ -7,9 +7,10 @@ from pathlib import Path
 
 import torch
 
-from model.lab import LabModel, ModelLoadError
+from model.runtime.lab import LabModel
+from model.runtime.types import ModelLoadError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINTS = ROOT / "assets" / "checkpoints"
 SHIPPED = ("en2ko", "reverse", "sort")
 PRETRAINED = ("minilm",)
@@ -24,8 +25,6 @@ def load(name_or_path: str | Path, device: str | torch.device = "auto") -> LabMo
     """
     name = str(name_or_path)
     if name in PRETRAINED:
-        from model.pretrained import load_minilm
-
         return load_minilm(device)
     if name in SHIPPED:
         folder = CHECKPOINTS / name
@@ -55,14 +54,52 @@ def _load_folder(folder: Path, device: str | torch.device, name: str) -> LabMode
     if not isinstance(config, dict):
         raise ModelLoadError(f"{config_path} should hold a JSON object")
     if (folder / "vocab.json").is_file() and "d_model" in config:
-        from model.checkpoint import load_checkpoint
+        from model.runtime.checkpoint import load_checkpoint
 
         return load_checkpoint(folder, device, name)
     if "model_type" in config:
-        from model.pretrained import load_hf_folder
-
         return load_hf_folder(folder, device)
     raise ModelLoadError(
         f"{folder} is neither a project checkpoint (config.json with d_model + vocab.json) "
         "nor a Hugging Face model folder (config.json with model_type)"
     )
+
+
+def load_bert_folder(
+    folder: str | Path,
+    device: str | torch.device = "auto",
+    name: str | None = None,
+    info: dict | None = None,
+    config=None,
+) -> LabModel:
+    """A BERT-layout folder as a LabModel running our own EncoderModel."""
+    from model.hf.bert import build_bert
+
+    network, tokenizer = build_bert(folder, config)
+    info = {"engine": "attention-lab", "folder": str(folder), **(info or {})}
+    return LabModel(name or Path(folder).name, network, tokenizer, device=device, info=info)
+
+
+def load_minilm(device: str | torch.device = "auto") -> LabModel:
+    """all-MiniLM-L6-v2 (6 layers x 12 heads) mapped into our own encoder; no caching here."""
+    from model.hf.bert import MINILM_SOURCE, minilm_path
+
+    return load_bert_folder(minilm_path(), device, "minilm", {"source": MINILM_SOURCE})
+
+
+def load_hf_folder(folder: str | Path, device: str | torch.device = "auto"):
+    """A local Hugging Face folder: our encoder when the weights map, transformers otherwise.
+
+    Returns a LabModel, or an HFLabModel with the same public surface.
+    """
+    # transformers is imported only here, when a pretrained model is first asked for.
+    from model.hf.bert import bert_unmappable
+    from model.hf.common import read_hf_config, weight_files
+    from model.hf.fallback import HFLabModel
+
+    folder = Path(folder).expanduser()
+    config = read_hf_config(folder)
+    weight_files(folder)  # no weights / pickle-only weights: refuse before anything loads
+    if bert_unmappable(config) is None:
+        return load_bert_folder(folder, device, folder.name, config=config)
+    return HFLabModel.from_folder(folder, device, config=config)

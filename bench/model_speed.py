@@ -1,6 +1,6 @@
 """Benchmark: tokens/s of the fast (fused SDPA) and traced (explicit softmax) forward paths.
 
-    python -m model.bench [--device auto] [--repeats 7] [--minilm-lengths 20,256] [--json out.json]
+    python -m bench.model_speed [--device auto] [--repeats 7] [--minilm-lengths 20,256] [--json out.json]
 
 The MiniLM section times our mapped encoder beside transformers' own BertModel on the same
 weights and the same input, so the cost of running a real model through our code is visible.
@@ -21,8 +21,8 @@ from collections.abc import Callable
 import torch
 
 from model.config import TransformerConfig
-from model.decoding import greedy_decode
-from model.device import configure_threads, resolve_device
+from model.runtime.decoding import greedy_decode
+from model.runtime.device import configure_threads, resolve_device
 from model.transformer import build_model
 
 SMALL = dict(
@@ -112,7 +112,8 @@ def bench_decoding(device: torch.device, batch: int, steps: int, repeats: int) -
 def bench_minilm(device: torch.device, lengths: list[int], repeats: int) -> list[dict]:
     """Latency of one sentence (batch 1) through MiniLM: our fast and traced paths, and
     transformers' bare BertModel forward (its default attention) on the same ids."""
-    from model.pretrained import load_minilm, minilm_path, transformers_bert
+    from model.hf.bert import minilm_path, transformers_bert
+    from model.runtime.loading import load_minilm
 
     lm = load_minilm(device)
     reference = transformers_bert(minilm_path(), device, attn_implementation="sdpa")

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import torch
 
-from model.device import resolve_device
-from model.lab import DecodeStep, Encoded, ModelLoadError, filter_probs
-from model.pretrained import HFTokenizer, _short, hf_kind, load_tokenizer, read_hf_config
+from model.hf.common import HFTokenizer, hf_kind, load_tokenizer, read_hf_config, short_error
+from model.masks import causal_mask
+from model.runtime.decoding import filter_probs
+from model.runtime.device import resolve_device
+from model.runtime.types import DecodeStep, Encoded, ModelLoadError, decoder_tokens
 from model.trace import Trace
 
 DEFAULT_NEW_TOKENS = 64  # generation budget when none is given: big models are slow on CPU
@@ -110,7 +112,7 @@ class HFLabModel:
             )
         except Exception as err:  # corrupt or mismatched weights: one readable message
             raise ModelLoadError(
-                f"{folder}: the model could not be loaded ({_short(err)})"
+                f"{folder}: the model could not be loaded ({short_error(err)})"
             ) from err
         lm = cls(
             folder.name,
@@ -133,6 +135,10 @@ class HFLabModel:
         """How the model reads ``text``: tokens, unknown words, whether it was cut."""
         limit = self.max_len if self.kind != "decoder" else max(2, self.max_len // 2)
         return self.src_tokenizer.encode(text, limit)
+
+    def decoder_tokens(self, text: str, generated: list[str]) -> list[str]:
+        """What the decoder reads after generating ``generated`` (see types.decoder_tokens)."""
+        return decoder_tokens(self, text, generated, self.decoder_start_id)
 
     def _tensor(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor([ids], dtype=torch.long, device=self.device)
@@ -183,7 +189,8 @@ class HFLabModel:
         if self.kind == "decoder":
             seq = (enc.ids + continuation)[: self.max_len]
             out = self.hf_model(input_ids=self._tensor(seq), output_attentions=True)
-            return Trace([], tok.tokens(seq), {"decoder": _stack(out.attentions)})
+            masks = {"decoder": causal_mask(len(seq))}  # a causal LM: transformers' own rule
+            return Trace([], tok.tokens(seq), {"decoder": _stack(out.attentions)}, masks=masks)
         # Decoder input is the output shifted right: <start> y1 .. yn.
         dec_in = [self.decoder_start_id, *continuation][: self.max_len]
         out = self.hf_model(
@@ -196,7 +203,9 @@ class HFLabModel:
             "decoder": _stack(out.decoder_attentions),
             "cross": _stack(out.cross_attentions),
         }
-        return Trace(enc.tokens, tok.tokens(dec_in), attention)
+        return Trace(
+            enc.tokens, tok.tokens(dec_in), attention, masks={"decoder": causal_mask(len(dec_in))}
+        )
 
     @torch.inference_mode()
     def translate(self, text: str) -> str:

@@ -16,8 +16,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 
 from model.config import TransformerConfig
-from model.lab import LabModel, ModelLoadError, Network
-from model.tokenizer import WordTokenizer, load_vocab, save_vocab
+from model.runtime.lab import LabModel
+from model.runtime.tokenizer import WordTokenizer, load_vocab, save_vocab
+from model.runtime.types import ModelLoadError, Network
 from model.transformer import build_model
 
 WEIGHTS, CONFIG, VOCAB, METRICS, CURVE = (

@@ -1,6 +1,6 @@
 """Many students at once: N browser sessions in one headless Chromium, driven concurrently.
 
-    python -m ui.loadtest [--sessions 16] [--url http://127.0.0.1:8501]
+    python -m bench.loadtest [--sessions 16] [--url http://127.0.0.1:8501]
 
 Each session opens the explorer, types its own sentence and waits until its heatmap shows
 that sentence; then opens the decoding page on its own digits and presses Step a few
@@ -216,10 +216,10 @@ def serve(
 ):
     """A ``streamlit run app.py`` on a free port: yields (url, seconds until healthy), and
     the server's Popen too with ``return_process`` (to read its memory). With
-    ``timing_log`` the server records every script run's time there (ui.scripttiming)."""
+    ``timing_log`` the server records every script run's time there (bench.scripttiming)."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    launcher = ["streamlit"] if timing_log is None else ["ui.scripttiming", str(timing_log)]
+    launcher = ["streamlit"] if timing_log is None else ["bench.scripttiming", str(timing_log)]
     command = [sys.executable, "-m", *launcher, "run", "app.py", "--server.headless", "true",
                "--server.port", str(port), "--server.address", "127.0.0.1",
                "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]  # fmt: skip

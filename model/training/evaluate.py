@@ -1,6 +1,6 @@
 """Held-out evaluation: exact match and token accuracy of batched greedy decoding (KV cache).
 
-    python -m model.evaluate DIR [--n 2000] [--seed 20240] [--record]
+    python -m model.training.evaluate DIR [--n 2000] [--seed 20240] [--record]
 
 ``--record`` writes the result into DIR/metrics.json, with the command that measured it.
 """
@@ -18,11 +18,11 @@ from types import ModuleType
 
 import torch
 
-from model.checkpoint import METRICS, load_checkpoint, write_metrics
-from model.decoding import greedy_decode
-from model.lab import Network
+from model.runtime.checkpoint import METRICS, load_checkpoint, write_metrics
+from model.runtime.decoding import greedy_decode
+from model.runtime.tokenizer import WordTokenizer
+from model.runtime.types import Network
 from model.tasks import get_task
-from model.tokenizer import WordTokenizer
 
 EVAL_SEED = 20240  # the held-out split is disjoint from training whatever the seed
 
@@ -86,7 +86,7 @@ def evaluate(
 
 def main(argv: list[str] | None = None) -> dict:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m model.evaluate", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m model.training.evaluate", description=__doc__)
     parser.add_argument("folder", type=Path, help="a checkpoint folder written by model.train")
     parser.add_argument("--n", type=int, default=2000, help="held-out examples (default 2000)")
     parser.add_argument("--seed", type=int, default=EVAL_SEED)
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
     src = lm.src_tokenizer if lm.kind != "decoder" else None
     result = evaluate(lm.network, task, src, lm.tgt_tokenizer, args.n, args.seed, args.batch)
     result["eval_time_s"] = round(time.perf_counter() - start, 2)
-    result["evaluated_by"] = "python -m model.evaluate " + shlex.join(argv)
+    result["evaluated_by"] = "python -m model.training.evaluate " + shlex.join(argv)
     print(json.dumps(result, indent=1))
     if args.record:
         path = args.folder / METRICS

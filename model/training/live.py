@@ -13,14 +13,13 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
-from model.checkpoint import save_checkpoint
-from model.evaluate import EVAL_SEED, evaluate
-from model.lab import LabModel
-from model.train import DEFAULTS, Trainer
+from model.runtime.checkpoint import save_checkpoint
+from model.runtime.lab import LabModel
+from model.training.evaluate import EVAL_SEED, evaluate
+from model.training.trainer import TrainConfig, Trainer
 
 MAX_STEPS = 2000
 TIME_LIMIT_S = 300.0  # a class server is shared: no browser run may hold a core for long
@@ -80,22 +79,20 @@ class Settings:
         # Warm-up off = Noam with warmup 1: the rate starts at its peak and only decays.
         return max(1, min(400, self.steps // 4)) if self.warmup else 1
 
-    def train_args(self) -> SimpleNamespace:
-        """The fields model.train's Trainer reads, as its CLI would have parsed them."""
-        return SimpleNamespace(
-            **{
-                **DEFAULTS[self.task],
-                **SIZES[self.size],
-                "task": self.task,
-                "norm": self.norm,
-                "steps": self.steps,
-                "batch": self.batch,
-                "warmup": self.warmup_steps,
-                "lr_factor": self.lr_factor,
-                "dropout": 0.0,  # short runs: dropout only slows the picture down
-                "label_smoothing": 0.1,
-                "seed": self.seed,
-            }
+    def train_config(self) -> TrainConfig:
+        """The run as the Trainer reads it: the task's recipe at this size and these settings."""
+        return TrainConfig.for_task(
+            self.task,
+            **SIZES[self.size],
+            norm=self.norm,
+            steps=self.steps,
+            batch=self.batch,
+            warmup=self.warmup_steps,
+            lr_factor=self.lr_factor,
+            dropout=0.0,  # short runs: dropout only slows the picture down
+            label_smoothing=0.1,
+            seed=self.seed,
+            progress=False,
         )
 
 
@@ -108,6 +105,7 @@ class Snapshot:
     attention: torch.Tensor
     query_tokens: list[str]
     key_tokens: list[str]
+    mask: torch.Tensor | None = None  # [queries, keys] the model's own, True = may attend
 
 
 @dataclass
@@ -209,7 +207,7 @@ class LiveRun:
         started, reason = time.monotonic(), None
         try:
             with torch.random.fork_rng(devices=[]):  # keep the app's global RNG untouched
-                trainer = Trainer(self.settings.train_args(), torch.device("cpu"))
+                trainer = Trainer(self.settings.train_config(), torch.device("cpu"))
                 self._update(state="running")
                 self._snap(trainer, 0)
                 every, window = self.settings.every, []
@@ -253,7 +251,9 @@ class LiveRun:
         trace = lm.trace(source, target=target)
         kind = "decoder" if lm.kind == "decoder" else "cross"
         keys = trace.tgt_tokens if kind == "decoder" else trace.src_tokens
-        snap = Snapshot(step, kind, trace.attention[kind].clone(), trace.tgt_tokens, keys)
+        snap = Snapshot(
+            step, kind, trace.attention[kind].clone(), trace.tgt_tokens, keys, trace.mask(kind)
+        )
         with self._lock:
             self._progress.accuracy.append((step, acc["token_accuracy"]))
             self._progress.snapshots.append(snap)

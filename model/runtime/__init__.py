@@ -1,0 +1,6 @@
+"""Text in, Trace or decoding steps out: the LabModel facade, load(), checkpoints, tokenizers.
+
+Floors inside: ``types``, ``device`` and ``decoding`` at the bottom (the transformers
+adapters in ``model.hf`` use them), then ``tokenizer``, ``lab``, ``checkpoint``, ``bundle``
+and ``loading`` on top.
+"""

@@ -1,0 +1,2 @@
+"""Training: the paper's recipe (``trainer`` with its TrainConfig), held-out evaluation, the
+live background run of the browser's "train your own", and the warm-up experiment."""

@@ -1,0 +1,60 @@
+"""What every AppTest here does: open a page of the real app, read its charts, check it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+# The concept pages, each with the catalog key of its title.
+CONCEPT_PAGES = {
+    "concept_attention": "concepts.attention.title",
+    "concept_positional": "concepts.positional.title",
+    "concept_layernorm": "concepts.layernorm.title",
+    "concept_warmup": "concepts.warmup.title",
+    "concept_family": "concepts.family.title",
+}
+
+
+def open_page(page: str | None = None, timeout: float = 120, **query: str) -> AppTest:
+    """The app on ``pages/<page>.py`` (None: the home page) with ``query`` in the URL, run once."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    if page is not None:
+        at.switch_page(page if page.endswith(".py") else f"pages/{page}.py")
+    at.query_params.update(query)
+    return at.run()
+
+
+def elements(at: AppTest, kind: str) -> list:
+    """Every element of ``kind`` anywhere in the page, inside columns and expanders too."""
+    found = []
+
+    def walk(node):
+        if getattr(node, "type", None) == kind:
+            found.append(node)
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at.main)
+    return found
+
+
+def figures(at: AppTest) -> list[dict]:
+    """Every plotly chart's figure (data + layout), in page order."""
+    return [json.loads(chart.proto.spec) for chart in elements(at, "plotly_chart")]
+
+
+def chart(at: AppTest, key: str) -> dict | None:
+    """The figure of the chart whose widget key contains ``key``, or None."""
+    for element in elements(at, "plotly_chart"):
+        if key in element.proto.id:
+            return json.loads(element.proto.spec)
+    return None
+
+
+def ok(at: AppTest) -> None:
+    """No exception and no error box on the page."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
