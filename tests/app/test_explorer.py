@@ -106,7 +106,13 @@ def test_text_longer_than_the_model_is_cut_with_a_notice():
     at = explorer(text=" ".join(["word"] * 600))
     assert not at.exception
     assert translate("input.truncated", "en", limit=512) in [w.value for w in at.warning]
-    assert len(figures(at)[0]["layout"]["xaxis"]["ticktext"]) == 512
+    fig = figures(at)[0]
+    heatmap = fig["data"][-1]
+    assert len(heatmap["x"]) == len(heatmap["y"]) == 512  # every token keeps its cell
+    # At most 60 labels are drawn, so they never overlap; the hover names every token.
+    assert len(fig["layout"]["xaxis"]["ticktext"]) <= 60
+    assert heatmap["y"][0] == "[CLS] #0" and heatmap["y"][1] == "word #1"
+    assert heatmap["y"][511] == "[SEP] #511" and "%{y}" in heatmap["hovertemplate"]
 
 
 def test_a_huge_paste_is_cut_to_the_character_limit_first():
