@@ -169,3 +169,4 @@ else:
     st.caption(t("concepts.warmup.rerun"))
     st.code(meta.get("rerun", "python -m model.training.warmup --out assets/experiments/warmup"),
             language="bash")  # fmt: skip
+st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "warmup"})  # fmt: skip

@@ -47,7 +47,7 @@ def _masked(z: np.ndarray, mask) -> np.ndarray:
 
 HOVER_TOKENS_MAX_CELLS = 64 * 64  # above this, per-cell hover text would multiply the bytes
 # sent (it is not base64-packed): axes name their positions "token #i" instead (see _positions)
-MAX_TICK_LABELS = 60  # more labels than this overlap, and plotly's layout of hundreds of
+MAX_TICK_LABELS = 40  # more labels than this overlap, and plotly's layout of hundreds of
 # rotated labels is what froze a 256-token map for seconds: every k-th is drawn, hover names all
 
 
@@ -408,12 +408,9 @@ def focus_bars_figure(
             col=1,
         )
     fig.update_yaxes(range=[0, 1], showticklabels=False, showgrid=False)
+    tickvals, ticktext = thinned_ticks(labels)  # the hover names every key
     fig.update_xaxes(
-        tickmode="array",
-        tickvals=list(range(len(key_tokens))),
-        ticktext=labels,
-        tickangle=-45,
-        showticklabels=False,
+        tickmode="array", tickvals=tickvals, ticktext=ticktext, tickangle=-45, showticklabels=False
     )
     fig.update_xaxes(showticklabels=True, row=n_heads, col=1)
     fig.update_layout(
