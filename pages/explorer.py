@@ -6,7 +6,6 @@ address bar is a permalink), then the chosen view: one function per view in ``VI
 
 from __future__ import annotations
 
-import math
 import textwrap
 from dataclasses import dataclass
 
@@ -138,7 +137,7 @@ def show_heads(v: Shown) -> None:
     q_tokens, k_tokens = v.tokens
     if heads_pooled(q_tokens, k_tokens, HEADS_MAX_SIDE):
         n = max(len(q_tokens), len(k_tokens))
-        st.caption(t("explorer.heads_pooled", n=n, k=math.ceil(n / HEADS_MAX_SIDE)))
+        st.caption(t("explorer.heads_pooled", n=n, k=max(2, round(n / HEADS_MAX_SIDE))))
     plotly_chart(
         heads_figure(v.attention[v.layer], q_tokens, k_tokens, mask=v.mask, max_side=HEADS_MAX_SIDE,
                      titles=head_titles(v.n_heads), labels=axis_labels()),
