@@ -9,9 +9,9 @@ import torch.nn.functional as F
 
 from model import TransformerConfig, build_model
 from model.attention import MultiHeadAttention, scaled_dot_product_attention
-from model.decoding import greedy_decode
 from model.masks import causal_mask
 from model.positional import SCHEMES, alibi_bias, alibi_slopes, apply_rope, rope_frequencies
+from model.runtime.decoding import greedy_decode
 
 KINDS = ["encoder-decoder", "encoder", "decoder"]
 
@@ -328,8 +328,8 @@ def test_sdpa_bias_is_added_to_the_scaled_scores():
 @pytest.mark.parametrize(("positions", "n_kv_heads"), [("rope", 1), ("alibi", 2), ("none", 4)])
 def test_the_step_by_step_walkthrough_agrees_for_new_schemes_and_kv_heads(positions, n_kv_heads):
     from model import LabModel
-    from model.lab import Encoded
-    from model.walkthrough import walkthrough
+    from model.analysis.walkthrough import walkthrough
+    from model.runtime.types import Encoded
 
     class Words:
         pad_id, bos_id, eos_id, special_tokens = 0, None, None, frozenset()
