@@ -225,6 +225,7 @@ def show_step() -> None:
 
 
 st.fragment(show_step, run_every=PLAY_SECONDS if playing else None)()
+st.page_link("pages/modern.py", label=t("modern.link.from_decoding"), icon=":material/rocket_launch:")
 
 # ---- what ablation changed ----
 if head_off:
