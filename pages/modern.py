@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.experiments import kv_cache_bytes
+from model.analysis.concepts import kv_cache_bytes
 from ui.charts import plotly_chart
 from ui.concepts import try_model
 from ui.frame import require_frame
@@ -378,7 +378,7 @@ def sinks_section() -> None:
             tokens, share_values = sinks(selected_device(), sink_text)
             sink_labels = {
                 "sink_names": (t("modern.sinks.cls"), t("modern.sinks.sep")),
-                "layer_title": t("explorer.layer"), "head_title": t("explorer.head"),
+                "layer_title": t("common.layer"), "head_title": t("common.head"),
                 "value_name": t("modern.sinks.share"),
             }  # fmt: skip
             plotly_chart(sink_chart(selected_device(), sink_text, sink_labels), key="sink_chart")

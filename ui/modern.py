@@ -9,17 +9,17 @@ import numpy as np
 import streamlit as st
 import torch
 
-from model.analysis import sink_share
-from model.attention import MultiHeadAttention
-from model.decoding import greedy_decode
-from model.experiments import (
+from model.analysis.concepts import (
     attention_memory,
     cache_nbytes,
     online_softmax_example,
     qk_by_distance,
     rope_rotation,
 )
-from model.length_experiment import load_results
+from model.analysis.summaries import sink_share
+from model.attention import MultiHeadAttention
+from model.runtime.decoding import greedy_decode
+from model.training.lengths import load_results
 from ui.concepts import try_model
 from ui.models import load_model
 from viz.modern import (
