@@ -254,6 +254,34 @@ def test_gqa_with_as_many_kv_heads_as_heads_is_the_ungrouped_path():
     )  # fmt: skip
 
 
+def test_gqa_with_as_many_kv_heads_as_heads_is_the_papers_formula_head_by_head():
+    """Against an independent reading of the paper, not our own code: head_i =
+    softmax(Q W_Q^i (K W_K^i)ᵀ / √d_k) V W_V^i with column blocks i·d_k .. (i+1)·d_k, then
+    Concat(head_1..head_h) W_O."""
+    torch.manual_seed(1)
+    d_model, h, d_k = 32, 4, 8
+    mha = MultiHeadAttention(d_model, h, n_kv_heads=h).eval()
+    x, memory = torch.randn(2, 5, d_model), torch.randn(2, 7, d_model)
+    mask = torch.rand(2, 1, 5, 7) > 0.3
+    mask[..., 0] = True  # every query may attend something
+    with torch.no_grad():
+        out, weights = mha(x, memory, memory, mask)
+        q = x @ mha.q_proj.weight.T + mha.q_proj.bias
+        k = memory @ mha.k_proj.weight.T + mha.k_proj.bias
+        v = memory @ mha.v_proj.weight.T + mha.v_proj.bias
+        heads, ref_weights = [], []
+        for i in range(h):
+            cols = slice(i * d_k, (i + 1) * d_k)
+            scores = q[..., cols] @ k[..., cols].transpose(-1, -2) / math.sqrt(d_k)
+            w = torch.softmax(scores.masked_fill(~mask[:, 0], float("-inf")), dim=-1)
+            heads.append(w @ v[..., cols])
+            ref_weights.append(w)
+        ref = torch.cat(heads, dim=-1) @ mha.out_proj.weight.T + mha.out_proj.bias
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+    torch.testing.assert_close(weights, torch.stack(ref_weights, dim=1), atol=1e-6, rtol=0)
+    assert weights.shape == (2, h, 5, 7)
+
+
 @pytest.mark.parametrize("n_kv_heads", [1, 2])
 def test_gqa_equals_full_attention_with_each_kv_head_copied_to_its_group(n_kv_heads):
     torch.manual_seed(0)
