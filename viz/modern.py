@@ -308,22 +308,24 @@ def sink_figure(
     value_name: str,
     height: int = 300,
 ) -> go.Figure:
-    """[layers, heads, sinks] shares as one heatmap per sink, layers as rows, fixed [0, 1]."""
+    """[layers, heads, sinks] shares as one heatmap per sink, layers as rows (numbered from 1,
+    like the explorer's), colour range fixed to [0, 1]."""
     z = _as_array(share)
     n_layers, n_heads, n_sinks = z.shape
+    layers, heads = list(range(1, n_layers + 1)), list(range(1, n_heads + 1))  # as people count
     fig = make_subplots(rows=1, cols=n_sinks, horizontal_spacing=0.06,
                         subplot_titles=[_esc(s) for s in sink_names])  # fmt: skip
     for i in range(n_sinks):
         fig.add_trace(go.Heatmap(
             z=z[..., i], zmin=0, zmax=1, colorscale=PROBABILITY_SCALE, showscale=i == n_sinks - 1,
-            x=list(range(n_heads)), y=list(range(n_layers)), texttemplate="%{z:.2f}",
+            x=heads, y=layers, texttemplate="%{z:.2f}",
             textfont=dict(size=9), colorbar=dict(thickness=12),
             hovertemplate=_esc(layer_title) + " %{y} · " + _esc(head_title)
             + " %{x}<br>" + _esc(value_name) + ": %{z:.3f}<extra></extra>",
         ), row=1, col=i + 1)  # fmt: skip
         fig.update_xaxes(title=_esc(head_title), tickmode="array",
-                         tickvals=list(range(n_heads)), row=1, col=i + 1)  # fmt: skip
-        fig.update_yaxes(tickmode="array", tickvals=list(range(n_layers)),
+                         tickvals=heads, row=1, col=i + 1)  # fmt: skip
+        fig.update_yaxes(tickmode="array", tickvals=layers,
                          autorange="reversed", title=_esc(layer_title) if i == 0 else None,
                          row=1, col=i + 1)  # fmt: skip
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10))
