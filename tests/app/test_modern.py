@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.helpers import APP, ok
 from ui.i18n import translate
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 
 
@@ -32,11 +30,6 @@ def specs(at: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
-def ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-
-
 def lead(key: str, lang: str = "en") -> str:
     """A message's fixed words, up to its first placeholder."""
     return translate(key, lang).split("{")[0]
@@ -44,13 +37,6 @@ def lead(key: str, lang: str = "en") -> str:
 
 def texts(elements) -> str:
     return " ".join(str(e.value) for e in elements)
-
-
-@pytest.fixture(autouse=True)
-def no_missing_translations(caplog):
-    caplog.set_level(logging.WARNING, logger="ui.i18n")
-    yield
-    assert [r.getMessage() for r in caplog.get_records("call") if r.name == "ui.i18n"] == []
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
@@ -134,19 +120,22 @@ def test_the_cache_grows_one_row_per_step_and_equals_recomputation(model):
     assert lead("modern.cache.equal") in texts(at.success)
 
 
+@pytest.mark.parametrize("lang", ["en", "ko"])
 @pytest.mark.parametrize("key", ["mctext", "mstext"])
 @pytest.mark.parametrize("bad", ["", "<script>alert(1)</script> & <b>", "word " * 2000, "\x00\x07"])
-def test_bad_text_gets_a_message_not_a_traceback(key, bad):
-    at = open_page()
+def test_bad_text_gets_a_message_not_a_traceback(key, bad, lang):
+    at = open_page(lang=lang)
     at.text_input(key=key).set_value(bad).run()
     assert not at.exception, [e.value for e in at.exception]
     messages = texts(at.warning) + texts(at.info)
     if not bad.strip("\x00\x07 "):
-        assert translate("input.empty", "en") in messages
+        assert translate("input.empty", lang) in messages
     elif bad.startswith("<"):
-        assert translate("input.markup_literal", "en") in messages
+        assert translate("input.markup_literal", lang) in messages
     else:
         assert messages  # truncated, or unknown words: said, never silent
+    if lang == "ko":
+        assert HANGUL.search(messages)
 
 
 @pytest.mark.parametrize(
@@ -157,13 +146,14 @@ def test_bad_text_gets_a_message_not_a_traceback(key, bad):
         ({"mc_d": 100, "mc_h": 32}, "modern.calc.d_model_heads"),
     ],
 )
-def test_the_cache_calculator_explains_impossible_shapes(values, message):
-    at = open_page()
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_cache_calculator_explains_impossible_shapes(values, message, lang):
+    at = open_page(lang=lang)
     for key, value in values.items():
         at.number_input(key=key).set_value(value)
     at.run()
     ok(at)
-    assert lead(message) in texts(at.warning)
+    assert lead(message, lang) in texts(at.warning)
 
 
 def test_the_cache_calculator_gives_the_real_models_sizes():
@@ -207,3 +197,17 @@ def test_sinks_show_a_share_per_layer_and_head_for_minilm():
     sink = figures(at)["sink_chart"]
     assert len(sink["data"]) == 2  # [CLS] and [SEP]
     assert "8 tokens: spread evenly, [CLS] and [SEP] together would get 0.25" in texts(at.caption)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_mistyped_link_falls_back_to_defaults_not_a_traceback(lang):
+    at = open_page(lang=lang, mpair="999", mpos="abc", mfkeys="-3", mfblock="x", mkv="7",
+                   mcmodel="nope", mmetric="zzz", mmblock="5")  # fmt: skip
+    ok(at)
+    assert at.segmented_control(key="mkv").value == 8
+    assert at.segmented_control(key="mcmodel").value == "en2ko"
+    assert at.segmented_control(key="mmetric").value == "token_accuracy"
+    assert at.segmented_control(key="mmblock").value == 64
+    assert 0 <= at.slider(key="mpair").value <= 31
+    assert 4 <= at.slider(key="mfkeys").value <= 32
+    assert translate("modern.title", lang) == at.title[0].value
