@@ -299,7 +299,7 @@ def flash_section() -> None:
     st.header(t("modern.flash.header"))
     st.markdown(t("modern.flash.text"))
     st.latex(
-        r"m' = \max(m, \max_j s_j),\quad \ell' = e^{m - m'}\,\ell + \sum_j e^{s_j - m'},\quad"
+        r"m' = \max(m, \max_j s_j),\quad \ell' = e^{m - m'}\,\ell + \sum_j e^{s_j - m'},\quad "
         r"o' = e^{m - m'}\,o + \sum_j e^{s_j - m'}\, v_j,\quad \text{out} = o / \ell"
     )
     f1, f2, f3 = st.columns(3)

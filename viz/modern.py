@@ -26,10 +26,13 @@ def _esc(text: str) -> str:
     return html.escape(str(text or ""), quote=False)
 
 
-def _legend_top(fig: go.Figure, height: int, top: int = 40) -> go.Figure:
+def _legend_top(fig: go.Figure, height: int, top: int = 40, above: int = 6) -> go.Figure:
+    """The legend in one row above the plot, ``above`` pixels over it (subplot titles sit in
+    the first ~24 px, so figures with them pass more)."""
+    y = 1 + above / max(1, height - top - 10)  # paper coordinates of the plot area
     fig.update_layout(
         height=height, margin=dict(l=10, r=10, t=top, b=10),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+        legend=dict(orientation="h", yanchor="bottom", y=y, xanchor="left", x=0),
     )  # fmt: skip
     return fig
 
@@ -107,7 +110,7 @@ def qk_distance_figure(
             ), row=1, col=col)  # fmt: skip
         fig.update_xaxes(title=_esc(x_title), row=1, col=col)
     fig.update_yaxes(title=_esc(y_title), row=1, col=1)
-    return _legend_top(fig, height, top=70)
+    return _legend_top(fig, height, top=72, above=30)
 
 
 def rope_rotation_figure(
@@ -265,7 +268,7 @@ def online_softmax_figure(
     fig.update_xaxes(title=_esc(key_title), row=1, col=1)
     fig.update_xaxes(title=_esc(dim_title), tickmode="array", tickvals=dims, row=1, col=2)
     fig.update_layout(barmode="group")
-    return _legend_top(fig, height, top=70)
+    return _legend_top(fig, height, top=72, above=30)
 
 
 def memory_figure(
