@@ -225,7 +225,6 @@ def show_step() -> None:
 
 
 st.fragment(show_step, run_every=PLAY_SECONDS if playing else None)()
-st.page_link("pages/modern.py", label=t("modern.link.from_decoding"), icon=":material/rocket_launch:")
 
 # ---- what ablation changed ----
 if head_off:
@@ -285,3 +284,7 @@ if ours:
             )
             mistakes = sum(wrong[1])
             st.caption(t("decoding.forcing_summary", forced=sum(wrong[0]), free=mistakes))
+
+st.divider()
+# How today's decoders keep their keys and values: the cache, GQA and FlashAttention.
+st.page_link("pages/modern.py", label=t("modern.link.from_decoding"), icon=":material/rocket_launch:")

@@ -211,3 +211,22 @@ def test_a_mistyped_link_falls_back_to_defaults_not_a_traceback(lang):
     assert 0 <= at.slider(key="mpair").value <= 31
     assert 4 <= at.slider(key="mfkeys").value <= 32
     assert translate("modern.title", lang) == at.title[0].value
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+@pytest.mark.parametrize(
+    ("page", "label"),
+    [
+        ("concept_positional", "modern.link.from_positional"),
+        ("decoding", "modern.link.from_decoding"),
+    ],
+)
+def test_the_positional_and_decoding_pages_link_here(page, label, lang):
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.switch_page(f"pages/{page}.py")
+    at.query_params.update(lang=lang)
+    at.run()
+    ok(at)
+    links = {link.proto.label: link.proto.page for link in at.get("page_link")}
+    assert translate(label, lang) in links
+    assert links[translate(label, lang)] == "modern"  # the url_path of pages/modern.py
