@@ -338,8 +338,8 @@ def memory_section() -> None:
     st.subheader(t("modern.memory.header"))
     st.markdown(t("modern.memory.text"))
     mem_block = linked(
-        st.segmented_control, t("modern.memory.block"), [16, 64, 128], key="mmblock",
-        required=True, default=64,
+        st.segmented_control, t("modern.memory.block"), [64, 128, 256], key="mmblock",
+        required=True, default=128,
     )  # fmt: skip
     mem = memory(mem_block)
     plotly_chart(

@@ -279,8 +279,9 @@ def memory_figure(
     y_title: str,
     height: int = 340,
 ) -> go.Figure:
-    """Bytes held against n on log-log axes: measured points, formulas as dashed lines.
-    ``names`` maps "full" and "tiled" to legend names."""
+    """Peak bytes against n on log-log axes: measured points; dashed, ordinary attention's
+    formula and (under the tiled points) the output alone. ``names`` maps "full" and "tiled"
+    to legend names."""
     fig = go.Figure()
     for i, key in enumerate(("full", "tiled")):
         colour = SERIES_COLOURS[i]
@@ -291,7 +292,8 @@ def memory_figure(
             hovertemplate="n=%{x}: %{text}<extra></extra>",
         ))  # fmt: skip
         fig.add_trace(go.Scatter(
-            x=memory["n"], y=memory[f"{key}_formula"], mode="lines", showlegend=False,
+            x=memory["n"], y=memory["full_formula" if key == "full" else "output_bytes"],
+            mode="lines", showlegend=False,
             line=dict(color=colour, dash="dash"), hoverinfo="skip",
         ))  # fmt: skip
     fig.update_xaxes(title=_esc(x_title), type="log")

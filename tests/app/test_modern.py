@@ -184,11 +184,17 @@ def test_a_block_larger_than_the_keys_is_one_tile_not_an_error():
 
 
 def test_memory_measurements_match_the_formulas():
-    at = open_page(mmblock="16")
+    at = open_page(mmblock="64")
     ok(at)
     mem = figures(at)["memory_chart"]["data"]
     measured_full, formula_full = mem[0]["y"], mem[1]["y"]
     assert measured_full == formula_full
+    tiled, output = mem[2]["y"], mem[3]["y"]
+    assert isinstance(tiled, list) and len(tiled) == 5  # n = 64 .. 1024
+    assert output == [n * 64 * 4 for n in (64, 128, 256, 512, 1024)]
+    above = [a - b for a, b in zip(tiled, output)]
+    assert len(set(above[1:])) == 1, above  # the working set beside the output does not grow
+    assert tiled[-1] < measured_full[-1] / 8
 
 
 def test_sinks_show_a_share_per_layer_and_head_for_minilm():
@@ -207,7 +213,7 @@ def test_a_mistyped_link_falls_back_to_defaults_not_a_traceback(lang):
     assert at.segmented_control(key="mkv").value == 8
     assert at.segmented_control(key="mcmodel").value == "en2ko"
     assert at.segmented_control(key="mmetric").value == "token_accuracy"
-    assert at.segmented_control(key="mmblock").value == 64
+    assert at.segmented_control(key="mmblock").value == 128
     assert 0 <= at.slider(key="mpair").value <= 31
     assert 4 <= at.slider(key="mfkeys").value <= 32
     assert translate("modern.title", lang) == at.title[0].value

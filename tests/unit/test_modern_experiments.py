@@ -12,6 +12,7 @@ import torch
 
 from model import TransformerConfig, build_model
 from model.analysis.concepts import (
+    AllocationMeter,
     attention_memory,
     cache_nbytes,
     kv_cache_bytes,
@@ -181,12 +182,28 @@ def test_the_online_softmax_example_ends_at_ordinary_attention():
     assert float(steps[-1].m_new) == pytest.approx(float(scores.max()))
 
 
+def test_the_allocation_meter_counts_what_lives_at_once_and_frees():
+    before = torch.zeros(10_000)  # made outside: not counted, nor are views of it
+    with AllocationMeter() as meter:
+        a = torch.zeros(1000)  # 4,000 bytes
+        b = torch.zeros(500)  # + 2,000 = 6,000 alive
+        _view = b[:10]  # a view: no new memory
+        _outside = before[:100]
+        del a  # 2,000 alive
+        c = torch.zeros(2000)  # + 8,000 = 10,000 alive: the peak
+        assert meter.live == 10_000
+    assert meter.peak == 10_000
+    del b, c, _view
+    assert meter.live == 0  # every free was seen
+
+
 def test_measured_attention_memory_follows_the_formulas_and_tiles_do_not_grow():
-    mem = attention_memory([16, 64, 256], block_size=16)
-    assert mem["full_measured"] == mem["full_formula"]
-    assert mem["tiled_measured"] == mem["tiled_formula"]
-    assert mem["full_measured"][2] == 16 * mem["full_measured"][1]  # n² : 4× n -> 16× bytes
-    assert mem["tiled_measured"][1] == mem["tiled_measured"][2]
+    mem = attention_memory([16, 64, 128, 256], block_size=16)
+    assert mem["full_measured"] == mem["full_formula"]  # 3 n² floats + the output, exactly
+    assert mem["full_measured"][3] > 3.5 * mem["full_measured"][2]  # n² : 2× n -> ~4× bytes
+    above_output = [t - o for t, o in zip(mem["tiled_measured"], mem["output_bytes"])]
+    assert above_output[1] == above_output[2] == above_output[3], above_output  # not with n
+    assert mem["tiled_measured"][3] < mem["full_measured"][3] / 8
     assert max(mem["max_diff"]) < 1e-5
 
 
