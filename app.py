@@ -80,6 +80,12 @@ pages = {
             icon=":material/account_tree:",
             url_path="concept_family",
         ),
+        st.Page(
+            "pages/modern.py",
+            title=t("nav.modern"),
+            icon=":material/rocket_launch:",
+            url_path="modern",
+        ),
     ],
     t("nav.section.practice"): [
         st.Page(

@@ -59,13 +59,22 @@ class AddNorm(nn.Module):
         return out
 
 
+def self_attention(cfg: TransformerConfig) -> MultiHeadAttention:
+    """Self-attention as the config says: key/value heads, and relative positions (RoPE or
+    ALiBi) applied here rather than added to the embeddings. Cross-attention takes no
+    positions: its keys are another sequence's."""
+    return MultiHeadAttention(
+        cfg.d_model, cfg.n_heads, cfg.dropout, n_kv_heads=cfg.kv_heads, positions=cfg.positions
+    )
+
+
 class EncoderLayer(nn.Module):
     """Self-attention over the whole input, then the FFN; each wrapped in Add & Norm."""
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         pre = cfg.norm_placement == "pre"
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.self_attn = self_attention(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.attn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
         self.ffn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
@@ -104,10 +113,12 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: TransformerConfig, cross: bool):
         super().__init__()
         pre = cfg.norm_placement == "pre"
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.self_attn = self_attention(cfg)
         self.attn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
         self.cross_attn = (
-            MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout) if cross else None
+            MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout, n_kv_heads=cfg.kv_heads)
+            if cross
+            else None
         )
         self.cross_norm = (
             AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre) if cross else None

@@ -132,3 +132,4 @@ st.success(
     icon=":material/check_circle:",
 )
 st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "positional"})  # fmt: skip
+st.page_link("pages/modern.py", label=t("modern.link.from_positional"), icon=":material/rocket_launch:")

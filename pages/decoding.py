@@ -284,3 +284,7 @@ if ours:
             )
             mistakes = sum(wrong[1])
             st.caption(t("decoding.forcing_summary", forced=sum(wrong[0]), free=mistakes))
+
+st.divider()
+# How today's decoders keep their keys and values: the cache, GQA and FlashAttention.
+st.page_link("pages/modern.py", label=t("modern.link.from_decoding"), icon=":material/rocket_launch:")

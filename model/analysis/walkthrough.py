@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from model.attention import repeat_kv
+from model.positional import alibi_bias, apply_rope
 from model.trace import Recorder
 
 
@@ -95,14 +97,23 @@ def walkthrough(lm, text: str, layer: int) -> Walkthrough:
     n, d_model, h = x.shape[0], x.shape[1], mha.n_heads
     d_k = d_model // h
 
-    def project(linear: nn.Linear) -> torch.Tensor:  # [L, D] -> [H, L, d_k]
+    def project(linear: nn.Linear, heads: int) -> torch.Tensor:  # [L, D] -> [heads, L, d_k]
         w = linear.weight.detach().float().cpu()
         b = linear.bias.detach().float().cpu() if linear.bias is not None else 0.0
-        return (x @ w.T + b).view(n, h, d_k).transpose(0, 1)
+        return (x @ w.T + b).view(n, heads, d_k).transpose(0, 1)
 
-    q, k, v = project(mha.q_proj), project(mha.k_proj), project(mha.v_proj)
+    # Grouped-query models share each key/value head across a group of query heads.
+    g = mha.n_kv_heads
+    q = project(mha.q_proj, h)
+    k = repeat_kv(project(mha.k_proj, g)[None], h // g)[0]
+    v = repeat_kv(project(mha.v_proj, g)[None], h // g)[0]
+    pos = torch.arange(n)
+    if mha.rope:  # rotary positions turn q and k before they meet
+        q, k = apply_rope(q, pos), apply_rope(k, pos)
     scores = q @ k.transpose(-1, -2)  # [H, L, L]
     scaled = scores / math.sqrt(d_k)
+    if mha.alibi:  # ALiBi: the distance penalty joins the scaled scores
+        scaled = scaled + alibi_bias(h, pos, pos)
     mask = seen["mask"]
     allowed = (
         torch.ones(n, n, dtype=torch.bool)
