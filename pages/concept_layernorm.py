@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from model.analysis.concepts import layernorm_scale
 from model.analysis.walkthrough import layer_norm_module
 from ui.charts import plotly_chart
 from ui.concepts import cached_hidden, cached_trace, concept_model, concept_sentence
@@ -74,12 +75,15 @@ plotly_chart(where=b2, fig=
                  y_title=t("concepts.layernorm.std")),
     key="std_chart",
 )  # fmt: skip
-st.caption(t("concepts.layernorm.stats_caption"))
-
 module = layer_norm_module(lm.network, chosen)
 if module is not None and module.weight is not None:
     gamma = module.weight.detach().float().cpu().numpy()
     beta = module.bias.detach().float().cpu().numpy() if module.bias is not None else 0 * gamma
+    scale = layernorm_scale(gamma, beta)
+    out_std = stats["out_std"].numpy()
+    st.caption(t("concepts.layernorm.stats_caption", bmean=f"{scale['mean_beta']:.3f}",
+                 rms=f"{scale['rms_gamma']:.2f}", std=f"{scale['std_gamma']:.3f}",
+                 lo=f"{out_std.min():.2f}", hi=f"{out_std.max():.2f}"))  # fmt: skip
     plotly_chart(
         lines_figure(range(len(gamma)), {"γ (gamma)": gamma, "β (beta)": beta},
                      x_title=t("concepts.dimension"), y_title=t("concepts.value"),
@@ -88,6 +92,8 @@ if module is not None and module.weight is not None:
     )  # fmt: skip
     st.caption(t("concepts.layernorm.gamma_caption", gmean=f"{gamma.mean():.3f}",
                  bmean=f"{beta.mean():.3f}"))  # fmt: skip
+else:
+    st.caption(t("concepts.layernorm.stats_caption_plain"))
 
 st.subheader(t("concepts.layernorm.residual"))
 residual = trace.residual_norms.get(stack)
@@ -98,7 +104,23 @@ if residual is not None:
                      y_title="‖x‖", markers=True),
         key="residual_chart",
     )  # fmt: skip
-    st.caption(t(f"concepts.layernorm.residual_caption.{placement}"))
+    if placement == "post":
+        # Each layer's output is its last LayerNorm's: the length γ and β give it.
+        n_layers = residual.shape[0] - 1
+        last = [layer_norm_module(lm.network, f"{stack}.{i}.ffn") for i in range(n_layers)]
+        sizes = [layernorm_scale(m.weight.detach().float().cpu().numpy(),
+                                 None if m.bias is None else m.bias.detach().float().cpu().numpy())
+                 for m in last if m is not None and m.weight is not None]  # fmt: skip
+        after = residual[1:].numpy()
+        if sizes and after.size:
+            lengths = [s_["length"] for s_ in sizes]
+            st.caption(t("concepts.layernorm.residual_caption.post",
+                         lo=f"{min(lengths):.1f}", hi=f"{max(lengths):.1f}",
+                         init=f"{sizes[0]['d'] ** 0.5:.1f}",
+                         std=f"{max(s_['sqrt_d_std'] for s_ in sizes):.2f}",
+                         mlo=f"{after.min():.1f}", mhi=f"{after.max():.1f}"))  # fmt: skip
+    else:
+        st.caption(t("concepts.layernorm.residual_caption.pre"))
 
 st.header(t("concepts.layernorm.vs_batch"))
 st.markdown(t("concepts.layernorm.vs_batch_text"))

@@ -164,3 +164,29 @@ def permutation_demo(
         (run(words_a, True), run(words_b, True)),
         (run(words_a, False), run(words_b, False)),
     )
+
+
+# --- what a LayerNorm's γ and β do to its output's size -----------------------------------------
+
+
+def layernorm_scale(gamma, beta=None) -> dict[str, float]:
+    """The sizes a LayerNorm's affine step sets, from its learned γ (scale) and β (shift).
+
+    The normalized vector n has mean 0 and ‖n‖ = √d, so the output γ⊙n + β has a standard
+    deviation over features of about rms(γ) = √mean(γ²) (not std(γ): γ scales every feature,
+    so its typical size matters, not its spread) and a length of about √(Σγᵢ² + Σβᵢ²),
+    which is ≈ √d·rms(γ) when β is small.
+    """
+    g = np.asarray(gamma, dtype=np.float64).ravel()
+    b = np.zeros_like(g) if beta is None else np.asarray(beta, dtype=np.float64).ravel()
+    d = g.size
+    rms = float(np.sqrt(np.mean(g**2)))
+    return {
+        "d": d,
+        "rms_gamma": rms,
+        "std_gamma": float(g.std()),
+        "mean_beta": float(b.mean()),
+        "length": float(np.sqrt(np.sum(g**2) + np.sum(b**2))),
+        "sqrt_d_rms": float(np.sqrt(d) * rms),
+        "sqrt_d_std": float(np.sqrt(d) * g.std()),
+    }

@@ -9,6 +9,7 @@ import torch
 
 from model.analysis.concepts import (
     attention_cost,
+    layernorm_scale,
     permutation_demo,
     qk_variance,
     softmax_saturation,
@@ -23,6 +24,37 @@ def minilm():
     from model import load
 
     return load("minilm", device="cpu")
+
+
+def test_layernorm_captions_hold_on_minilm(minilm):
+    """The layer-norm page's claims, recomputed: after a post-LN norm the standard deviation
+    over features is about rms(γ) (not std(γ)), and each layer's output length is about
+    √(Σγ² + Σβ²) ≈ √d_model·rms(γ) (not √d_model·std(γ))."""
+    from model.analysis.walkthrough import layer_norm_module
+
+    trace = minilm.trace("I study math")
+    lengths = trace.residual_norms["encoder"]  # [layers + 1, tokens]
+    assert minilm.config.norm_placement == "post"
+    for i in range(lengths.shape[0] - 1):
+        module = layer_norm_module(minilm.network, f"encoder.{i}.ffn")
+        scale = layernorm_scale(module.weight.detach().numpy(), module.bias.detach().numpy())
+        assert scale["length"] == pytest.approx(scale["sqrt_d_rms"], rel=0.02)  # β is small
+        after = lengths[i + 1].numpy()
+        # within the caption's "about": never above, at most 45 % below (the [CLS] token,
+        # whose one huge normalized feature meets a small γ)
+        assert (after <= 1.05 * scale["length"]).all() and (after >= 0.55 * scale["length"]).all()
+        assert scale["sqrt_d_std"] < 0.25 * after.min()  # the old caption's formula is far off
+        out_std = trace.norms[f"encoder.{i}.ffn"]["out_std"].numpy()
+        assert (out_std <= 1.05 * scale["rms_gamma"]).all()
+        assert (out_std >= 0.55 * scale["rms_gamma"]).all()
+        assert scale["std_gamma"] < 0.25 * out_std.min()
+
+
+def test_layernorm_scale_at_initialisation_is_sqrt_d():
+    scale = layernorm_scale(torch.ones(64).numpy(), torch.zeros(64).numpy())
+    assert scale["length"] == pytest.approx(8.0)
+    assert scale["rms_gamma"] == pytest.approx(1.0)
+    assert scale["std_gamma"] == 0.0
 
 
 def test_qk_variance_of_unit_random_vectors_is_d_k_and_one_after_scaling():
