@@ -273,3 +273,15 @@ def norm_axes_figure(
         fig.update_xaxes(title=_esc(col_title), row=1, col=i + 1)
     fig.update_layout(height=340, margin=dict(l=10, r=10, t=40, b=10))
     return fig
+
+
+def robust_bound(values, percentile: float = 99.0) -> float:
+    """A symmetric colour range that a few outliers cannot set: the ``percentile`` of |value|.
+
+    Cells beyond it draw in the end colours (the caption must say so); hover keeps the value.
+    """
+    z = _as_array(values)
+    finite = np.abs(z[np.isfinite(z)])
+    if not finite.size:
+        return 1.0
+    return max(float(np.percentile(finite, percentile)), 1e-9)

@@ -126,6 +126,12 @@ class PermutationDemo:
         a, b = self.with_pe if which == "with" else self.without_pe
         return float((b - a[self.perm]).abs().max())
 
+    def invariance_gap(self) -> float:
+        """Largest |out_b[i] - out_a[i]| without positions: > 0, so the block is not
+        permutation-invariant (same outputs), only equivariant (outputs permuted)."""
+        a, b = self.without_pe
+        return float((b - a).abs().max())
+
 
 @torch.inference_mode()
 def permutation_demo(
@@ -190,3 +196,37 @@ def layernorm_scale(gamma, beta=None) -> dict[str, float]:
         "sqrt_d_rms": float(np.sqrt(d) * rms),
         "sqrt_d_std": float(np.sqrt(d) * g.std()),
     }
+
+
+# --- PE(p + k) = M_k · PE(p) ------------------------------------------------------------------
+
+
+def pe_wavelengths(d_model: int) -> np.ndarray:
+    """The wavelength 2π·10000^(2i/d) of each sin/cos pair i (interleaved table)."""
+    return 2 * np.pi * 10000.0 ** (np.arange(0, d_model, 2, dtype=np.float64) / d_model)
+
+
+def pe_shift_matrix(d_model: int, k: int) -> np.ndarray:
+    """M_k, [d, d]: the matrix with PE(p + k) = M_k · PE(p) for every position p.
+
+    Block diagonal, one 2 × 2 rotation by k·ω_i per (sin, cos) pair of the interleaved
+    table: sin((p+k)ω) = cos(kω)·sin(pω) + sin(kω)·cos(pω), and cos((p+k)ω) =
+    −sin(kω)·sin(pω) + cos(kω)·cos(pω). It depends on k only, never on p.
+    """
+    if d_model <= 0 or d_model % 2:
+        raise ValueError("d_model must be a positive even number")
+    omega = 2 * np.pi / pe_wavelengths(d_model)
+    m = np.zeros((d_model, d_model))
+    for i, w in enumerate(omega):
+        c, s = np.cos(k * w), np.sin(k * w)
+        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[c, s], [-s, c]]
+    return m
+
+
+def pe_shift_error(table: np.ndarray, k: int) -> float:
+    """Largest |M_k · PE(p) − PE(p + k)| over every p of ``table`` (interleaved, [L, d])."""
+    table = np.asarray(table, dtype=np.float64)
+    if k >= table.shape[0]:
+        raise ValueError("k must be smaller than the number of positions")
+    m = pe_shift_matrix(table.shape[1], k)
+    return float(np.abs(table[:-k or None] @ m.T - table[k:]).max()) if k else 0.0

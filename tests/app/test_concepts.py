@@ -113,3 +113,39 @@ def test_warmup_sliders_and_presets():
     names = [d["name"] for d in figures(at)[0]["data"] if d.get("name")]
     assert len(names) == 2 and "256:8000" in names[0]
     assert "6.988e-04" in " ".join(m.value for m in at.latex)  # 256^-0.5 · 8000^-0.5
+
+
+def _caption_with(at: AppTest, key: str, lang: str = "en") -> str:
+    """The caption whose text starts like the catalog entry ``key`` (numbers filled in)."""
+    head = re.split(r"\{", translate(key, lang))[0][:30]
+    found = [c.value for c in at.caption if c.value.startswith(head)]
+    assert found, f"no caption like {key}"
+    return found[0]
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_layernorm_captions_carry_the_measured_numbers(lang):
+    at = open_page("concept_layernorm", lnorm="encoder.0.ffn", lang=lang)
+    ok(at)
+    stats = _caption_with(at, "concepts.layernorm.stats_caption", lang)
+    assert "rms(γ)" in stats and "0.6" in stats  # rms(γ) of MiniLM's first FFN norm: 0.62
+    length = _caption_with(at, "concepts.layernorm.residual_caption.post", lang)
+    assert "19.6" in length  # √384 at initialisation
+    assert "√d_model·std(γ)" in length  # named as what the length is not
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_positional_shift_matrix_and_clipped_learned_table(lang):
+    at = open_page("concept_positional", pmaxlen="30", pdmodel="16", pshift="4", pstart="2",
+                   lang=lang)  # fmt: skip
+    ok(at)
+    shift = helpers.chart(at, "shift_chart")
+    assert shift["layout"]["yaxis"]["ticktext"] == ["PE(2)", "M_4 · PE(2)", "PE(6)"]
+    check = translate("concepts.positional.shift_check", lang, k=4, p=2, one="", every="", n=26)
+    assert any(s.value[:12] == check[:12] for s in at.success)
+    learned = helpers.chart(at, "learned_chart")["data"][-1]
+    assert learned["zmax"] < 0.2  # the 99th percentile, not the largest value (about 1.9)
+    clip = _caption_with(at, "concepts.positional.learned_clip", lang)
+    assert f"{learned['zmax']:.3f}" in clip
+    assert "d_model = 16" in _caption_with(at, "concepts.positional.wavelengths", lang)
+    assert any("equivariant" in w.value for w in at.warning)
