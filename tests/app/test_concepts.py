@@ -149,3 +149,24 @@ def test_positional_shift_matrix_and_clipped_learned_table(lang):
     assert f"{learned['zmax']:.3f}" in clip
     assert "d_model = 16" in _caption_with(at, "concepts.positional.wavelengths", lang)
     assert any("equivariant" in w.value for w in at.warning)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_warmup_experiment_shows_bands_the_exact_command_and_what_it_shows(lang):
+    from model.training.warmup import load_warmup
+
+    meta, _ = load_warmup()
+    at = open_page("concept_warmup", lang=lang)
+    ok(at)
+    for norm in ("post", "pre"):
+        fig = helpers.chart(at, f"exp_{norm}_chart")
+        fills = [d for d in fig["data"] if d.get("fill") == "toself"]
+        assert len(fills) == 2 and len(fig["data"]) == 4  # a band and a mean line per variant
+    assert meta["rerun"] in [c.value for c in at.code]
+    assert "--d-model 64" in meta["rerun"] and "--lr-factor 0.125" in meta["rerun"]
+    text = " ".join(m.value for m in at.markdown)
+    v = meta["variants"]
+    assert f"{v['pre_no_warmup']['exact_match']:.2f}" in text
+    assert f"{v['post_no_warmup']['exact_match_max']:.2f}" in text
+    table = at.dataframe[0].value
+    assert len(table) == 4

@@ -15,7 +15,7 @@ from model.analysis.concepts import (
     softmax_saturation,
 )
 from model.schedule import noam_lr
-from model.training.warmup import WARMUP_VARIANTS, load_warmup
+from model.training.warmup import WARMUP_SEEDS, WARMUP_VARIANTS, load_warmup, seed_band
 from viz.concepts import lines_figure, mask_figure, matrix_heatmap, step_frame
 
 
@@ -149,19 +149,71 @@ def test_attention_cost_memory_grows_like_n_squared():
     assert all(ms > 0 for ms in cost["ms"])
 
 
-def test_the_shipped_warmup_experiment_has_all_four_curves_and_its_commands():
+def test_the_shipped_warmup_experiment_has_every_curve_and_its_exact_command():
     meta, curves = load_warmup()
     assert set(curves) == set(WARMUP_VARIANTS)
-    for name, curve in curves.items():
-        assert len(curve["step"]) == len(curve["loss"]) == len(curve["lr"]) > 10
-        info = meta["variants"][name]
-        assert info["command"].startswith("python -m model.train --task reverse")
+    assert meta["seeds"] == list(WARMUP_SEEDS) and len(meta["seeds"]) >= 3
+    # the rerun command names every setting that shapes the result, with the shipped values
+    assert meta["rerun"] == (
+        f"python -m model.training.warmup --out assets/experiments/warmup --steps {meta['steps']}"
+        f" --d-model {meta['d_model']} --layers {meta['layers']} --lr-factor {meta['lr_factor']:g}"
+        f" --seeds {','.join(str(s) for s in meta['seeds'])}"
+    )
+    args = warmup_main_parser_defaults()
+    assert (args.steps, args.d_model, args.layers, args.lr_factor, args.seeds) == (
+        meta["steps"], meta["d_model"], meta["layers"], meta["lr_factor"], tuple(meta["seeds"])
+    )  # fmt: skip
+    for name, runs in curves.items():
         norm, warmup = WARMUP_VARIANTS[name]
-        assert f"--norm {norm}" in info["command"] and f"--warmup {warmup}" in info["command"]
-        # the logged rate is the Noam formula with the experiment's settings (d_model 64)
-        for step, lr in zip(curve["step"][:5], curve["lr"][:5]):
-            assert lr == pytest.approx(noam_lr(int(step), 64, warmup), rel=1e-4)
-    assert "python -m model.training.warmup" in meta["rerun"]
+        assert set(runs) == set(meta["seeds"])
+        for seed, curve in runs.items():
+            assert len(curve["step"]) == len(curve["loss"]) == len(curve["lr"]) > 10
+            run = next(r for r in meta["variants"][name]["runs"] if r["seed"] == seed)
+            for flag in (f"--norm {norm}", f"--warmup {warmup}", f"--seed {seed}",
+                         f"--d-model {meta['d_model']}", f"--lr-factor {meta['lr_factor']:g}",
+                         f"--layers {meta['layers']}", f"--steps {meta['steps']}"):  # fmt: skip
+                assert flag in run["command"]
+            # the logged rate is the Noam formula with the experiment's own settings
+            for step, lr in zip(curve["step"][:5], curve["lr"][:5]):
+                expected = noam_lr(int(step), meta["d_model"], warmup, meta["lr_factor"])
+                assert lr == pytest.approx(expected, rel=1e-4)
+
+
+def test_the_shipped_warmup_result_is_what_the_page_says():
+    """Pre-LN learns without warm-up, post-LN does not, in every seed (the page's claim)."""
+    meta, _ = load_warmup()
+    v = meta["variants"]
+    assert v["post_no_warmup"]["exact_match_max"] == 0.0
+    assert v["post_no_warmup"]["final_loss_min"] > 2.5
+    for name in ("post_warmup", "pre_warmup", "pre_no_warmup"):
+        assert v[name]["exact_match_min"] > 0.5 and v[name]["final_loss_max"] < 1.2
+
+
+def warmup_main_parser_defaults():
+    """The defaults of ``python -m model.training.warmup`` (what a bare re-run trains)."""
+    import argparse
+
+    from model.training import warmup
+
+    seen = {}
+
+    def grab(out, steps, seeds, d_model, layers, factor, jobs):
+        seen.update(steps=steps, seeds=seeds, d_model=d_model, layers=layers, lr_factor=factor)
+        return {"variants": {}}
+
+    original = warmup.run_warmup
+    warmup.run_warmup = grab
+    try:
+        warmup.main([])
+    finally:
+        warmup.run_warmup = original
+    return argparse.Namespace(**seen)
+
+
+def test_seed_band_spans_the_seeds():
+    runs = {0: {"step": [10, 20], "loss": [3.0, 2.0]}, 1: {"step": [10, 20], "loss": [1.0, 4.0]}}
+    band = seed_band(runs)
+    assert band == {"step": [10, 20], "mean": [2.0, 3.0], "min": [1.0, 2.0], "max": [3.0, 4.0]}
 
 
 def test_concept_figures_escape_tokens_and_fix_ranges():
