@@ -179,3 +179,4 @@ st.success(
 )
 st.warning(t("concepts.positional.equivariant", perm=f"{no_pe:.1e}",
              same=f"{demo.invariance_gap():.2f}"), icon=":material/priority_high:")  # fmt: skip
+st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "positional"})  # fmt: skip
