@@ -84,8 +84,12 @@ if wt.kind == "decoder":
 
 # ---- 1. q, K, V -------------------------------------------------------------------------------
 st.header(t("concepts.attention.step1"))
-st.markdown(t("concepts.attention.step1_text", d_model=wt.x.shape[1], d_k=d_k, n=len(tokens)))
-st.latex(r"q_i = x_i W_Q,\quad k_j = x_j W_K,\quad v_j = x_j W_V")
+step1 = "concepts.attention.step1_text" if wt.bias else "concepts.attention.step1_text_nobias"
+st.markdown(t(step1, d_model=wt.x.shape[1], d_k=d_k, n=len(tokens)))
+if wt.bias:
+    st.latex(r"q_i = x_i W_Q + b_Q,\quad k_j = x_j W_K + b_K,\quad v_j = x_j W_V + b_V")
+else:
+    st.latex(r"q_i = x_i W_Q,\quad k_j = x_j W_K,\quad v_j = x_j W_V")
 value = t("concepts.value")
 dims = t("concepts.dimension")
 plotly_chart(
@@ -177,7 +181,10 @@ plotly_chart(where=m2, fig=
                    numbers=False, value_name=value, col_title=dims),
     key="out_chart",
 )  # fmt: skip
-st.caption(t("concepts.attention.out_match", error=f"{wt.out_error():.1e}"))
+if wt.out_agrees():
+    st.caption(t("concepts.attention.out_match", error=f"{wt.out_error():.1e}"))
+else:
+    st.error(t("concepts.attention.out_mismatch", error=f"{wt.out_error():.1e}"), icon=":material/error:")
 
 # ---- why √d_k ------------------------------------------------------------------------------------
 st.header(t("concepts.attention.why_scale"))
@@ -237,6 +244,13 @@ st.caption(t("concepts.attention.grad_caption"))
 # ---- cost ----------------------------------------------------------------------------------------
 st.header(t("concepts.attention.cost"))
 st.markdown(t("concepts.attention.table"))
+n_small, n_large = len(tokens), 4 * d_model
+st.info(
+    t("concepts.attention.n_below_d", d=d_model, n_small=n_small, n_large=n_large,
+      sa_small=f"{n_small**2 * d_model:,}", rnn_small=f"{n_small * d_model**2:,}",
+      sa_large=f"{n_large**2 * d_model:,}", rnn_large=f"{n_large * d_model**2:,}"),
+    icon=":material/balance:",
+)  # fmt: skip
 cost = cached_attention_cost()
 c_1, c_2 = st.columns(2)
 n2 = [cost["ms"][-1] * (n / cost["n"][-1]) ** 2 for n in cost["n"]]

@@ -18,6 +18,7 @@ from model.analysis.views import (
     AGGREGATES,
     chosen_map,
     model_special_tokens,
+    rollout_means_flow,
     shown_rollout,
     shown_trace,
 )
@@ -408,7 +409,7 @@ with c2:
     aggregate = linked(
         st.segmented_control,
         t("explorer.aggregate"),
-        [a for a in AGGREGATES if a != "rollout" or kind != "cross"],
+        [a for a in AGGREGATES if a != "rollout" or rollout_means_flow(lm.kind, kind)],
         key="agg",
         required=True,
         format_func=lambda a: t(f"explorer.aggregate.{a}"),

@@ -37,6 +37,7 @@ class Walkthrough:
     out: torch.Tensor  # [L, D] concat @ W_O + b_o
     model_weights: torch.Tensor  # [H, L, L] what the model recorded
     model_out: torch.Tensor  # [L, D] the layer's own attention output
+    bias: bool = True  # whether W_Q, W_K, W_V add a bias (q = x W_Q + b_Q)
 
     @property
     def d_k(self) -> int:
@@ -53,7 +54,10 @@ class Walkthrough:
         return float((self.out - self.model_out).abs().max())
 
     def agrees(self, atol: float = 1e-4) -> bool:
-        return self.weights_error() <= atol and self.out_error() <= atol * 10
+        return self.weights_error() <= atol and self.out_agrees(atol * 10)
+
+    def out_agrees(self, atol: float = 1e-3) -> bool:
+        return self.out_error() <= atol
 
 
 def walkthrough_kind(kind: str) -> str:
@@ -135,6 +139,7 @@ def walkthrough(lm, text: str, layer: int) -> Walkthrough:
         out=out,
         model_weights=rec.attention[kind][layer][0].float().cpu(),
         model_out=model_out[0].float().cpu(),
+        bias=mha.q_proj.bias is not None,
     )
 
 

@@ -41,6 +41,11 @@ def test_step_by_step_follows_layer_head_and_query_and_matches_the_model():
     assert q_fig["layout"]["yaxis"]["ticktext"] == ["i"]  # the chosen query token
     assert len(q_fig["data"][-1]["z"]["bdata"] if isinstance(q_fig["data"][-1]["z"], dict)
                else q_fig["data"][-1]["z"][0]) > 0  # fmt: skip
+    assert any("+ b_Q" in latex.value for latex in at.latex)  # the numbers include the biases
+    assert translate("concepts.attention.out_match", "en", error="")[:30] in " ".join(
+        c.value for c in at.caption
+    )
+    assert "n < d" in " ".join(i.value for i in at.info)
     frame = at.dataframe[0].value
     assert frame.iloc[:, 0].tolist() == ["[CLS]", "i", "study", "math", "[SEP]"]
     assert abs(frame.iloc[:, -1].sum() - 1.0) < 1e-5

@@ -266,3 +266,12 @@ def test_a_sentence_the_model_knows_gets_no_switch_button():
         "input.read_with_pretrained", "en", model=translate("model.name.minilm", "en")
     )
     assert label not in [b.label for b in at.button]
+
+
+def test_rollout_is_not_offered_on_an_encoder_decoders_decoder():
+    at = open_page("explorer", model="en2ko", text="I study math", kind="encoder")
+    assert not at.exception
+    assert translate("explorer.aggregate.rollout", "en") in at.segmented_control(key="agg").options
+    at.segmented_control(key="kind").set_value("decoder").run()
+    assert not at.exception
+    assert translate("explorer.aggregate.rollout", "en") not in at.segmented_control(key="agg").options

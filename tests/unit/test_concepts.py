@@ -97,6 +97,16 @@ def test_step_by_step_attention_equals_the_models_own(minilm, layer, text):
     assert torch.allclose(wt.weights.sum(-1), torch.ones(12, len(wt.tokens)), atol=1e-5)
     assert torch.allclose(wt.out, wt.model_out, atol=1e-4)
     assert wt.agrees()
+    assert wt.bias  # BERT's projections add b_Q, b_K, b_V: the page writes q = xW_Q + b_Q
+
+
+def test_the_output_check_follows_the_measured_difference(minilm):
+    from model.analysis.walkthrough import walkthrough
+
+    wt = walkthrough(minilm, "I study math", 0)
+    assert wt.out_agrees()
+    wt.out = wt.out + 0.01  # a hand-made output that is off: the page must not say "equals"
+    assert not wt.out_agrees() and not wt.agrees()
 
 
 def test_step_by_step_on_a_decoder_only_model_uses_the_causal_mask():
