@@ -8,12 +8,18 @@ import streamlit as st
 from model.analysis.concepts import layernorm_scale
 from model.analysis.walkthrough import layer_norm_module
 from ui.charts import plotly_chart
-from ui.concepts import cached_hidden, cached_trace, concept_model, concept_sentence
+from ui.concepts import (
+    cached_feed_forward,
+    cached_hidden,
+    cached_trace,
+    concept_model,
+    concept_sentence,
+)
 from ui.frame import require_frame
 from ui.i18n import t
 from ui.models import selected_device
 from ui.permalink import linked
-from viz.concepts import grouped_bars, lines_figure, norm_axes_figure
+from viz.concepts import grouped_bars, lines_figure, matrix_heatmap, norm_axes_figure
 
 require_frame()
 
@@ -139,6 +145,36 @@ plotly_chart(
     key="axes_chart",
 )  # fmt: skip
 st.caption(t("concepts.layernorm.vs_batch_caption", n=x.shape[0], d=DEMO_FEATURES))
+
+# ---- the other sub-layer: the position-wise feed-forward network --------------------------------
+st.header(t("concepts.ffn.title"))
+stack_layers = lm.network.decoder.layers if lm.kind == "decoder" else lm.network.encoder.layers
+ffn_layer = linked(
+    st.selectbox, t("common.layer"), list(range(len(stack_layers))), key="flayer",
+    format_func=lambda i: t("common.layer_n", n=i + 1),
+)  # fmt: skip
+ffn = cached_feed_forward(name, device, text, ffn_layer)
+st.markdown(t("concepts.ffn.text", d_model=ffn["d_model"], d_ff=ffn["d_ff"],
+              ratio=f"{ffn['d_ff'] / ffn['d_model']:g}", act=ffn["activation"],
+              params=f"{ffn['params']:,}", model=name))  # fmt: skip
+act = r"\max(0,\ xW_1 + b_1)" if ffn["activation"] == "ReLU" else r"\mathrm{GELU}(xW_1 + b_1)"
+d_m, d_f = ffn["d_model"], ffn["d_ff"]
+st.latex(rf"\begin{{gathered}} \mathrm{{FFN}}(x_i) = {act}\,W_2 + b_2 \\ "
+         rf"W_1: {d_m} \times {d_f},\quad W_2: {d_f} \times {d_m} \end{{gathered}}")  # fmt: skip
+hidden_ffn = ffn["hidden"].numpy()
+plotly_chart(
+    matrix_heatmap(hidden_ffn, ffn["tokens"], title=t("concepts.ffn.hidden_title", d_ff=ffn["d_ff"]),
+                   numbers=False, value_name=t("concepts.value"), col_title=t("concepts.dimension")),
+    key="ffn_chart",
+)  # fmt: skip
+active = float((hidden_ffn > 0).mean())
+st.caption(t("concepts.ffn.hidden_caption", act=ffn["activation"], share=f"{active:.0%}"))
+if ffn["position_error"] <= 1e-3 and ffn["others_moved"] <= 1e-6:
+    st.success(t("concepts.ffn.check", error=f"{ffn['position_error']:.1e}",
+                 moved=f"{ffn['others_moved']:.1e}"), icon=":material/check_circle:")  # fmt: skip
+else:
+    st.error(t("concepts.ffn.check_failed", error=f"{ffn['position_error']:.1e}",
+               moved=f"{ffn['others_moved']:.1e}"), icon=":material/error:")  # fmt: skip
 
 st.header(t("concepts.layernorm.pre_post"))
 st.markdown(t("concepts.layernorm.pre_post_text"))

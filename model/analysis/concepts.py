@@ -229,4 +229,70 @@ def pe_shift_error(table: np.ndarray, k: int) -> float:
     if k >= table.shape[0]:
         raise ValueError("k must be smaller than the number of positions")
     m = pe_shift_matrix(table.shape[1], k)
-    return float(np.abs(table[:-k or None] @ m.T - table[k:]).max()) if k else 0.0
+    return float(np.abs(table[: -k or None] @ m.T - table[k:]).max()) if k else 0.0
+
+
+def mask_fill_weights(scaled_row, allowed_row) -> dict[str, float]:
+    """One query's softmax with its forbidden keys filled by 0 and by -inf.
+
+    Some notes say masked scores are set to 0; exp(0) = 1, so the forbidden keys would still
+    take weight. Returns the weight the forbidden keys get either way (the -inf one is 0).
+    """
+    s = torch.as_tensor(scaled_row, dtype=torch.float64)
+    ok = torch.as_tensor(allowed_row, dtype=torch.bool)
+    zero = torch.softmax(s.masked_fill(~ok, 0.0), dim=-1)
+    inf = torch.softmax(s.masked_fill(~ok, float("-inf")), dim=-1)
+    return {
+        "zero": float(zero[~ok].sum()),
+        "inf": float(inf[~ok].sum()),
+        "n_masked": int((~ok).sum()),
+    }
+
+
+def feed_forward_check(ffn: torch.nn.Module, x: torch.Tensor) -> dict:
+    """The position-wise FFN applied to the whole sequence and to each position alone.
+
+    ``x``: [L, D]. Returns the hidden activations [L, d_ff], the largest difference between
+    FFN(X) and the rows FFN(x_i) one at a time (the same MLP at every position, no mixing),
+    and how much an output row moves when another position's input is changed.
+    """
+    with torch.inference_mode():
+        x = x.float().cpu()
+        whole = ffn(x.unsqueeze(0))[0]  # [L, D]
+        alone = torch.stack([ffn(x[i : i + 1].unsqueeze(0))[0, 0] for i in range(len(x))])
+        hidden = ffn.activation(ffn.linear1(x))  # [L, d_ff]
+        changed = x.clone()
+        changed[-1] = changed[-1] + 1.0  # move the last position's input only
+        moved = (ffn(changed.unsqueeze(0))[0, :-1] - whole[:-1]).abs().max() if len(x) > 1 else 0.0
+    return {
+        "hidden": hidden,
+        "position_error": float((whole - alone).abs().max()),
+        "others_moved": float(moved),
+    }
+
+
+@torch.inference_mode()
+def feed_forward_walk(lm, text: str, layer: int) -> dict:
+    """What the FFN of ``layer`` (the first stack) read and made, checked position by position.
+
+    Returns tokens, d_model, d_ff, the activation's name, its parameter count, and
+    ``feed_forward_check``'s hidden activations and differences.
+    """
+    from model.analysis.walkthrough import record_inputs, walkthrough_kind
+
+    kind = walkthrough_kind(lm.kind)
+    tokens, rec = record_inputs(lm, text)
+    seen = rec.inputs[f"{kind}_ffn"]
+    if not 0 <= layer < len(seen):
+        raise ValueError(f"layer {layer} out of range 0..{len(seen) - 1}")
+    stack = lm.network.decoder if kind == "decoder" else lm.network.encoder
+    ffn = stack.layers[layer].ffn
+    check = feed_forward_check(ffn, seen[layer]["query"][0])
+    return {
+        "tokens": tokens,
+        "d_model": ffn.linear1.in_features,
+        "d_ff": ffn.linear1.out_features,
+        "activation": "GELU" if ffn.activation is torch.nn.functional.gelu else "ReLU",
+        "params": sum(p.numel() for p in ffn.parameters()),
+        **check,
+    }

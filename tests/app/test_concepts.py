@@ -19,8 +19,6 @@ def open_page(page: str, **query: str) -> AppTest:
     return helpers.open_page(page, timeout=180, **{"model": "minilm", **query})
 
 
-
-
 @pytest.mark.parametrize("lang", ["en", "ko"])
 @pytest.mark.parametrize("page", list(PAGES))
 def test_every_concept_page_renders_in_both_languages(page, lang):
@@ -175,3 +173,36 @@ def test_warmup_experiment_shows_bands_the_exact_command_and_what_it_shows(lang)
     assert f"{v['post_no_warmup']['exact_match_max']:.2f}" in text
     table = at.dataframe[0].value
     assert len(table) == 4
+
+
+def test_cross_attention_step_through_and_the_mask_correction_show_measured_numbers():
+    at = open_page("concept_attention", xquery="1")
+    ok(at)
+    success = " ".join(s.value for s in at.success)
+    assert translate("concepts.attention.cross_match", "en", error="", out="")[:40] in success
+    warning = " ".join(w.value for w in at.warning)
+    assert "−∞" in warning and "%" in warning  # the 0-fill leak, measured on this head
+    cross = at.dataframe[1].value  # the decoder query's row over the source tokens
+    assert cross.iloc[:, 0].tolist() == ["i", "study", "math"]
+    assert abs(cross.iloc[:, -1].sum() - 1.0) < 1e-5
+
+
+def test_the_feed_forward_section_uses_the_models_own_sizes():
+    at = open_page("concept_layernorm", flayer="1")
+    ok(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "d_ff = 1536" in text and "d_model = 384" in text
+    assert translate("concepts.ffn.check", "en", error="", moved="")[:40] in " ".join(
+        s.value for s in at.success
+    )
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_base_settings_table_puts_the_paper_beside_the_shipped_models(lang):
+    at = open_page("concept_family", lang=lang)
+    ok(at)
+    table = at.dataframe[0].value
+    paper = table[translate("concepts.family.base.paper", lang)].tolist()
+    assert paper[1:5] == ["512", "8", "64", "2048"] and paper[5] == "0.1"
+    assert table["en2ko"].tolist()[1:5] == ["128", "4", "32", "256"]
+    assert table["minilm"].tolist()[1] == "384"

@@ -244,3 +244,56 @@ def test_concept_figures_escape_tokens_and_fix_ranges():
     frame = step_frame(["a", "b"], [1.0, 2.0], [0.5, 1.0], [True, False], [1.0, 0.0],
                        {k: k for k in ("key", "score", "scaled", "allowed", "masked", "weight")})  # fmt: skip
     assert frame["masked"].tolist() == [0.5, -math.inf]
+
+
+def test_cross_attention_by_hand_reads_queries_from_the_decoder_and_keys_from_the_encoder():
+    from model import load
+    from model.analysis.walkthrough import cross_walkthrough
+
+    lm = load("en2ko", device="cpu")
+    for layer in (0, 1):
+        wt = cross_walkthrough(lm, "I study math", layer)
+        assert wt.kind == "cross"
+        assert wt.key_tokens == ["i", "study", "math"] and wt.tokens[0] == "<bos>"
+        lt, ls = len(wt.tokens), len(wt.key_tokens)
+        assert wt.q.shape == (4, lt, 32) and wt.k.shape == (4, ls, 32) == wt.v.shape
+        assert wt.weights.shape == (4, lt, ls) and wt.allowed.all()  # nothing masked but padding
+        assert torch.allclose(wt.weights, wt.model_weights, atol=1e-5)
+        assert wt.agrees()
+    with pytest.raises(ValueError):
+        cross_walkthrough(lm, "I study math", 2)
+    with pytest.raises(ValueError):
+        cross_walkthrough(load("minilm", device="cpu"), "I study math", 0)
+
+
+def test_the_feed_forward_network_is_the_same_mlp_at_every_position(minilm):
+    from model.analysis.concepts import feed_forward_walk
+
+    ffn = feed_forward_walk(minilm, "I study math", 2)
+    assert (ffn["d_model"], ffn["d_ff"], ffn["activation"]) == (384, 1536, "GELU")
+    assert ffn["params"] == 384 * 1536 + 1536 + 1536 * 384 + 384
+    assert ffn["hidden"].shape == (5, 1536)
+    assert ffn["position_error"] < 1e-3 and ffn["others_moved"] == 0.0
+
+
+def test_the_feed_forward_check_notices_mixing_between_positions():
+    from model.analysis.concepts import feed_forward_check
+
+    class Mixing(torch.nn.Module):  # not position-wise: adds the mean over positions
+        def __init__(self):
+            super().__init__()
+            self.linear1 = torch.nn.Linear(4, 8)
+            self.activation = torch.relu
+
+        def forward(self, x):
+            return x + x.mean(1, keepdim=True)
+
+    check = feed_forward_check(Mixing(), torch.randn(3, 4))
+    assert check["position_error"] > 1e-3 and check["others_moved"] > 0.1
+
+
+def test_masked_scores_filled_with_zero_still_take_weight():
+    from model.analysis.concepts import mask_fill_weights
+
+    fill = mask_fill_weights([0.0, 0.0, 0.0, 0.0], [True, True, False, False])
+    assert fill["zero"] == pytest.approx(0.5) and fill["inf"] == 0.0 and fill["n_masked"] == 2
