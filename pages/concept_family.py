@@ -7,6 +7,8 @@ import streamlit as st
 import torch
 
 from model.analysis.concepts import cosine_matrix
+from model.analysis.tokens import written_text
+from model.analysis.views import model_special_tokens
 from model.masks import causal_mask
 from ui.charts import plotly_chart
 from ui.concepts import try_model
@@ -31,7 +33,9 @@ PROBE_SENTENCES = (
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def live_output(name: str, device: str, text: str) -> str:
-    return load_model(name, device).translate(text)
+    lm = load_model(name, device)
+    tokens = [s.token for s in lm.decode(text)]
+    return written_text(lm.tgt_tokenizer, tokens, model_special_tokens(lm))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from model.analysis.tokens import written_text
+from model.analysis.views import model_special_tokens
 from model.masks import future_mask
 from model.runtime.types import DecodeStep
 from model.tasks import reference_answer
@@ -231,8 +233,9 @@ if head_off:
     plain = get_decoding(text, **{k: v for k, v in options.items() if k != "head_off"})
     st.subheader(t("decoding.ablation_result"))
     a, b = st.columns(2)
-    a.markdown(t("decoding.unchanged", tokens=code_span(" ".join(s.token for s in plain))))
-    b.markdown(t("decoding.ablated", tokens=code_span(" ".join(s.token for s in steps))))
+    for col, key, run in ((a, "decoding.unchanged", plain), (b, "decoding.ablated", steps)):
+        sentence = written_text(lm.tgt_tokenizer, [s.token for s in run], model_special_tokens(lm))
+        col.markdown(t(key, tokens=code_span(sentence)))
     n = max(len(plain), len(steps))
     st.dataframe(
         pd.DataFrame({
@@ -249,8 +252,9 @@ if head_off:
 if ours:
     st.subheader(t("decoding.forcing"))
     st.caption(t("decoding.forcing_caption"))
-    target = st.text_input(
-        t("decoding.target"), value=reference_answer(lm.info.get("task"), text), key=f"target::{text}",
+    reference = reference_answer(lm.info.get("task"), text) or ""
+    target = st.text_input(  # as Korean is written: the tokenizer splits particles off again
+        t("decoding.target"), value=written_text(lm.tgt_tokenizer, reference.split()), key=f"target::{text}",
         help=t("decoding.target_help"),
     )  # fmt: skip
     if target.strip():

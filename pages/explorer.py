@@ -13,7 +13,7 @@ import streamlit as st
 import torch
 
 from model.analysis.export import trace_to_json, trace_to_npz
-from model.analysis.tokens import subword_style
+from model.analysis.tokens import subword_style, written_text
 from model.analysis.views import (
     AGGREGATES,
     chosen_map,
@@ -387,7 +387,10 @@ with st.spinner(t("explorer.running")):
 specials = model_special_tokens(lm)
 if lm.kind != "encoder" and trace.tgt_tokens:
     output = [tok for tok in trace.tgt_tokens if tok not in specials]
-    st.markdown(t("explorer.output", output=code_span(" ".join(output))))
+    sentence = written_text(lm.tgt_tokenizer, output)
+    st.markdown(t("explorer.output", output=code_span(sentence)))
+    if sentence != " ".join(output):  # the axes below show the tokens the model really writes
+        st.caption(t("explorer.output_tokens", tokens=code_span(" ".join(output))))
 st.info(t("explorer.not_explanation"), icon=":material/lightbulb:")
 
 can_merge = any(subword_style(toks) for toks in (trace.src_tokens, trace.tgt_tokens) if toks)
