@@ -397,7 +397,8 @@ can_merge = any(subword_style(toks) for toks in (trace.src_tokens, trace.tgt_tok
 
 # ---- controls: ids in the URL, so the address bar is a permalink to this exact view ----
 available = [k for k in KINDS if k in trace.attention]
-c1, c2 = st.columns([2, 3])
+# One row each: the attention kinds' labels are long in Korean and would be cut off in a column.
+c1, c2 = st.container(), st.container()
 with c1:
     kind = linked(
         st.segmented_control,
