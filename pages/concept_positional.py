@@ -42,17 +42,16 @@ st.latex(
 )
 st.markdown(t("concepts.positional.plain"))
 
-c1, c2, c3 = st.columns([2, 2, 3])
+c1, c2 = st.columns(2)
 max_len = c1.slider(
     t("concepts.positional.max_len"), 8, 200, 50, key="pmaxlen", bind="query-params"
 )
 d_model = c2.slider(t("concepts.positional.d_model"), 4, 256, 64, step=2, key="pdmodel",
                     bind="query-params")  # fmt: skip
-with c3:
-    layout = linked(
-        st.segmented_control, t("concepts.positional.layout"), ["interleaved", "concatenated"],
-        key="playout", required=True, format_func=lambda v: t(f"concepts.positional.layout.{v}"),
-    )  # fmt: skip
+layout = linked(  # a row of its own: in a third of the page its long options were cut off
+    st.segmented_control, t("concepts.positional.layout"), ["interleaved", "concatenated"],
+    key="playout", required=True, format_func=lambda v: t(f"concepts.positional.layout.{v}"),
+)  # fmt: skip
 interleaved = layout == "interleaved"
 st.caption(t(f"concepts.positional.layout_help.{layout}"))
 longest = pe_wavelengths(d_model)[-1] / (2 * np.pi)

@@ -31,9 +31,9 @@ def chrome_css(lang: str, upload_label: str) -> str:
         '[data-testid="stFileUploaderDropzoneInstructions"] { display: none; }',
         # its English button text, replaced by ours (the icon stays)
         '[data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"] p'
-        " { font-size: 0; }",
-        '[data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"] p::after'
-        f" {{ content: {label}; font-size: 0.875rem; }}",
+        " { display: none; }",
+        '[data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"]::after'
+        f" {{ content: {label}; }}",
         # the fullscreen button Streamlit adds to every chart's toolbar and to tables'
         '.modebar-btn[data-title="Fullscreen"], .modebar-btn[data-title="Close fullscreen"]'
         " { display: none !important; }",
