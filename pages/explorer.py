@@ -437,7 +437,8 @@ with h_col:
         format_func=lambda i: t("common.head_n", n=i + 1),
         disabled=aggregate != "head",
     )
-o1, o2, o3 = st.columns(3)
+# One wrapping row, each toggle as wide as its label: thirds of a 1024 px page cut them off.
+o1 = o2 = o3 = st.container(horizontal=True, gap="medium")
 merge = o1.toggle(
     t("explorer.merge"),
     key="merge",

@@ -108,14 +108,14 @@ def controls(active: bool) -> None:
         format_func=lambda f: f"× {f:g}", help=t("training.lr_factor_help"),
         persist_state="session",
     )  # fmt: skip
-    b1, b2, _ = st.columns([1, 1, 4])
+    b1 = b2 = st.container(horizontal=True)  # each button as wide as its label, at any width
     b1.button(
         t("training.start"), icon=":material/play_arrow:", type="primary", disabled=active,
-        on_click=start_run, key="tr_start", width="stretch",
+        on_click=start_run, key="tr_start", width="content",
     )  # fmt: skip
     b2.button(
         t("training.cancel"), icon=":material/stop:", disabled=not active, on_click=cancel_run,
-        key="tr_cancel", width="stretch",
+        key="tr_cancel", width="content",
     )  # fmt: skip
     if st.session_state.pop("tr_busy", False):
         st.warning(t("training.busy"), icon=":material/hourglass_top:")
