@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 import torch
 
@@ -135,12 +136,16 @@ for shipped in ("en2ko", "minilm"):
     shipped_lm, _ = try_model(shipped)
     if shipped_lm is not None and hasattr(shipped_lm, "network"):
         columns_base[shipped] = settings_of(shipped_lm.config)
-st.dataframe(
-    [{t("concepts.family.base.setting"): t(f"concepts.family.base.row.{row}"),
-      **{col: setting_text(row, vals[row]) for col, vals in columns_base.items()}}
-     for row in PAPER_BASE],
-    hide_index=True,
-)  # fmt: skip
+base_rows = pd.DataFrame(
+    [
+        {
+            t("concepts.family.base.setting"): t(f"concepts.family.base.row.{row}"),
+            **{col: setting_text(row, vals[row]) for col, vals in columns_base.items()},
+        }
+        for row in PAPER_BASE
+    ]
+).set_index(t("concepts.family.base.setting"))
+st.table(base_rows)  # a static table: its cells wrap, where a data grid cut the output row off
 st.latex(
     r"\begin{gathered} \mathrm{input} = \sqrt{d_{\mathrm{model}}}\; E[x_i] + PE_i \\ "
     r"P(y_t \mid y_{<t}, x) = \mathrm{softmax}(h_t W_{\mathrm{out}} + b) \end{gathered}"

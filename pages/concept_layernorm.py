@@ -19,7 +19,7 @@ from ui.frame import require_frame
 from ui.i18n import t
 from ui.models import selected_device
 from ui.permalink import linked
-from viz.concepts import grouped_bars, lines_figure, matrix_heatmap, norm_axes_figure
+from viz.concepts import grouped_bars, lines_figure, matrix_heatmap, norm_axes_figure, robust_bound
 
 require_frame()
 
@@ -150,8 +150,8 @@ st.caption(t("concepts.layernorm.vs_batch_caption", n=x.shape[0], d=DEMO_FEATURE
 st.header(t("concepts.ffn.title"))
 stack_layers = lm.network.decoder.layers if lm.kind == "decoder" else lm.network.encoder.layers
 ffn_layer = linked(
-    st.selectbox, t("common.layer"), list(range(len(stack_layers))), key="flayer",
-    format_func=lambda i: t("common.layer_n", n=i + 1),
+    st.columns([1, 3])[0].selectbox, t("common.layer"), list(range(len(stack_layers))),
+    key="flayer", format_func=lambda i: t("common.layer_n", n=i + 1),
 )  # fmt: skip
 ffn = cached_feed_forward(name, device, text, ffn_layer)
 st.markdown(t("concepts.ffn.text", d_model=ffn["d_model"], d_ff=ffn["d_ff"],
@@ -162,13 +162,16 @@ d_m, d_f = ffn["d_model"], ffn["d_ff"]
 st.latex(rf"\begin{{gathered}} \mathrm{{FFN}}(x_i) = {act}\,W_2 + b_2 \\ "
          rf"W_1: {d_m} \times {d_f},\quad W_2: {d_f} \times {d_m} \end{{gathered}}")  # fmt: skip
 hidden_ffn = ffn["hidden"].numpy()
+clip_ffn = robust_bound(hidden_ffn, 99.0)  # a few large units would wash the rest out
 plotly_chart(
     matrix_heatmap(hidden_ffn, ffn["tokens"], title=t("concepts.ffn.hidden_title", d_ff=ffn["d_ff"]),
-                   numbers=False, value_name=t("concepts.value"), col_title=t("concepts.dimension")),
+                   numbers=False, value_name=t("concepts.value"), col_title=t("concepts.dimension"),
+                   bound=clip_ffn),
     key="ffn_chart",
 )  # fmt: skip
 active = float((hidden_ffn > 0).mean())
-st.caption(t("concepts.ffn.hidden_caption", act=ffn["activation"], share=f"{active:.0%}"))
+st.caption(t("concepts.ffn.hidden_caption", act=ffn["activation"], share=f"{active:.0%}",
+             clip=f"{clip_ffn:.2f}", top=f"{np.abs(hidden_ffn).max():.1f}"))  # fmt: skip
 if ffn["position_error"] <= 1e-3 and ffn["others_moved"] <= 1e-6:
     st.success(t("concepts.ffn.check", error=f"{ffn['position_error']:.1e}",
                  moved=f"{ffn['others_moved']:.1e}"), icon=":material/check_circle:")  # fmt: skip

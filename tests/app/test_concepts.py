@@ -201,7 +201,7 @@ def test_the_feed_forward_section_uses_the_models_own_sizes():
 def test_the_base_settings_table_puts_the_paper_beside_the_shipped_models(lang):
     at = open_page("concept_family", lang=lang)
     ok(at)
-    table = at.dataframe[0].value
+    table = at.table[0].value
     paper = table[translate("concepts.family.base.paper", lang)].tolist()
     assert paper[1:5] == ["512", "8", "64", "2048"] and paper[5] == "0.1"
     assert table["en2ko"].tolist()[1:5] == ["128", "4", "32", "256"]
