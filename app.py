@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.runtime.device import configure_threads
+from ui.chrome import translate_streamlit_chrome
 from ui.i18n import t
 from ui.preload import start_preload
 from ui.sidebar import render_sidebar
@@ -104,4 +105,5 @@ pages = {
 }
 page = st.navigation(pages)
 render_sidebar()
+translate_streamlit_chrome()  # Streamlit's own English controls: translated or removed
 page.run()

@@ -27,6 +27,17 @@ class FeedForward(nn.Module):
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
 
+def recorded(ffn: nn.Module, rec: Recorder | None, kind: str) -> Callable:
+    """The FFN, keeping its input in ``rec.inputs[kind]`` when the recorder asks for inputs."""
+
+    def run(h: torch.Tensor) -> torch.Tensor:
+        if rec is not None:
+            rec.add_input(kind, h, h, None)
+        return ffn(h)
+
+    return run
+
+
 class AddNorm(nn.Module):
     """Residual connection and LayerNorm around one sub-layer, in either placement.
 
@@ -104,7 +115,7 @@ class EncoderLayer(nn.Module):
             return out
 
         x = self.attn_norm(x, attend, rec, f"{name}.self_attn")
-        return self.ffn_norm(x, self.ffn, rec, f"{name}.ffn")
+        return self.ffn_norm(x, recorded(self.ffn, rec, "encoder_ffn"), rec, f"{name}.ffn")
 
 
 class DecoderLayer(nn.Module):
@@ -181,4 +192,4 @@ class DecoderLayer(nn.Module):
             if memory is None:
                 raise ValueError("this decoder layer needs the encoder output (memory)")
             y = self.cross_norm(y, cross_attend, rec, f"{name}.cross_attn")
-        return self.ffn_norm(y, self.ffn, rec, f"{name}.ffn")
+        return self.ffn_norm(y, recorded(self.ffn, rec, "decoder_ffn"), rec, f"{name}.ffn")

@@ -19,8 +19,9 @@ from torch import nn
 def sinusoidal_encoding(max_len: int, d_model: int, interleaved: bool = True) -> torch.Tensor:
     """The paper's table, [max_len, d_model]: PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos.
 
-    ``interleaved=False`` gives the other common layout (all sines, then all cosines, as in
-    tensor2tensor); it carries the same information in a different column order.
+    ``interleaved=False`` gives the other common layout (all sines, then all cosines); it
+    carries the same information in a different column order. (tensor2tensor also puts sines
+    before cosines, but spaces its frequencies differently: i/(d/2 - 1) instead of 2i/d.)
     """
     if max_len < 0 or d_model <= 0:
         raise ValueError(f"need max_len >= 0 and d_model > 0, got {max_len}, {d_model}")

@@ -324,6 +324,12 @@ class PermutationDemo:
         a, b = self.with_pe if which == "with" else self.without_pe
         return float((b - a[self.perm]).abs().max())
 
+    def invariance_gap(self) -> float:
+        """Largest |out_b[i] - out_a[i]| without positions: > 0, so the block is not
+        permutation-invariant (same outputs), only equivariant (outputs permuted)."""
+        a, b = self.without_pe
+        return float((b - a).abs().max())
+
 
 @torch.inference_mode()
 def permutation_demo(
@@ -362,3 +368,129 @@ def permutation_demo(
         (run(words_a, True), run(words_b, True)),
         (run(words_a, False), run(words_b, False)),
     )
+
+
+# --- what a LayerNorm's γ and β do to its output's size -----------------------------------------
+
+
+def layernorm_scale(gamma, beta=None) -> dict[str, float]:
+    """The sizes a LayerNorm's affine step sets, from its learned γ (scale) and β (shift).
+
+    The normalized vector n has mean 0 and ‖n‖ = √d, so the output γ⊙n + β has a standard
+    deviation over features of about rms(γ) = √mean(γ²) (not std(γ): γ scales every feature,
+    so its typical size matters, not its spread) and a length of about √(Σγᵢ² + Σβᵢ²),
+    which is ≈ √d·rms(γ) when β is small.
+    """
+    g = np.asarray(gamma, dtype=np.float64).ravel()
+    b = np.zeros_like(g) if beta is None else np.asarray(beta, dtype=np.float64).ravel()
+    d = g.size
+    rms = float(np.sqrt(np.mean(g**2)))
+    return {
+        "d": d,
+        "rms_gamma": rms,
+        "std_gamma": float(g.std()),
+        "mean_beta": float(b.mean()),
+        "length": float(np.sqrt(np.sum(g**2) + np.sum(b**2))),
+        "sqrt_d_rms": float(np.sqrt(d) * rms),
+        "sqrt_d_std": float(np.sqrt(d) * g.std()),
+    }
+
+
+# --- PE(p + k) = M_k · PE(p) ------------------------------------------------------------------
+
+
+def pe_wavelengths(d_model: int) -> np.ndarray:
+    """The wavelength 2π·10000^(2i/d) of each sin/cos pair i (interleaved table)."""
+    return 2 * np.pi * 10000.0 ** (np.arange(0, d_model, 2, dtype=np.float64) / d_model)
+
+
+def pe_shift_matrix(d_model: int, k: int) -> np.ndarray:
+    """M_k, [d, d]: the matrix with PE(p + k) = M_k · PE(p) for every position p.
+
+    Block diagonal, one 2 × 2 rotation by k·ω_i per (sin, cos) pair of the interleaved
+    table: sin((p+k)ω) = cos(kω)·sin(pω) + sin(kω)·cos(pω), and cos((p+k)ω) =
+    −sin(kω)·sin(pω) + cos(kω)·cos(pω). It depends on k only, never on p.
+    """
+    if d_model <= 0 or d_model % 2:
+        raise ValueError("d_model must be a positive even number")
+    omega = 2 * np.pi / pe_wavelengths(d_model)
+    m = np.zeros((d_model, d_model))
+    for i, w in enumerate(omega):
+        c, s = np.cos(k * w), np.sin(k * w)
+        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[c, s], [-s, c]]
+    return m
+
+
+def pe_shift_error(table: np.ndarray, k: int) -> float:
+    """Largest |M_k · PE(p) − PE(p + k)| over every p of ``table`` (interleaved, [L, d])."""
+    table = np.asarray(table, dtype=np.float64)
+    if k >= table.shape[0]:
+        raise ValueError("k must be smaller than the number of positions")
+    m = pe_shift_matrix(table.shape[1], k)
+    return float(np.abs(table[: -k or None] @ m.T - table[k:]).max()) if k else 0.0
+
+
+def mask_fill_weights(scaled_row, allowed_row) -> dict[str, float]:
+    """One query's softmax with its forbidden keys filled by 0 and by -inf.
+
+    Some notes say masked scores are set to 0; exp(0) = 1, so the forbidden keys would still
+    take weight. Returns the weight the forbidden keys get either way (the -inf one is 0).
+    """
+    s = torch.as_tensor(scaled_row, dtype=torch.float64)
+    ok = torch.as_tensor(allowed_row, dtype=torch.bool)
+    zero = torch.softmax(s.masked_fill(~ok, 0.0), dim=-1)
+    inf = torch.softmax(s.masked_fill(~ok, float("-inf")), dim=-1)
+    return {
+        "zero": float(zero[~ok].sum()),
+        "inf": float(inf[~ok].sum()),
+        "n_masked": int((~ok).sum()),
+    }
+
+
+def feed_forward_check(ffn: torch.nn.Module, x: torch.Tensor) -> dict:
+    """The position-wise FFN applied to the whole sequence and to each position alone.
+
+    ``x``: [L, D]. Returns the hidden activations [L, d_ff], the largest difference between
+    FFN(X) and the rows FFN(x_i) one at a time (the same MLP at every position, no mixing),
+    and how much an output row moves when another position's input is changed.
+    """
+    with torch.inference_mode():
+        x = x.float().cpu()
+        whole = ffn(x.unsqueeze(0))[0]  # [L, D]
+        alone = torch.stack([ffn(x[i : i + 1].unsqueeze(0))[0, 0] for i in range(len(x))])
+        hidden = ffn.activation(ffn.linear1(x))  # [L, d_ff]
+        changed = x.clone()
+        changed[-1] = changed[-1] + 1.0  # move the last position's input only
+        moved = (ffn(changed.unsqueeze(0))[0, :-1] - whole[:-1]).abs().max() if len(x) > 1 else 0.0
+    return {
+        "hidden": hidden,
+        "position_error": float((whole - alone).abs().max()),
+        "others_moved": float(moved),
+    }
+
+
+@torch.inference_mode()
+def feed_forward_walk(lm, text: str, layer: int) -> dict:
+    """What the FFN of ``layer`` (the first stack) read and made, checked position by position.
+
+    Returns tokens, d_model, d_ff, the activation's name, its parameter count, and
+    ``feed_forward_check``'s hidden activations and differences.
+    """
+    from model.analysis.walkthrough import record_inputs, walkthrough_kind
+
+    kind = walkthrough_kind(lm.kind)
+    tokens, rec = record_inputs(lm, text)
+    seen = rec.inputs[f"{kind}_ffn"]
+    if not 0 <= layer < len(seen):
+        raise ValueError(f"layer {layer} out of range 0..{len(seen) - 1}")
+    stack = lm.network.decoder if kind == "decoder" else lm.network.encoder
+    ffn = stack.layers[layer].ffn
+    check = feed_forward_check(ffn, seen[layer]["query"][0])
+    return {
+        "tokens": tokens,
+        "d_model": ffn.linear1.in_features,
+        "d_ff": ffn.linear1.out_features,
+        "activation": "GELU" if ffn.activation is torch.nn.functional.gelu else "ReLU",
+        "params": sum(p.numel() for p in ffn.parameters()),
+        **check,
+    }
