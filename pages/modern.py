@@ -257,7 +257,7 @@ def calculator_section() -> None:
     """The cache calculator: typing reruns only this."""
     with st.expander(t("modern.calc.header"), icon=":material/calculate:"):
         st.caption(t("modern.calc.caption"))
-        c = st.columns(6)
+        c = st.columns(5)
         calc = {
             "layers": c[0].number_input(t("modern.calc.layers"), 1, 512, 32, key="mc_layers"),
             "d_model": c[1].number_input(t("modern.calc.d_model"), 1, 65536, 4096, key="mc_d"),
@@ -269,7 +269,8 @@ def calculator_section() -> None:
         # Labels fixed during this run (see ui.permalink.linked): a later lookup could be in
         # another language.
         dtype_names = {k: t(f"modern.calc.dtype.{k}") for k in widths}
-        dtype = c[5].selectbox(t("modern.calc.dtype"), list(widths), index=1,
+        # A row of its own: a sixth column cut "fp16 / bf16 (2 bytes)" off at 1440 px.
+        dtype = st.columns(2)[0].selectbox(t("modern.calc.dtype"), list(widths), index=1,
                                key=translated_widget("mc_dtype"),
                                format_func=dtype_names.__getitem__)  # fmt: skip
         width = widths.get(dtype, 2)
