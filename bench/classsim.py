@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import random
 import re
@@ -148,9 +149,9 @@ def digits_for(i: int, rng: random.Random) -> list[str]:
 
 
 def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (as bench.loadtest)."""
+    """Nearest-rank percentile: the smallest wait that q% of the waits do not exceed."""
     ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
 def summary(waits: list[float]) -> dict:
@@ -647,6 +648,7 @@ def run_class(base_url: str, students: int = 30, duration_s: float = 60.0, seed:
         "errors": [f"student {s.i}: {e}" for s in people for e in s.errors],
         "crosstalk": [f"student {s.i}: {c}" for s in people for c in s.crosstalk],
         "replicas": {},
+        "served_by": [s.replicas for s in people],  # per student, every replica in order
         "actions": {a: summary([w for s in people for w in s.waits[a]]) for a in ACTIONS},
     }
     for s in people:
