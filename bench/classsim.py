@@ -320,6 +320,11 @@ class Student:
         )
         self.rng = random.Random(seed * 1000 + i)
         self.digits = digits_for(i, self.rng)
+        self.others_digits = {
+            " ".join(digits_for(j, random.Random(seed * 1000 + j))): j
+            for j in range(len(markers))
+            if j != i
+        }
         self.clock = log
         self.cookies: dict[str, str] = {}
         self.conn: Connection | None = None
@@ -333,6 +338,7 @@ class Student:
         self.replicas: list[str] = []  # every replica that served this student, in order
         self.reconnects: list[dict] = []
         self.text = ""
+        self.history: list[str] = []  # actions done, for the story behind an error
         self.progress = ""  # the decoding page's last step counter, from any run
 
     # ---- HTTP and the websocket, as the frontend does them ----
@@ -407,11 +413,13 @@ class Student:
         try:
             result = await self.conn.rerun(state)
         except Disconnected:
+            self.history.append(f"lost during {action}")
             await self.reconnect()
             return None
         except TimeoutError as err:
             self.errors.append(f"{action}: {err}")
             return None
+        self.history.append(action)
         self._look(action, result)
         self.waits[action].append(result.seconds)
         if check is not None:
@@ -458,6 +466,7 @@ class Student:
         self._look("reconnect", result)
         served = time.perf_counter()
         self.waits["reconnect"].append(served - lost)
+        self.history.append(f"reconnect[{self.query_string}]")
         self.reconnects.append({"from": lost_on, "to": self.conn.served_by,
                                 "lost_at": self.clock.since(lost),
                                 "served_at": self.clock.since(served),
@@ -485,6 +494,10 @@ class Student:
             raise LookupError(f"no text box on the {self.page} page")
         self.text = text
         self.widgets[found[1].id] = WidgetState(id=found[1].id, string_value=text)
+        if found[1].query_param_key:  # a bound widget: the frontend writes it into the URL
+            params = dict(urllib.parse.parse_qsl(self.query_string))
+            params[found[1].query_param_key] = text
+            self.query_string = urllib.parse.urlencode(params)
 
     def set_model(self, name: str) -> None:
         from streamlit.proto.WidgetStates_pb2 import WidgetState
@@ -514,8 +527,12 @@ class Student:
                 return
             shown = re.findall(r"`\s*([^`]*?)\s*`", lines[-1])
             run = [t for t in shown if t.isdigit()][: len(self.digits)]
-            if run != self.digits:
-                self.crosstalk.append(f"decoding shows {run}, typed {self.digits}")
+            if " ".join(run) in self.others_digits:
+                j = self.others_digits[" ".join(run)]
+                self.crosstalk.append(f"decoding shows student {j}'s digits {run}")
+            elif run != self.digits:
+                self.errors.append(f"decoding shows {run}, typed {self.digits} (after "
+                                   f"{' > '.join(self.history[-4:])})")  # fmt: skip
             if expect_step is not None:
                 want = translate("decoding.position", "en", step=expect_step, total="")
                 if not any(p.startswith(want) for p in progress_texts(result.elements)):

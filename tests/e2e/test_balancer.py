@@ -1,0 +1,116 @@
+"""`make serve`'s balancer for real: HAProxy in front of two replicas of the app.
+
+Cookie-less clients spread over the replicas, the SERVERID cookie keeps a browser (and its
+websocket) on one, Chromium draws the explorer through it with XSRF protection on, and a
+killed replica is dropped by the health check while its students move to the other. Speed
+is measured by bench.classsim (`make bench`), not asserted here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+from http.cookies import SimpleCookie
+
+import pytest
+
+from bench import classsim
+from deploy.serve import INSTALL_HINT, ServeError, cluster, haproxy_path
+
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def lab(artifacts_dir):
+    """Two replicas behind HAProxy, started in parallel, for this module; logs in artifacts."""
+    if haproxy_path() is None:
+        reason = f"the balancer tests need HAProxy: {INSTALL_HINT}"
+        if os.environ.get("CI") == "true":  # .ci/run installs it: missing there is a failure
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        with cluster(2, run_dir=artifacts_dir / "serve") as running:
+            classsim.warm(running.url)  # MiniLM and sort loaded on both replicas, untimed
+            yield running
+    except ServeError as err:
+        pytest.fail(str(err))
+
+
+def get(url: str, cookie: str | None = None) -> tuple[str, dict[str, str]]:
+    """(replica that answered, cookies set by the answer)."""
+    request = urllib.request.Request(url)
+    if cookie:
+        request.add_header("Cookie", cookie)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        jar = SimpleCookie()
+        for raw in response.headers.get_all("Set-Cookie") or []:
+            jar.load(raw)
+        return response.headers["X-Served-By"], {k: m for k, m in jar.items()}
+
+
+def test_cookieless_clients_spread_and_the_cookie_keeps_one_on_its_replica(lab):
+    first, cookies = get(lab.url + "/")
+    second, _ = get(lab.url + "/")
+    assert {first, second} == {"r1", "r2"}  # round robin, not one source address -> one replica
+    sticky = cookies["SERVERID"]
+    assert sticky.value == first and sticky["httponly"]
+    for _ in range(4):
+        served, again = get(lab.url + "/_stcore/health", cookie=f"SERVERID={first}")
+        assert served == first
+        assert "SERVERID" not in again  # a valid cookie is kept, not reissued
+
+
+def test_websocket_sessions_stay_on_their_replica_with_xsrf_on(lab):
+    # Two students speaking Streamlit's protocol: page, health (XSRF cookie), websocket with
+    # the token, explorer reruns and Step presses for a few seconds.
+    result = classsim.run_class(lab.url, students=2, duration_s=12, seed=7, arrival_s=0.5)
+    assert result["errors"] == []
+    assert result["crosstalk"] == []
+    assert sorted(result["replicas"]) == ["r1", "r2"]
+    assert all(len(path) == 1 for path in result["served_by"])  # never moved
+    assert result["actions"]["explorer"]["n"] >= 2
+
+
+@pytest.mark.browser
+def test_chromium_through_the_balancer_draws_the_explorer(lab, browser, screenshot_whole_page,
+                                                          artifacts_dir):  # fmt: skip
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=lab.url)
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
+    try:
+        page.goto("/explorer?model=minilm&text=the+penguin+crossed+the+bridge")
+        page.wait_for_function(
+            """w => [...document.querySelectorAll('[data-testid=stPlotlyChart] .xtick text')]
+                   .some(t => t.textContent === w)""",
+            arg="penguin",
+            timeout=90_000,
+        )
+        screenshot_whole_page(page, artifacts_dir / "balancer-explorer.png")
+        cookies = {c["name"]: c for c in context.cookies()}
+        assert cookies["SERVERID"]["value"] in ("r1", "r2")
+        assert cookies["SERVERID"]["httpOnly"]
+        assert "_streamlit_xsrf" in cookies  # XSRF protection stays on behind the proxy
+        assert problems == []
+    finally:
+        context.close()
+
+
+def test_a_killed_replica_is_dropped_and_its_students_move(lab):
+    # Last in this module: it leaves r1 dead. Four students; r1 is SIGKILLed 8 s in.
+    result = classsim.run_class(lab.url, students=4, duration_s=20, seed=11, arrival_s=0.3,
+                                kill=classsim.replica_killer(lab, "r1"), kill_after_s=8)  # fmt: skip
+    failover = result["failover"]
+    assert failover["students_on_victim"] >= 1
+    assert failover["reconnected"] == failover["students_on_victim"]
+    assert failover["moved_to"] == ["r2"]
+    assert failover["errors_on_victim"] == []
+    assert failover["errors_elsewhere"] == []  # the other replica's students saw nothing
+    assert failover["reconnects_elsewhere"] == 0
+    assert result["crosstalk"] == []
+    deadline = time.monotonic() + 10
+    while not lab.server_states().get("r1", "").startswith("DOWN"):
+        assert time.monotonic() < deadline, f"r1 still {lab.server_states()} after its death"
+        time.sleep(0.2)
+    assert {get(lab.url + "/_stcore/health")[0] for _ in range(3)} == {"r2"}
