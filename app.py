@@ -6,6 +6,7 @@ import streamlit as st
 
 from model.runtime.device import configure_threads
 from ui.i18n import t
+from ui.preload import start_preload
 from ui.sidebar import render_sidebar
 
 
@@ -21,6 +22,7 @@ st.set_page_config(
     layout="wide",
 )
 _configure_torch_once()
+start_preload()  # models and slow numbers, in the background, once per process
 
 # Groups of pages, each a sidebar section; a new page joins its group here.
 pages = {
@@ -28,24 +30,70 @@ pages = {
         st.Page("pages/home.py", title=t("nav.home"), icon=":material/home:", default=True),
     ],
     t("nav.section.look"): [
-        st.Page("pages/explorer.py", title=t("nav.explorer"), icon=":material/grid_view:",
-                url_path="explorer"),
-        st.Page("pages/decoding.py", title=t("nav.decoding"), icon=":material/stairs:",
-                url_path="decoding"),
-        st.Page("pages/training.py", title=t("nav.training"), icon=":material/model_training:",
-                url_path="training"),
+        st.Page(
+            "pages/explorer.py",
+            title=t("nav.explorer"),
+            icon=":material/grid_view:",
+            url_path="explorer",
+        ),
+        st.Page(
+            "pages/decoding.py",
+            title=t("nav.decoding"),
+            icon=":material/stairs:",
+            url_path="decoding",
+        ),
+        st.Page(
+            "pages/training.py",
+            title=t("nav.training"),
+            icon=":material/model_training:",
+            url_path="training",
+        ),
     ],
     t("nav.section.concepts"): [
-        st.Page("pages/concept_attention.py", title=t("nav.concept_attention"),
-                icon=":material/calculate:", url_path="concept_attention"),
-        st.Page("pages/concept_positional.py", title=t("nav.concept_positional"),
-                icon=":material/waves:", url_path="concept_positional"),
-        st.Page("pages/concept_layernorm.py", title=t("nav.concept_layernorm"),
-                icon=":material/equalizer:", url_path="concept_layernorm"),
-        st.Page("pages/concept_warmup.py", title=t("nav.concept_warmup"),
-                icon=":material/trending_up:", url_path="concept_warmup"),
-        st.Page("pages/concept_family.py", title=t("nav.concept_family"),
-                icon=":material/account_tree:", url_path="concept_family"),
+        st.Page(
+            "pages/concept_attention.py",
+            title=t("nav.concept_attention"),
+            icon=":material/calculate:",
+            url_path="concept_attention",
+        ),
+        st.Page(
+            "pages/concept_positional.py",
+            title=t("nav.concept_positional"),
+            icon=":material/waves:",
+            url_path="concept_positional",
+        ),
+        st.Page(
+            "pages/concept_layernorm.py",
+            title=t("nav.concept_layernorm"),
+            icon=":material/equalizer:",
+            url_path="concept_layernorm",
+        ),
+        st.Page(
+            "pages/concept_warmup.py",
+            title=t("nav.concept_warmup"),
+            icon=":material/trending_up:",
+            url_path="concept_warmup",
+        ),
+        st.Page(
+            "pages/concept_family.py",
+            title=t("nav.concept_family"),
+            icon=":material/account_tree:",
+            url_path="concept_family",
+        ),
+    ],
+    t("nav.section.practice"): [
+        st.Page(
+            "pages/practice.py",
+            title=t("nav.practice"),
+            icon=":material/quiz:",
+            url_path="practice",
+        ),
+        st.Page(
+            "pages/find_the_bug.py",
+            title=t("nav.find_the_bug"),
+            icon=":material/bug_report:",
+            url_path="find_the_bug",
+        ),
     ],
 }
 page = st.navigation(pages)

@@ -9,8 +9,9 @@ Model paths (bench.model_speed), page re-render time and bytes beside the bare f
 cold start, memory, many sessions at once (bench.loadtest), a class of simulated students
 through HAProxy on 1 and on 2 replicas and a replica killed mid-class (bench.classsim; needs
 HAProxy, else said and skipped) and, where installed, BertViz on the same inputs.
-``--class-only`` runs the class alone and replaces just its section of the report. Numbers taken side by side in one run on one machine: compare ratios,
-not absolute times, across machines.
+``--class-only`` runs the class alone and replaces just its section of the report. Numbers
+taken side by side in one run on one machine: compare ratios, not absolute times, across
+machines.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from bench import browser as browser_bench
 from bench import loadtest
 from bench import model_speed as model_bench
 from bench import pages as ui_bench
@@ -241,6 +243,11 @@ def run(args) -> dict:
     result["training"] = training()
     result["memory"] = memory()
     result["served"] = served(args.sessions)
+    result["browser"] = (
+        browser_bench.run(args.quick)
+        if loadtest.CHROMIUM.exists()
+        else f"no Chromium at {loadtest.CHROMIUM}"
+    )
     if args.class_students:
         result["class"] = class_simulation(args.class_students, args.class_duration)
     result["load_average_after"] = load_average()
@@ -409,9 +416,51 @@ def markdown(r: dict) -> str:
             row("Step → next token shown", "decoding_step"),
             row("all waits", "all"),
         ]
+    out += browser_markdown(r.get("browser"))
     if r.get("class"):
         out += ["", class_markdown(r["class"]).rstrip("\n")]
     return "\n".join(out) + "\n"
+
+
+def browser_markdown(b) -> list[str]:
+    """What a person waits for in headless Chromium (bench.browser): pages and Enter → drawn."""
+    out = ["", "## In the browser: what a person waits for (bench.browser)", ""]
+    if not isinstance(b, dict):
+        return [*out, f"Not measured: {b}."]
+    out += [
+        "Each page opened in headless Chromium on a freshly started server (cold: its first "
+        "visit since the start, right after the previous page's) and again (warm). *Drawn*: "
+        "from navigation until the script run has finished and every chart is laid out and "
+        "painted; *server*: the script runs that visit caused (bench.scripttiming).",
+        "",
+        "| page | cold: drawn | cold: server | warm: drawn | warm: server |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    visits = {(v["page"], v["visit"]): v for v in b["pages"]}
+    for name in dict.fromkeys(v["page"] for v in b["pages"]):
+        cold, warm = visits.get((name, "cold")), visits.get((name, "warm"))
+        out.append(
+            f"| {name} | {cold['drawn_s']:.1f} s | {_ms(cold['server_ms'])} | "
+            f"{warm['drawn_s']:.1f} s | {_ms(warm['server_ms'])} |"
+        )
+    sizes = sorted({r["tokens"] for r in b["explorer"]})
+    out += [
+        "",
+        "Explorer on MiniLM, Enter → drawn (a new sentence typed, Enter pressed, until the "
+        "view is drawn for it):",
+        "",
+        "| view | " + " | ".join(f"{n} tokens" for n in sizes) + " |",
+        "|---|" + "---:|" * len(sizes),
+    ]
+    by_view: dict[str, dict[int, float]] = {}
+    for r in b["explorer"]:
+        by_view.setdefault(r["view"], {})[r["tokens"]] = r["enter_to_drawn_s"]
+    for view, cells in by_view.items():
+        out.append(
+            f"| {view} | " + " | ".join(f"{cells[n]:.2f} s" if n in cells else "—" for n in sizes)
+            + " |"
+        )
+    return out
 
 
 CLASS_TITLE = "## A class through the balancer (bench.classsim)"

@@ -225,7 +225,8 @@ def serve(
                "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]  # fmt: skip
     log = open(log_path or os.devnull, "w")  # noqa: SIM115 - closed in finally
     start = time.perf_counter()
-    server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    env = {**os.environ, "ATTENTION_LAB_PRELOAD": "1"}  # a server as `make run` starts it
+    server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         while not healthy(url):
             if server.poll() is not None or time.perf_counter() - start > startup_s:

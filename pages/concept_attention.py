@@ -252,3 +252,4 @@ plotly_chart(where=c_2, fig=
     key="memory_chart",
 )  # fmt: skip
 st.caption(t("concepts.attention.cost_caption"))
+st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "attention"})  # fmt: skip

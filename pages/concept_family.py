@@ -121,3 +121,4 @@ else:
         key="sim_cls_chart",
     )  # fmt: skip
     st.caption(t("concepts.family.sim_caption"))
+st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "family"})  # fmt: skip

@@ -122,3 +122,4 @@ st.header(t("concepts.layernorm.pre_post"))
 st.markdown(t("concepts.layernorm.pre_post_text"))
 st.page_link("pages/concept_warmup.py", label=t("concepts.layernorm.to_warmup"),
              icon=":material/trending_up:")  # fmt: skip
+st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "layernorm"})  # fmt: skip

@@ -131,3 +131,4 @@ st.success(
     t("concepts.positional.verdict", no_pe=f"{no_pe:.1e}", with_pe=f"{with_pe:.2f}"),
     icon=":material/check_circle:",
 )
+st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "positional"})  # fmt: skip

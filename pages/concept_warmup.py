@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import streamlit as st
 
 from model.runtime.loading import CHECKPOINTS, SHIPPED
@@ -21,9 +22,24 @@ PRESETS = ((512, 4000), (512, 8000), (256, 4000))  # the Annotated Transformer's
 CURVE = "curve.csv"
 
 
+POINTS = 2000  # a 20,000-step curve drawn 1,000 px wide: 2,000 points lose nothing visible
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
-def noam_curve(d_model: int, warmup: int, factor: float, steps: int) -> list[float]:
-    return [noam_lr(s, d_model, warmup, factor) for s in range(1, steps + 1)]
+def step_grid(steps: int, warmup: int) -> np.ndarray:
+    """About POINTS steps from 1 to ``steps``, the warm-up's last step (the peak) included."""
+    grid = np.linspace(1, steps, POINTS).round().astype(int)
+    return np.unique(np.append(grid, min(warmup, steps)))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def noam_curve(d_model: int, warmup: int, factor: float, steps: np.ndarray) -> np.ndarray:
+    return np.array([noam_lr(int(s), d_model, warmup, factor) for s in steps])
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cosine_curve(warmup: int, total: int, peak: float, steps: np.ndarray) -> np.ndarray:
+    return np.array([warmup_cosine_lr(int(s), warmup, total, peak=peak) for s in steps])
 
 
 @st.cache_data(show_spinner=False, ttl=60)
@@ -69,18 +85,17 @@ warmup = c2.slider(t("concepts.warmup.warmup"), 100, 16000, 4000, step=100, key=
 factor = c3.slider(t("concepts.warmup.factor"), 0.1, 4.0, 1.0, step=0.1, key="wfactor",
                    bind="query-params")  # fmt: skip
 steps = 20000
+grid = step_grid(steps, warmup)
 presets = st.toggle(t("concepts.warmup.presets"), value=True, key="wpresets", bind="query-params")
 series = {t("concepts.warmup.yours", d=d_model, w=warmup, f=f"{factor:g}"):
-          noam_curve(d_model, warmup, factor, steps)}  # fmt: skip
+          noam_curve(d_model, warmup, factor, grid)}  # fmt: skip
 if presets:
     for d, w in PRESETS:
-        series[f"{d}:{w}"] = noam_curve(d, w, 1.0, steps)
+        series[f"{d}:{w}"] = noam_curve(d, w, 1.0, grid)
 peak = noam_lr(warmup, d_model, warmup, factor)
-series[t("concepts.warmup.cosine")] = [
-    warmup_cosine_lr(s, warmup, steps, peak=peak) for s in range(1, steps + 1)
-]
+series[t("concepts.warmup.cosine")] = cosine_curve(warmup, steps, peak, grid)
 plotly_chart(
-    lines_figure(range(1, steps + 1), series, x_title=t("concepts.warmup.step"), y_title=t("concepts.warmup.lr"),
+    lines_figure(grid, series, x_title=t("concepts.warmup.step"), y_title=t("concepts.warmup.lr"),
                  dashed=(t("concepts.warmup.cosine"),), vline=warmup,
                  vline_label=f"warmup = {warmup}", height=420),
     key="schedule_chart",
@@ -154,3 +169,4 @@ else:
     st.caption(t("concepts.warmup.rerun"))
     st.code(meta.get("rerun", "python -m model.training.warmup --out assets/experiments/warmup"),
             language="bash")  # fmt: skip
+st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "warmup"})  # fmt: skip

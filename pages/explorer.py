@@ -376,7 +376,7 @@ lm = get_model()
 if lm is None:
     st.stop()
 model_name = selected_model()
-text = sentence_input(lm, model_name)
+text = sentence_input(lm, model_name, offer_pretrained=True)
 if text is None:
     st.stop()
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# AppTests run app.py in this process: no background preloading competing with the tests
+# (the servers the browser tests start preload as in production: bench.loadtest.serve).
+os.environ.setdefault("ATTENTION_LAB_PRELOAD", "0")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -66,6 +66,11 @@ def selected_model() -> str:
     return choice if choice in model_choices() else DEFAULT_MODEL
 
 
+def switch_model(name: str) -> None:
+    """A button's callback: look at the same input with another model (the link follows)."""
+    st.session_state[_MODEL_KEY] = name
+
+
 def selected_device() -> str:
     device = st.session_state.get(_DEVICE_KEY, "auto")
     return device if device in device_choices() else "auto"

@@ -17,6 +17,7 @@ import streamlit as st
 from model.runtime.lab import LabModel
 from model.runtime.types import Encoded
 from ui.i18n import t
+from ui.models import switch_model
 
 EXAMPLES_PATH = Path(__file__).resolve().parents[1] / "assets" / "examples.json"
 MAX_CHARS = (
@@ -57,12 +58,20 @@ def clean_text(raw: str) -> tuple[str, dict[str, int]]:
     return text, notes
 
 
+PRETRAINED_CHOICE = "minilm"  # knows any English word (WordPiece), unlike the toy models
+
+
 def _looks_like_markup(text: str) -> bool:
     return bool(re.search(r"<[^>]*>|&[#\w]+;", text))
 
 
-def sentence_input(lm: LabModel, model_name: str, key: str = "text") -> str | None:
+def sentence_input(
+    lm: LabModel, model_name: str, key: str = "text", offer_pretrained: bool = False
+) -> str | None:
     """Draw the box and examples; return cleaned text ready for the model, or None.
+
+    With ``offer_pretrained``, a sentence with words the model does not know gets a button
+    that reads the same sentence with MiniLM (the obvious next step for a free sentence).
 
     The text is bound to ?text= and kept for the whole session, so it survives reruns,
     page switches and shared links. Switching models swaps an untouched example for the
@@ -113,6 +122,14 @@ def sentence_input(lm: LabModel, model_name: str, key: str = "text") -> str | No
         st.info(t("input.markup_literal"), icon=":material/code:")
     enc = lm.encode(text)
     report_encoding(lm, enc)
+    if offer_pretrained and enc.unknown and model_name != PRETRAINED_CHOICE:
+        st.button(
+            t("input.read_with_pretrained", model=t(f"model.name.{PRETRAINED_CHOICE}")),
+            on_click=switch_model,
+            args=(PRETRAINED_CHOICE,),
+            icon=":material/swap_horiz:",
+            key=f"{key}_read_with_pretrained",
+        )
     if not readable(lm, enc):
         st.warning(t("input.nothing_readable"), icon=":material/block:")
         return None

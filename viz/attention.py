@@ -45,11 +45,13 @@ def _masked(z: np.ndarray, mask) -> np.ndarray:
     return np.where(allowed, z, np.nan).astype(z.dtype)
 
 
-HOVER_TOKENS_MAX_CELLS = 64 * 64  # above this, hover names positions only: token text per
-# cell is not base64-packed and would multiply the bytes sent for a long input
+HOVER_TOKENS_MAX_CELLS = 64 * 64  # above this, per-cell hover text would multiply the bytes
+# sent (it is not base64-packed): axes name their positions "token #i" instead (see _positions)
+MAX_TICK_LABELS = 40  # more labels than this overlap, and plotly's layout of hundreds of
+# rotated labels is what froze a 256-token map for seconds: every k-th is drawn, hover names all
 
 
-def _mask_layer(z: np.ndarray) -> dict | None:
+def _mask_layer(z: np.ndarray, x: list | None = None, y: list | None = None) -> dict | None:
     """Grey cells under the weights wherever they are NaN (masked), or None if nothing is.
 
     A layer of its own rather than the plot background: themes pad the plot area, and a
@@ -61,8 +63,8 @@ def _mask_layer(z: np.ndarray) -> dict | None:
     return {
         "type": "heatmap",
         "z": np.where(masked, 1.0, np.nan).astype(np.float32),
-        "x": list(range(z.shape[1])),
-        "y": list(range(z.shape[0])),
+        "x": list(range(z.shape[1])) if x is None else x,
+        "y": list(range(z.shape[0])) if y is None else y,
         "colorscale": [[0, MASKED_GREY], [1, MASKED_GREY]],
         "showscale": False,
         "hoverinfo": "skip",
@@ -72,12 +74,23 @@ def _mask_layer(z: np.ndarray) -> dict | None:
 
 def _with_mask(heatmap: dict) -> list[dict]:
     """The grey mask layer first, then the weights on top (their NaN gaps let the grey show)."""
-    mask = _mask_layer(heatmap["z"])
+    mask = _mask_layer(heatmap["z"], heatmap["x"], heatmap["y"])
     return [heatmap] if mask is None else [mask, heatmap]
 
 
+def is_large(query_tokens: list[str], key_tokens: list[str]) -> bool:
+    """Too many cells to name the tokens cell by cell: the axes carry the names instead."""
+    return len(query_tokens) * len(key_tokens) > HOVER_TOKENS_MAX_CELLS
+
+
+def _positions(tokens: list[str]) -> list[str]:
+    """Category values "token #i" for a large map's axis: unique per position, so repeated
+    tokens keep their own rows, and the hover names the token without per-cell text."""
+    return [f"{token_label(t)} #{i}" for i, t in enumerate(tokens)]
+
+
 def _hover(query_tokens: list[str], key_tokens: list[str]) -> np.ndarray | None:
-    if len(query_tokens) * len(key_tokens) > HOVER_TOKENS_MAX_CELLS:
+    if is_large(query_tokens, key_tokens):
         return None
     q = [token_label(t) for t in query_tokens]
     k = [token_label(t) for t in key_tokens]
@@ -100,8 +113,12 @@ def _heatmap(
     faster than plotly's incremental, validating object API (it matters at every step)."""
     qn, kn, vn = (html.escape(s) for s in hover_names)
     custom = _hover(query_tokens, key_tokens)
+    large = custom is None and len(query_tokens) == z.shape[0] and len(key_tokens) == z.shape[1]
     if custom is None:
-        template = f"{qn}: #%{{y}}<br>{kn}: #%{{x}}<br>{vn}: %{{z:.3f}}<extra></extra>"
+        # Large maps: the axes are "token #i" categories, so %{y} / %{x} name the tokens.
+        template = f"{qn}: %{{y}}<br>{kn}: %{{x}}<br>{vn}: %{{z:.3f}}<extra></extra>"
+        if not large:
+            template = f"{qn}: #%{{y}}<br>{kn}: #%{{x}}<br>{vn}: %{{z:.3f}}<extra></extra>"
     else:
         template = (
             f"{qn}: %{{customdata[0]}} (#%{{y}})<br>{kn}: %{{customdata[1]}} (#%{{x}})"
@@ -110,8 +127,8 @@ def _heatmap(
     trace = {
         "type": "heatmap",
         "z": z,
-        "x": list(range(z.shape[1])),
-        "y": list(range(z.shape[0])),
+        "x": _positions(key_tokens) if large else list(range(z.shape[1])),
+        "y": _positions(query_tokens) if large else list(range(z.shape[0])),
         "zmin": zmin,
         "zmax": zmax,
         "colorscale": scale,
@@ -126,17 +143,25 @@ def _heatmap(
     return trace
 
 
+def thinned_ticks(labels: list[str]) -> tuple[list[int], list[str]]:
+    """(positions, labels) of at most MAX_TICK_LABELS ticks: every k-th label, from the first."""
+    step = max(1, math.ceil(len(labels) / MAX_TICK_LABELS))
+    shown = list(range(0, len(labels), step))
+    return shown, [labels[i] for i in shown]
+
+
 def _token_axis(tokens: list[str], ticks: bool = True) -> dict:
-    """An integer axis labelled with tokens, its range exactly covering the cells."""
-    axis = {"showgrid": False, "zeroline": False, "range": [-0.5, len(tokens) - 0.5]}
+    """An axis labelled with tokens by position, its range exactly covering the cells.
+
+    At most MAX_TICK_LABELS labels are drawn (every k-th token, the step said in the axis
+    title by the caller if it wants); the hover names every token.
+    """
+    n = len(tokens)
+    axis = {"showgrid": False, "zeroline": False, "range": [-0.5, n - 0.5]}
     if not ticks:
         return {**axis, "showticklabels": False, "ticks": ""}
-    return {
-        **axis,
-        "tickmode": "array",
-        "tickvals": list(range(len(tokens))),
-        "ticktext": [token_label(t) for t in tokens],
-    }
+    tickvals, ticktext = thinned_ticks([token_label(t) for t in tokens])
+    return {**axis, "tickmode": "array", "tickvals": tickvals, "ticktext": ticktext}
 
 
 def _axes(query_tokens, key_tokens, ticks=True, keys_on_top=True) -> tuple[dict, dict]:
@@ -383,12 +408,9 @@ def focus_bars_figure(
             col=1,
         )
     fig.update_yaxes(range=[0, 1], showticklabels=False, showgrid=False)
+    tickvals, ticktext = thinned_ticks(labels)  # the hover names every key
     fig.update_xaxes(
-        tickmode="array",
-        tickvals=list(range(len(key_tokens))),
-        ticktext=labels,
-        tickangle=-45,
-        showticklabels=False,
+        tickmode="array", tickvals=tickvals, ticktext=ticktext, tickangle=-45, showticklabels=False
     )
     fig.update_xaxes(showticklabels=True, row=n_heads, col=1)
     fig.update_layout(

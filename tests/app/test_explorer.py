@@ -18,8 +18,6 @@ def explorer(**query: str) -> AppTest:
     return open_page("explorer", **{"model": "minilm", **query})
 
 
-
-
 def test_a_sentence_becomes_a_heatmap_of_its_own_tokens():
     at = explorer(text="time flies like an arrow")
     assert not at.exception and not at.error
@@ -106,7 +104,13 @@ def test_text_longer_than_the_model_is_cut_with_a_notice():
     at = explorer(text=" ".join(["word"] * 600))
     assert not at.exception
     assert translate("input.truncated", "en", limit=512) in [w.value for w in at.warning]
-    assert len(figures(at)[0]["layout"]["xaxis"]["ticktext"]) == 512
+    fig = figures(at)[0]
+    heatmap = fig["data"][-1]
+    assert len(heatmap["x"]) == len(heatmap["y"]) == 512  # every token keeps its cell
+    # At most 60 labels are drawn, so they never overlap; the hover names every token.
+    assert len(fig["layout"]["xaxis"]["ticktext"]) <= 60
+    assert heatmap["y"][0] == "[CLS] #0" and heatmap["y"][1] == "word #1"
+    assert heatmap["y"][511] == "[SEP] #511" and "%{y}" in heatmap["hovertemplate"]
 
 
 def test_a_huge_paste_is_cut_to_the_character_limit_first():
@@ -237,3 +241,28 @@ def test_every_chart_saves_in_the_chosen_format_with_its_toolbar_in_the_ui_langu
     assert {c["toImageButtonOptions"]["format"] for c in chart_configs(at)} == {"svg"}
     at.button_group(key="view").set_value("export").run()
     assert any("SVG" in c.value for c in at.caption)  # the export view names the format
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_unknown_words_offer_one_button_that_reads_the_sentence_with_minilm(lang):
+    text = "the quokkas study math"  # en2ko does not know "quokkas"
+    at = open_page("explorer", model="en2ko", text=text, lang=lang)
+    label = translate(
+        "input.read_with_pretrained", lang, model=translate("model.name.minilm", lang)
+    )
+    (button,) = [b for b in at.button if b.label == label]
+    button.click().run()
+    assert not at.exception and not at.error
+    assert at.query_params["model"] == "minilm"  # the link keeps it
+    assert at.text_input(key="text").value == text  # the sentence is not lost
+    assert not [b for b in at.button if b.label == label]  # MiniLM knows every word
+    ticks = figures(at)[0]["layout"]["xaxis"]["ticktext"]
+    assert "quo" in " ".join(ticks)  # WordPiece reads the word the toy model could not
+
+
+def test_a_sentence_the_model_knows_gets_no_switch_button():
+    at = open_page("explorer", model="en2ko", text="I study math")
+    label = translate(
+        "input.read_with_pretrained", "en", model=translate("model.name.minilm", "en")
+    )
+    assert label not in [b.label for b in at.button]

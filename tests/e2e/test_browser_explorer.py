@@ -28,7 +28,9 @@ def test_typing_a_sentence_redraws_the_heatmap_with_its_tokens(
     page.locator("h1", has_text=translate("explorer.title", "en")).wait_for(timeout=TIMEOUT_MS)
     assert "school" in heatmap_ticks(page)  # the first example
 
-    box = page.get_by_label(translate("input.label", "en"), exact=True).and_(page.get_by_role("textbox"))
+    box = page.get_by_label(translate("input.label", "en"), exact=True).and_(
+        page.get_by_role("textbox")
+    )
     box.fill("time flies like an arrow")
     box.press("Enter")
     page.wait_for_function(
@@ -136,4 +138,76 @@ def test_the_chart_camera_saves_png_or_svg_and_speaks_the_ui_language(page, arti
     svg.value.save_as(svg_path)
     drawing = svg_path.read_text(encoding="utf-8")
     assert drawing.lstrip().startswith("<svg") and ">school<" in drawing  # vector text, tokens
+    assert page.problems == []
+
+
+WORDS = [
+    "the",
+    "student",
+    "reads",
+    "the",
+    "notes",
+    "then",
+    "opens",
+    "the",
+    "lab",
+    "to",
+    "see",
+    "how",
+    "every",
+    "head",
+    "looks",
+]
+LONG = " ".join(WORDS[i % len(WORDS)] for i in range(254))
+N_TOKENS = 256  # [CLS] + 254 words (one WordPiece each) + [SEP]
+
+
+def test_a_256_token_sentence_draws_readable_labels_and_hover_names_the_token(
+    page, artifacts_dir, screenshot_whole_page
+):
+    page.goto(f"/explorer?model=minilm&text={LONG.replace(' ', '+')}")
+    chart = page.get_by_test_id("stPlotlyChart").first
+    chart.locator(".xtick text").first.wait_for(timeout=TIMEOUT_MS)
+    # Tick labels as drawn: few enough that no two overlap, on either axis. Keys are
+    # rotated 45°, so neighbours are parallel lines sqrt(1/2)·dx apart; queries stack dy apart.
+    for axis, name, factor in (("xtick", "xaxis", 0.5**0.5), ("ytick", "yaxis", 1.0)):
+        labels = chart.locator(f".{axis} text")
+        font_px = float(labels.first.evaluate("e => parseFloat(getComputedStyle(e).fontSize)"))
+        length_px, tickvals = chart.locator(".js-plotly-plot").evaluate(
+            f"p => [p._fullLayout.{name}._length, p._fullLayout.{name}.tickvals]"
+        )
+        assert 10 <= labels.count() <= 60, axis
+        gap_px = length_px * (tickvals[1] - tickvals[0]) / N_TOKENS * factor
+        assert gap_px >= font_px, (axis, gap_px, font_px)  # at least one font size apart
+    # Hover a cell well inside the map: the label names the query and key tokens.
+    chart.scroll_into_view_if_needed()
+    box = chart.locator(".nsewdrag").first.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.3, steps=8)
+    page.locator(".hoverlayer .hovertext").first.wait_for(state="attached", timeout=TIMEOUT_MS)
+    text = page.locator(".hoverlayer").first.text_content()
+    assert re.search(r"[a-z]+ #\d+", text), text  # "looks #158": the token and its position
+    screenshot_whole_page(page, artifacts_dir / "explorer-256-tokens.png")
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_unknown_words_button_reads_the_sentence_with_minilm(
+    page, lang, artifacts_dir, screenshot_whole_page
+):
+    page.goto(f"/explorer?model=en2ko&lang={lang}&text=the+quokkas+study+math")
+    label = translate(
+        "input.read_with_pretrained", lang, model=translate("model.name.minilm", lang)
+    )
+    button = page.get_by_role("button", name=label)
+    button.wait_for(timeout=TIMEOUT_MS)
+    screenshot_whole_page(page, artifacts_dir / f"explorer-unknown-{lang}.png")
+    button.click()
+    page.wait_for_url(re.compile(r"model=minilm"), timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid=stPlotlyChart] .xtick text')]
+                 .some(t => t.textContent.startsWith('##') || t.textContent === 'quo')""",
+        timeout=TIMEOUT_MS,
+    )
+    assert "quokkas" in page.url  # the sentence went along
+    assert page.get_by_role("button", name=label).count() == 0
     assert page.problems == []

@@ -41,3 +41,33 @@ def test_bench_times_minilm_beside_transformers_for_each_length(report):
         for r in written["minilm"]
     )
     assert "traced / transformers" in printed and "| MiniLM, 9 tokens |" in printed
+
+
+def test_the_browser_section_tables_every_page_and_every_view_by_size():
+    from bench.benchreport import browser_markdown
+    from bench.browser import summary
+
+    result = {
+        "pages": [
+            {"page": "home", "visit": "cold", "drawn_s": 3.2, "server_ms": 900.0},
+            {"page": "home", "visit": "warm", "drawn_s": 0.8, "server_ms": 40.0},
+            {"page": "explorer", "visit": "cold", "drawn_s": 4.1, "server_ms": 1200.0},
+            {"page": "explorer", "visit": "warm", "drawn_s": 1.0, "server_ms": 120.0},
+        ],
+        "explorer": [
+            {"view": "heatmap", "tokens": 22, "enter_to_drawn_s": 0.4},
+            {"view": "heatmap", "tokens": 256, "enter_to_drawn_s": 1.1},
+            {"view": "heads", "tokens": 256, "enter_to_drawn_s": 2.5},
+        ],
+    }
+    text = "\n".join(browser_markdown(result))
+    assert "| home | 3.2 s | 900 ms | 0.8 s | 40 ms |" in text
+    assert "| heatmap | 0.40 s | 1.10 s |" in text and "| heads | — | 2.50 s |" in text
+    assert summary(result) == {
+        "worst_cold_drawn_s": 4.1,
+        "worst_warm_server_ms": 120.0,
+        "median_warm_drawn_s": 0.9,
+        "heatmap_256_s": 1.1,
+        "worst_view_256_s": 2.5,
+    }
+    assert "Not measured: no Chromium" in "\n".join(browser_markdown("no Chromium at /x"))

@@ -115,3 +115,20 @@ def test_difference_map_is_second_minus_first_on_a_fixed_diverging_scale():
     z = np.asarray(diff.z, dtype=float)
     assert np.isnan(z[0, 1]) and z[1, 0] == pytest.approx(-0.3) and z[1, 1] == pytest.approx(0.3)
     assert (diff.zmin, diff.zmax, diff.zmid) == (-1, 1, 0)
+
+
+def test_a_long_input_draws_at_most_sixty_labels_and_names_every_token_on_hover():
+    tokens = [f"w{i % 7}" for i in range(256)]  # repeated tokens, as real text has
+    fig = attention_heatmap(np.full((256, 256), 1 / 256), tokens, tokens)
+    heatmap = fig.data[-1]
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        assert len(axis.ticktext) <= 60
+        assert [tokens[v] for v in axis.tickvals] == list(axis.ticktext)  # labels sit right
+    assert len(set(heatmap.y)) == 256  # "w3 #3" and "w3 #10" stay apart
+    assert heatmap.y[10] == "w3 #10" and "%{y}" in heatmap.hovertemplate
+    assert heatmap.customdata is None  # no per-cell text: the bytes stay small
+
+
+def test_a_short_input_keeps_every_label_and_integer_positions():
+    fig = attention_heatmap(causal_weights(5), TOKENS, TOKENS)
+    assert len(fig.layout.xaxis.ticktext) == 5 and list(fig.data[-1].x) == [0, 1, 2, 3, 4]

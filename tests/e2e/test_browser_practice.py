@@ -1,0 +1,95 @@
+"""Practice in a real browser: a class-set link shows two students the same exercise, and
+answering shows the feedback, in English and Korean; screenshots in tests/artifacts/."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import practice
+from ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+TIMEOUT_MS = 120_000
+SEED, TOPIC = 2024, "layernorm"
+
+
+def wait_for_exercise(tab, lang: str) -> str:
+    """Until the exercise is drawn and the script is idle; returns its heading."""
+    heading = tab.get_by_test_id("stMain").locator("h3").first
+    heading.wait_for(timeout=TIMEOUT_MS)
+    tab.get_by_role("button", name=translate("practice.check", lang)).wait_for(timeout=TIMEOUT_MS)
+    tab.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
+    )
+    tab.evaluate("document.fonts.ready")
+    return heading.inner_text()
+
+
+def answer(tab, lang: str, text: str) -> None:
+    box = tab.get_by_label(translate("practice.field.out", lang, step=""))
+    box.fill(text)
+    box.press("Tab")  # leave the box, as a student would before clicking
+    tab.get_by_role("button", name=translate("practice.check", lang)).click()
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_class_set_link_gives_two_students_the_same_exercise_and_feedback(
+    browser, app_url, artifacts_dir, screenshot_whole_page, page, lang
+):
+    link = f"/practice?seed={SEED}&topic={TOPIC}&lang={lang}"
+    page.goto(link)
+    first = wait_for_exercise(page, lang)
+    other = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=app_url)
+    try:
+        tab = other.new_page()
+        tab.goto(link)
+        assert wait_for_exercise(tab, lang) == first
+        prompt = translate("practice.layernorm.prompt", lang, x="", gamma="", beta="", d="")[:12]
+        assert tab.get_by_test_id("stMain").get_by_text(prompt).first.inner_text() == (
+            page.get_by_test_id("stMain").get_by_text(prompt).first.inner_text()
+        )
+    finally:
+        other.close()
+
+    ex = practice.make(*practice.item(SEED, TOPIC, 0))
+    assert translate(f"practice.kind.{ex.kind}", lang) in first
+    # A wrong answer (the unbiased variance) first: its own hint.
+    unbiased = next(w for w in ex.wrong if w.key.endswith(".unbiased"))
+    answer(page, lang, ", ".join(f"{v:.3f}" for v in unbiased.answer[0]))
+    hint = translate(unbiased.key, lang, **unbiased.params)
+    page.get_by_test_id("stAlert").get_by_text(hint[:20]).wait_for(timeout=TIMEOUT_MS)
+    # Then the right one: "correct", the worked solution, and a score of 0 / 1 (first try).
+    answer(page, lang, ", ".join(f"{v:.3f}" for v in ex.answer[0]))
+    correct = translate("practice.feedback.correct", lang)
+    page.get_by_test_id("stAlert").get_by_text(correct).wait_for(timeout=TIMEOUT_MS)
+    page.get_by_text(translate("practice.solution", lang), exact=True).wait_for()
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
+    )
+    screenshot_whole_page(page, artifacts_dir / f"practice-{lang}.png")
+    text = page.get_by_test_id("stMain").inner_text()
+    assert "0 / 1" in text
+    if lang == "ko":
+        assert HANGUL.search(text)
+    assert "Traceback" not in text
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_find_the_bug_draws_both_runs(page, artifacts_dir, screenshot_whole_page, lang):
+    page.goto(f"/find_the_bug?seed=4&lang={lang}")
+    page.locator("h1", has_text=translate("bugs.title", lang)).wait_for(timeout=TIMEOUT_MS)
+    page.get_by_test_id("stPlotlyChart").nth(1).locator(".main-svg").first.wait_for(
+        timeout=TIMEOUT_MS
+    )
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
+    )
+    page.evaluate("document.fonts.ready")
+    screenshot_whole_page(page, artifacts_dir / f"find_the_bug-{lang}.png")
+    assert "Traceback" not in page.get_by_test_id("stMain").inner_text()
+    assert page.problems == []
