@@ -41,17 +41,19 @@ import random
 import re
 import signal
 import statistics
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
+from pathlib import Path
 
 from ui.i18n import translate
 
 # One marker per student: a single MiniLM token found in no catalog or example, so seeing
-# another student's marker anywhere is cross-talk (tests/unit/test_classsim.py checks both).
+# another student's marker anywhere is cross-talk (tests/unit/test_serve_and_classsim.py checks both).
 MARKERS = [
     "saxophone",
     "volcano",
@@ -646,6 +648,25 @@ async def _class(base: str, n: int, duration_s: float, seed: int, arrival_s: flo
     return students, failover
 
 
+def run_async(coroutine):
+    """asyncio.run(coroutine) on a thread of its own: the caller may be inside an event loop
+    already (Playwright's sync API keeps one running in the thread of the browser tests)."""
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["result"] = asyncio.run(coroutine)
+        except BaseException as err:  # handed to the caller, raised there
+            box["error"] = err
+
+    thread = threading.Thread(target=target, name="classsim")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
 def run_class(base_url: str, students: int = 30, duration_s: float = 60.0, seed: int = 0,
               arrival_s: float = 0.2, kill=None, kill_after_s: float | None = None) -> dict:  # fmt: skip
     """Drive a class against ``base_url`` (the balancer); ``kill()`` -> (replica, pid) ends one
@@ -654,8 +675,8 @@ def run_class(base_url: str, students: int = 30, duration_s: float = 60.0, seed:
         raise ValueError(f"1 to {MAX_STUDENTS} students (one marker word each)")
     started = time.perf_counter()
     load_before = [round(x, 2) for x in os.getloadavg()]
-    people, failover = asyncio.run(_class(base_url.rstrip("/"), students, duration_s, seed,
-                                          arrival_s, kill, kill_after_s))  # fmt: skip
+    people, failover = run_async(_class(base_url.rstrip("/"), students, duration_s, seed,
+                                        arrival_s, kill, kill_after_s))  # fmt: skip
     out = {
         "students": students,
         "duration_s": duration_s,
@@ -717,23 +738,53 @@ def warm(base_url: str) -> None:
         for s in people:  # one after another: each lands on the next replica
             await one(s)
 
-    asyncio.run(all_of_them())
+    run_async(all_of_them())
     errors = [e for s in people for e in s.errors]
     if errors:
         raise RuntimeError(f"warming the replicas failed: {errors[:3]}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far (/proc/PID/stat), 0 when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+        fields = text.rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(pids: list[int], quiet: float = 0.1, window_s: float = 2.0,
+           limit_s: float = 180.0) -> float:  # fmt: skip
+    """Wait until the replicas' start-up work (ui.preload: models, the concept pages'
+    numbers, on a background thread after the first page) is done: until they used less than
+    ``quiet`` of a core over ``window_s``. The class starts on servers at rest, as it does
+    when the teacher opened the lab minutes before. Returns the seconds waited."""
+    start = time.perf_counter()
+    before = sum(cpu_seconds(p) for p in pids)
+    while time.perf_counter() - start < limit_s:
+        time.sleep(window_s)
+        now = sum(cpu_seconds(p) for p in pids)
+        if (now - before) / window_s < quiet:
+            break
+        before = now
+    return time.perf_counter() - start
+
+
 def simulate(replicas: int, students: int, duration_s: float, kill_after_s: float | None = None,
              seed: int = 0, log_dir=None) -> dict:  # fmt: skip
-    """Start ``replicas`` behind HAProxy (deploy.serve), warm them, run the class, stop."""
+    """Start ``replicas`` behind HAProxy (deploy.serve), warm them, let their start-up work
+    finish, run the class, stop."""
     from deploy.serve import cluster
 
     with cluster(replicas, run_dir=log_dir) as lab:
         warm(lab.url)
+        settled_s = settle([r.process.pid for r in lab.replicas])
         kill = replica_killer(lab) if kill_after_s is not None else None
         out = run_class(lab.url, students, duration_s, seed, kill=kill, kill_after_s=kill_after_s)
         out["replica_count"] = replicas
         out["ready_s"] = lab.ready_s
+        out["settled_s"] = settled_s
         return out
 
 

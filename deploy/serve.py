@@ -308,9 +308,7 @@ def stop(run_dir: Path = RUN_DIR, timeout: float = 20.0) -> list[int]:
     any child left over. Returns the pids signalled."""
     path = run_dir / "pids.json"
     if not path.exists():
-        print(
-            f"nothing to stop: no {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
-        )
+        print(f"nothing to stop: no {_shown(path)}")
         return []
     pids = json.loads(path.read_text(encoding="utf-8"))
     signalled = []
@@ -333,9 +331,14 @@ def stop(run_dir: Path = RUN_DIR, timeout: float = 20.0) -> list[int]:
     return signalled
 
 
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def serve_forever(args) -> int:
-    RUN_DIR.mkdir(parents=True, exist_ok=True)
-    old = RUN_DIR / "pids.json"
+    run_dir = Path(args.run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    old = run_dir / "pids.json"
     if old.exists():
         recorded = json.loads(old.read_text(encoding="utf-8")).get("serve")
         if recorded and _recorded(recorded, "deploy.serve"):
@@ -354,10 +357,10 @@ def serve_forever(args) -> int:
     print(f"starting {args.replicas} replica(s) on 127.0.0.1:{ports[0]}..{ports[-1]} "
           f"and HAProxy on {args.bind}:{args.port} ...", flush=True)  # fmt: skip
     try:
-        with cluster(args.replicas, args.port, ports, bind=args.bind, run_dir=RUN_DIR) as lab:
+        with cluster(args.replicas, args.port, ports, bind=args.bind, run_dir=run_dir) as lab:
             shown = f"http://localhost:{args.port}" if args.bind in ("*", "0.0.0.0") else lab.url
             print(f"ready in {lab.ready_s:.0f} s: open {shown}  (Ctrl-C or `make stop` ends it; "
-                  f"logs in {RUN_DIR.relative_to(ROOT)})", flush=True)  # fmt: skip
+                  f"logs in {_shown(run_dir)})", flush=True)  # fmt: skip
             while not stopping:
                 time.sleep(1)
                 for r in lab.replicas:
@@ -376,7 +379,7 @@ def serve_forever(args) -> int:
         print(f"make serve: {err}", file=sys.stderr)
         return 1
     finally:
-        (RUN_DIR / "pids.json").unlink(missing_ok=True)
+        (run_dir / "pids.json").unlink(missing_ok=True)
     print("stopped")
     return 0
 
@@ -387,15 +390,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--port", type=int, default=8501, help="where students connect")
     parser.add_argument("--bind", default="*", help="HAProxy's address; * = every interface")
+    parser.add_argument("--run-dir", default=str(RUN_DIR),
+                        help="where pids, logs and the generated config go (serve and stop)")  # fmt: skip
     parser.add_argument("--print-config", action="store_true",
                         help="print the HAProxy configuration and exit")  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "stop":
-        stop()
+        stop(Path(args.run_dir).resolve())
         return 0
     if args.print_config:
         ports = [args.port + REPLICA_PORT_OFFSET + i + 1 for i in range(args.replicas)]
-        print(render_config(args.port, ports, RUN_DIR / "haproxy.sock", args.bind), end="")
+        print(
+            render_config(args.port, ports, Path(args.run_dir) / "haproxy.sock", args.bind), end=""
+        )
         return 0
     if haproxy_path() is None:
         print(f"make serve: HAProxy is not installed: {INSTALL_HINT}", file=sys.stderr)
