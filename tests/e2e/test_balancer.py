@@ -8,10 +8,14 @@ is measured by bench.classsim (`make bench`), not asserted here.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 import urllib.request
 from http.cookies import SimpleCookie
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +23,8 @@ from bench import classsim
 from deploy.serve import INSTALL_HINT, ServeError, cluster, haproxy_path
 
 pytestmark = [pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +53,52 @@ def get(url: str, cookie: str | None = None) -> tuple[str, dict[str, str]]:
         for raw in response.headers.get_all("Set-Cookie") or []:
             jar.load(raw)
         return response.headers["X-Served-By"], {k: m for k, m in jar.items()}
+
+
+def test_make_serve_starts_one_replica_and_make_stop_ends_all_of_it(tmp_path):
+    """The command line behind `make serve` / `make stop`, with its own run folder and port.
+    First in the module: it runs before the shared two-replica balancer starts."""
+    if haproxy_path() is None:
+        pytest.skip(f"the balancer tests need HAProxy: {INSTALL_HINT}")
+    from deploy.serve import free_port
+
+    port, run_dir = free_port(), tmp_path / "run"
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "deploy.serve", "--replicas", "1", "--port", str(port),
+         "--bind", "127.0.0.1", "--run-dir", str(run_dir)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        lines = []
+        for line in serve.stdout:  # "starting ...", then "ready in N s: open URL ..."
+            lines.append(line)
+            if line.startswith("ready in") or len(lines) > 50:
+                break
+        assert lines and lines[-1].startswith("ready in"), "".join(lines)
+        served, _ = get(f"http://127.0.0.1:{port}/_stcore/health")
+        assert served == "r1"
+        pids = json.loads((run_dir / "pids.json").read_text())
+        started = [pids["serve"], pids["haproxy"], *pids["replicas"].values()]
+        stop = subprocess.run(
+            [sys.executable, "-m", "deploy.serve", "stop", "--run-dir", str(run_dir)],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert stop.returncode == 0, stop.stderr
+        assert serve.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while any(Path(f"/proc/{pid}").exists() for pid in started):
+            assert time.monotonic() < deadline, f"still running: {started}"
+            time.sleep(0.2)
+        assert not (run_dir / "pids.json").exists()
+        again = subprocess.run(
+            [sys.executable, "-m", "deploy.serve", "stop", "--run-dir", str(run_dir)],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert again.returncode == 0 and "nothing to stop" in again.stdout
+    finally:
+        if serve.poll() is None:
+            serve.terminate()
+            serve.wait(timeout=30)
 
 
 def test_cookieless_clients_spread_and_the_cookie_keeps_one_on_its_replica(lab):
