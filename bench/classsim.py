@@ -333,6 +333,10 @@ class Student:
         self.page = "explorer"
         self.query_string = ""
         self.widgets: dict[str, object] = {}  # widget id -> WidgetState the student set
+        # URL parameters that widgets own (bind="query-params"): the frontend writes them and
+        # keeps them when the server sends a query string without them (a fragment run does)
+        self.bound: dict[str, str] = {}
+        self.page_check = None  # what the current page must show, checked after a reconnect
         self.elements: list = []  # the last full run's elements
         self.waits: dict[str, list[float]] = {a: [] for a in ACTIONS}
         self.errors: list[str] = []
@@ -411,7 +415,15 @@ class Student:
         return state
 
     async def act(self, action: str, state, check=None) -> RunResult | None:
-        """One timed rerun; its checks; reconnect (and redo it) if the websocket died."""
+        """One timed rerun and its checks. If the websocket died, reconnect: the reconnect's
+        rerun carries the same URL and widget states, and is checked for what the page must
+        show (its own sentence on the explorer, its own digits on the decoding page)."""
+        if action in ("open", "explorer"):
+            self.page_check = self.check_explorer
+        elif action == "decoding_text":
+            self.page_check = self.check_decoding(None)
+        elif action in ("navigate", "switch"):  # the text shown is the session's, not typed
+            self.page_check = None
         try:
             result = await self.conn.rerun(state)
         except Disconnected:
@@ -430,7 +442,13 @@ class Student:
 
     def _look(self, action: str, result: RunResult) -> None:
         if result.query_string is not None:
-            self.query_string = result.query_string
+            params = dict(urllib.parse.parse_qsl(result.query_string, keep_blank_values=True))
+            for k in self.bound:
+                if k in params:  # the server set it (an example picked, a default written)
+                    self.bound[k] = params[k]
+                else:  # a run where the widget did not register: the frontend keeps it
+                    params[k] = self.bound[k]
+            self.query_string = urllib.parse.urlencode(params)
         if result.status != "ok":
             self.errors.append(f"{action}: script {result.status}")
         self.errors += [f"{action}: {p}" for p in problems_in(result.elements)]
@@ -473,6 +491,8 @@ class Student:
                                 "lost_at": self.clock.since(lost),
                                 "served_at": self.clock.since(served),
                                 "seconds": served - lost})  # fmt: skip
+        if self.page_check is not None:  # the page came back with this student's input
+            self.page_check(result)
 
     async def think(self, span: tuple[float, float]) -> None:
         """Read the page; a websocket that dies meanwhile is noticed at once (as a browser)."""
@@ -497,8 +517,8 @@ class Student:
         self.text = text
         self.widgets[found[1].id] = WidgetState(id=found[1].id, string_value=text)
         if found[1].query_param_key:  # a bound widget: the frontend writes it into the URL
-            params = dict(urllib.parse.parse_qsl(self.query_string))
-            params[found[1].query_param_key] = text
+            params = dict(urllib.parse.parse_qsl(self.query_string, keep_blank_values=True))
+            params[found[1].query_param_key] = self.bound[found[1].query_param_key] = text
             self.query_string = urllib.parse.urlencode(params)
 
     def set_model(self, name: str) -> None:
@@ -553,7 +573,8 @@ class Student:
         return int(m.group(1)), int(m.group(2))
 
     async def navigate(self, page: str) -> None:
-        self.page, self.query_string, self.widgets = page, "", {}
+        self.page, self.query_string, self.widgets, self.bound = page, "", {}, {}
+        self.page_check = None
         state = self.client_state(page_hash=self.conn.pages.get(page, ""))
         await self.act("navigate", state)
 
