@@ -114,3 +114,22 @@ def test_the_class_section_sits_beside_the_rest_of_the_report():
     assert twice.count(benchreport.CLASS_TITLE) == 1 and twice.endswith("## Later\n\nkept\n")
     skipped = benchreport.class_markdown({"skipped": "HAProxy is not installed"})
     assert "Not measured: HAProxy is not installed." in skipped
+
+
+def test_the_class_section_says_which_targets_the_two_replica_run_met():
+    fast, slow = _run(2, 0.4), _run(2, 2.0)
+    slow["errors"] = ["student 3: explorer: no heatmap came"]
+    met = benchreport.class_targets({"runs": [_run(1, 3.0), fast]})
+    assert met[0] == "- 2 replicas, explorer re-render p95: 0.40 s (target ≤ 1.5 s: met)"
+    assert met[1].endswith("(target 0, 0: met)")
+    missed = benchreport.class_targets({"runs": [slow]})
+    assert missed[0].endswith("(target ≤ 1.5 s: NOT met)")
+    assert missed[1] == "- 2 replicas, errors and cross-talk: 1, 0 (target 0, 0: NOT met)"
+    failover = {"students_on_victim": 2, "reconnected": 2, "errors_on_victim": [],
+                "errors_elsewhere": [], "kill_to_served": classsim.summary([3.0, 12.0])}  # fmt: skip
+    late = benchreport.class_targets({"failover": {"failover": failover}})
+    assert late == ["- replica killed: every student of it served again, without an error, the "
+                    "last 12.0 s after the kill; no error among the other replica's students "
+                    "(target ≤ 10 s: NOT met)"]  # fmt: skip
+    failover["kill_to_served"] = classsim.summary([3.0, 4.0])
+    assert benchreport.class_targets({"failover": {"failover": failover}})[0].endswith(": met)")
