@@ -8,11 +8,13 @@ is measured by bench.classsim (`make bench`), not asserted here.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from http.cookies import SimpleCookie
 from pathlib import Path
@@ -147,6 +149,52 @@ def test_chromium_through_the_balancer_draws_the_explorer(lab, browser, screensh
         assert problems == []
     finally:
         context.close()
+
+
+def put_file(url: str, cookies: dict[str, str], token: str | None) -> tuple[int, str, str]:
+    """PUT one small file the way st.file_uploader does: (status, replica, error detail)."""
+    boundary = "lab-test-boundary"
+    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="n.txt"'
+            f"\r\nContent-Type: text/plain\r\n\r\nthe zebra\r\n--{boundary}--\r\n").encode()  # fmt: skip
+    request = urllib.request.Request(url, data=body, method="PUT")
+    request.add_header("Content-Type", f"multipart/form-data; boundary={boundary}")
+    request.add_header("Cookie", "; ".join(f"{k}={v}" for k, v in cookies.items()))
+    if token is not None:
+        request.add_header("X-Xsrftoken", token)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers["X-Served-By"], ""
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers["X-Served-By"], err.read().decode(errors="replace")
+
+
+def test_an_upload_reaches_the_replica_that_holds_its_session_and_xsrf_is_checked(lab):
+    student = classsim.Student(0, lab.url, classsim.MARKERS, 5, classsim.Clock())
+    student.query_string = f"model=minilm&text=the+{student.marker}+crossed+the+bridge"
+
+    async def upload_during_a_session() -> dict:
+        await student.connect()
+        await student.act("open", student.client_state(), student.check_explorer)
+        session, home = student.conn.session_id, student.conn.served_by
+        url = f"{lab.url}/_stcore/upload_file/{session}/file-1"
+        token = student.cookies["_streamlit_xsrf"]
+        other = {"r1": "r2", "r2": "r1"}[home]
+        answers = {
+            "sticky": await asyncio.to_thread(put_file, url, student.cookies, token),
+            "no token": await asyncio.to_thread(put_file, url, student.cookies, None),
+            "other replica": await asyncio.to_thread(
+                put_file, url, {**student.cookies, "SERVERID": other}, token
+            ),
+        }
+        await student.conn.close()
+        return {"home": home, "other": other, **answers}
+
+    got = classsim.run_async(upload_during_a_session())
+    assert student.errors == [], student.errors
+    assert got["sticky"][:2] == (204, got["home"])  # the cookie took it to the session
+    assert got["no token"][:2] == (403, got["home"])  # XSRF protection on behind HAProxy
+    status, served, detail = got["other replica"]  # without stickiness it would fail so
+    assert (status, served) == (400, got["other"]) and "Invalid session_id" in detail
 
 
 def test_a_killed_replica_is_dropped_and_its_students_move(lab):
