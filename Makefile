@@ -34,6 +34,7 @@ stop:
 # apt packages, not pip: HAProxy for make serve; Chromium and Korean fonts for the browser
 # tests (Playwright drives Debian's Chromium, never a downloaded one).
 system-deps:
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y haproxy chromium fonts-noto-cjk
 
