@@ -29,14 +29,20 @@ pytestmark = [pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def need_haproxy() -> None:
+    """Skip, saying how to install it, where HAProxy is missing; under CI=true fail instead
+    (.ci/run installs it there, so a missing one is a broken set-up, not a reason to skip)."""
+    if haproxy_path() is None:
+        reason = f"the balancer tests need HAProxy: {INSTALL_HINT}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def lab(artifacts_dir):
     """Two replicas behind HAProxy, started in parallel, for this module; logs in artifacts."""
-    if haproxy_path() is None:
-        reason = f"the balancer tests need HAProxy: {INSTALL_HINT}"
-        if os.environ.get("CI") == "true":  # .ci/run installs it: missing there is a failure
-            pytest.fail(reason)
-        pytest.skip(reason)
+    need_haproxy()
     try:
         with cluster(2, run_dir=artifacts_dir / "serve") as running:
             classsim.warm(running.url)  # MiniLM and sort loaded on both replicas, untimed
@@ -60,8 +66,7 @@ def get(url: str, cookie: str | None = None) -> tuple[str, dict[str, str]]:
 def test_make_serve_starts_one_replica_and_make_stop_ends_all_of_it(tmp_path):
     """The command line behind `make serve` / `make stop`, with its own run folder and port.
     First in the module: it runs before the shared two-replica balancer starts."""
-    if haproxy_path() is None:
-        pytest.skip(f"the balancer tests need HAProxy: {INSTALL_HINT}")
+    need_haproxy()
     from deploy.serve import free_port
 
     port, run_dir = free_port(), tmp_path / "run"
