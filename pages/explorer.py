@@ -37,10 +37,12 @@ from ui.models import (
 from ui.permalink import linked
 from ui.sentence import clean_text, code_span, sentence_input
 from viz.attention import (
+    HEADS_MAX_SIDE,
     attention_heatmap,
     difference_heatmap,
     focus_bars_figure,
     heads_figure,
+    heads_pooled,
     model_grid_figure,
     scores_heatmap,
 )
@@ -133,8 +135,11 @@ def show_heatmap(v: Shown) -> None:
 
 def show_heads(v: Shown) -> None:
     q_tokens, k_tokens = v.tokens
+    if heads_pooled(q_tokens, k_tokens, HEADS_MAX_SIDE):
+        n = max(len(q_tokens), len(k_tokens))
+        st.caption(t("explorer.heads_pooled", n=n, k=max(2, round(n / HEADS_MAX_SIDE))))
     plotly_chart(
-        heads_figure(v.attention[v.layer], q_tokens, k_tokens, mask=v.mask,
+        heads_figure(v.attention[v.layer], q_tokens, k_tokens, mask=v.mask, max_side=HEADS_MAX_SIDE,
                      titles=head_titles(v.n_heads), labels=axis_labels()),
         key="heads_chart",
     )  # fmt: skip

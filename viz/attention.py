@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import html
 import math
-import warnings
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from viz.memo import memo_figure
 
 MASKED_GREY = "#bdbdbd"  # drawn as its own layer under the weights (see _mask_layer)
 PROBABILITY_SCALE = "Blues"  # white at 0, so grey "masked" can never be mistaken for it
@@ -199,6 +200,7 @@ def _single_map(
     return go.Figure({"data": _with_mask(heatmap), "layout": layout})
 
 
+@memo_figure
 def attention_heatmap(
     weights,
     query_tokens: list[str],
@@ -216,6 +218,15 @@ def attention_heatmap(
     return _single_map(heatmap, query_tokens, key_tokens, title, (labels[1], labels[0]))
 
 
+HEADS_MAX_SIDE = 64  # all heads at 256 tokens: 12 x 65k cells took the browser ~7 s to draw
+
+
+def heads_pooled(query_tokens: list[str], key_tokens: list[str], max_side: int | None) -> bool:
+    """Whether ``heads_figure`` draws block means rather than every token pair."""
+    return max_side is not None and max(len(query_tokens), len(key_tokens)) > max_side
+
+
+@memo_figure
 def heads_figure(
     weights,
     query_tokens: list[str],
@@ -226,13 +237,18 @@ def heads_figure(
     cols: int | None = None,
     labels: tuple[str, str, str] = ("query", "key", "weight"),
     ticks: bool | None = None,
+    max_side: int | None = None,
 ) -> go.Figure:
     """Small multiples, [H, Lq, Lk] -> one figure, one shared [0, 1] colour bar.
 
     Token labels sit on the outer panels only (queries left, keys below), so panels keep
-    their room and titles never collide with labels.
+    their room and titles never collide with labels. Longer inputs than ``max_side`` are
+    drawn as block means (``heads_pooled``): a dozen full-size maps froze the browser.
     """
     z = _masked(_as_array(weights), mask)
+    pooled = heads_pooled(query_tokens, key_tokens, max_side)
+    if pooled:
+        z = pool_cells(z, max_side)
     n = z.shape[0]
     cols = cols or min(n, 4)
     rows = math.ceil(n / cols)
@@ -245,11 +261,18 @@ def heads_figure(
     )  # fmt: skip
     for i in range(n):
         r, c = i // cols + 1, i % cols + 1
-        heatmap = _heatmap(z[i], query_tokens, key_tokens, scale=PROBABILITY_SCALE, zmin=0,
-                           zmax=1, hover_names=labels, showscale=i == 0)  # fmt: skip
+        if pooled:
+            heatmap = _pooled_heatmap(z[i], len(query_tokens), len(key_tokens), max_side,
+                                      labels, showscale=i == 0)  # fmt: skip
+        else:
+            heatmap = _heatmap(z[i], query_tokens, key_tokens, scale=PROBABILITY_SCALE, zmin=0,
+                               zmax=1, hover_names=labels, showscale=i == 0)  # fmt: skip
         for trace in _with_mask(heatmap):
             fig.add_trace(trace, row=r, col=c)
-        x, y = _axes(query_tokens, key_tokens, ticks, keys_on_top=False)
+        if pooled:  # axes over blocks, not tokens; the hover names each block's positions
+            x, y = _axes([""] * z.shape[1], [""] * z.shape[2], False, keys_on_top=False)
+        else:
+            x, y = _axes(query_tokens, key_tokens, ticks, keys_on_top=False)
         x["showticklabels"] = ticks and i + cols >= n  # keys only under the bottom panels
         y["showticklabels"] = ticks and c == 1  # queries only left of the first column
         fig.update_xaxes(x, row=r, col=c)
@@ -271,6 +294,7 @@ def _diverging_map(
     return _single_map(heatmap, query_tokens, key_tokens, title, None)
 
 
+@memo_figure
 def scores_heatmap(
     values,
     query_tokens: list[str],
@@ -286,6 +310,11 @@ def scores_heatmap(
     return _diverging_map(z, query_tokens, key_tokens, bound, title, labels)
 
 
+def pool_edges(n: int, max_side: int) -> np.ndarray:
+    """Block boundaries that split ``n`` positions into at most ``max_side`` near-equal blocks."""
+    return np.linspace(0, n, min(n, max_side) + 1).astype(int)
+
+
 def pool_cells(z: np.ndarray, max_side: int) -> np.ndarray:
     """Average-pool the last two axes down to at most ``max_side`` cells each (thumbnails).
 
@@ -294,17 +323,39 @@ def pool_cells(z: np.ndarray, max_side: int) -> np.ndarray:
     lq, lk = z.shape[-2:]
     if lq <= max_side and lk <= max_side:
         return z
-    qe = np.linspace(0, lq, min(lq, max_side) + 1).astype(int)
-    ke = np.linspace(0, lk, min(lk, max_side) + 1).astype(int)
-    out = np.empty((*z.shape[:-2], len(qe) - 1, len(ke) - 1), dtype=np.float32)
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN blocks are meant to stay NaN
-        for a in range(len(qe) - 1):
-            for b in range(len(ke) - 1):
-                out[..., a, b] = np.nanmean(
-                    z[..., qe[a] : qe[a + 1], ke[b] : ke[b + 1]], axis=(-2, -1)
-                )
-    return out
+    qe, ke = pool_edges(lq, max_side), pool_edges(lk, max_side)
+    present = ~np.isnan(z)
+    # Block sums by np.add.reduceat over both axes; NaN cells count neither in sum nor size.
+    sums = np.add.reduceat(np.add.reduceat(np.where(present, z, 0.0), qe[:-1], axis=-2), ke[:-1], axis=-1)
+    sizes = np.add.reduceat(np.add.reduceat(present.astype(np.float32), qe[:-1], axis=-2), ke[:-1], axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sizes > 0, sums / sizes, np.nan).astype(np.float32)  # all-NaN stays NaN
+
+
+def _pooled_heatmap(
+    z: np.ndarray, n_queries: int, n_keys: int, max_side: int, hover_names, showscale: bool
+) -> dict:
+    """A heatmap of block means (``pool_cells``) whose hover names each block's positions."""
+    qn, kn, vn = (html.escape(s) for s in hover_names)
+    qe, ke = pool_edges(n_queries, max_side), pool_edges(n_keys, max_side)
+    # Per block: its first and last query, its first and last key.
+    custom = np.stack(np.broadcast_arrays(
+        qe[:-1, None], qe[1:, None] - 1, ke[None, :-1], ke[None, 1:] - 1
+    ), axis=-1).astype(np.int16)  # fmt: skip
+    return {
+        "type": "heatmap",
+        "z": z,
+        "x": list(range(z.shape[1])),
+        "y": list(range(z.shape[0])),
+        "zmin": 0,
+        "zmax": 1,
+        "colorscale": PROBABILITY_SCALE,
+        "customdata": custom,
+        "hovertemplate": f"{qn}: #%{{customdata[0]}}–%{{customdata[1]}}<br>"
+        f"{kn}: #%{{customdata[2]}}–%{{customdata[3]}}<br>{vn}: %{{z:.3f}}<extra></extra>",
+        "hoverongaps": False,
+        "showscale": showscale,
+    }
 
 
 def _mosaic(z: np.ndarray, gutter: int) -> tuple[np.ndarray, np.ndarray]:
@@ -324,6 +375,7 @@ def _mosaic(z: np.ndarray, gutter: int) -> tuple[np.ndarray, np.ndarray]:
     return out, masked
 
 
+@memo_figure
 def model_grid_figure(
     attention,
     *,
@@ -374,6 +426,7 @@ def model_grid_figure(
     return fig
 
 
+@memo_figure
 def focus_bars_figure(
     rows,
     key_tokens: list[str],
@@ -419,6 +472,7 @@ def focus_bars_figure(
     return fig
 
 
+@memo_figure
 def difference_heatmap(
     first,
     second,

@@ -22,6 +22,7 @@ from viz.attention import (
     thinned_ticks,
     token_label,
 )
+from viz.memo import memo_figure
 
 SERIES_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
 
@@ -30,6 +31,7 @@ def _esc(text: str) -> str:
     return html.escape(text or "", quote=False)
 
 
+@memo_figure
 def matrix_heatmap(
     values,
     row_labels: list[str],
@@ -98,6 +100,7 @@ def matrix_heatmap(
     return fig
 
 
+@memo_figure
 def lines_figure(
     x,
     series: dict[str, list[float]],
@@ -152,6 +155,7 @@ def lines_figure(
     return fig
 
 
+@memo_figure
 def histogram_pair(
     a, b, *, names: tuple[str, str], x_title: str, y_title: str, bins: int = 60
 ) -> go.Figure:
@@ -170,6 +174,7 @@ def histogram_pair(
     return fig
 
 
+@memo_figure
 def grouped_bars(
     categories: list[str],
     series: dict[str, list[float]],
@@ -221,6 +226,7 @@ def step_frame(
     })  # fmt: skip
 
 
+@memo_figure
 def mask_figure(
     masks: list[np.ndarray],
     query_tokens: list[list[str]],
@@ -258,6 +264,7 @@ def mask_figure(
     return fig
 
 
+@memo_figure
 def norm_axes_figure(
     x: np.ndarray,
     layer_normed: np.ndarray,

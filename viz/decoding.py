@@ -8,12 +8,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.attention import attention_heatmap, token_label
+from viz.memo import memo_figure
 
 CHOSEN = "#ff4b4b"  # the token that was picked, in every chart
 OTHER = "#8fb3d9"
 BEFORE = "#c7c7c7"
 
 
+@memo_figure
 def growing_mask_figure(
     rows: list,
     query_tokens: list[str],
@@ -42,6 +44,7 @@ def growing_mask_figure(
     return fig
 
 
+@memo_figure
 def head_rows_figure(
     rows, key_tokens: list[str], *, head_titles: list[str], title: str, labels: tuple[str, str, str]
 ) -> go.Figure:
@@ -51,6 +54,7 @@ def head_rows_figure(
     return fig
 
 
+@memo_figure
 def next_token_figure(
     before,
     after,

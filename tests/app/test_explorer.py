@@ -52,6 +52,17 @@ def test_all_heads_of_a_layer_share_one_figure():
     assert titles == [f"Head {i}" for i in range(1, 13)]
 
 
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_all_heads_of_a_long_sentence_are_drawn_as_block_means_with_a_note(lang):
+    text = " ".join(["the student reads the notes"] * 20)  # 100 words, 102 tokens with [CLS]/[SEP]
+    at = explorer(view="heads", text=text, lang=lang)
+    (fig,) = figures(at)
+    maps = [d for d in fig["data"] if d.get("hovertemplate")]
+    assert len(maps) == 12 and all("customdata[3]" in m["hovertemplate"] for m in maps)
+    note = translate("explorer.heads_pooled", lang, n=102, k=2)
+    assert note in [c.value for c in at.caption]
+
+
 def test_token_focus_follows_the_chosen_query_token():
     at = explorer(view="focus", token="2", text="I study math")
     (fig,) = figures(at)

@@ -11,6 +11,7 @@ from viz.attention import (
     difference_heatmap,
     heads_figure,
     model_grid_figure,
+    pool_cells,
     scores_heatmap,
     token_label,
 )
@@ -132,3 +133,38 @@ def test_a_long_input_draws_at_most_sixty_labels_and_names_every_token_on_hover(
 def test_a_short_input_keeps_every_label_and_integer_positions():
     fig = attention_heatmap(causal_weights(5), TOKENS, TOKENS)
     assert len(fig.layout.xaxis.ticktext) == 5 and list(fig.data[-1].x) == [0, 1, 2, 3, 4]
+
+
+def test_pooled_blocks_are_the_mean_of_their_unmasked_cells_and_fully_masked_blocks_stay_grey():
+    z = np.arange(36, dtype=np.float32).reshape(6, 6)
+    z[0:3, 3:6] = np.nan  # one whole block masked
+    z[3, 0] = np.nan  # one cell of another block
+    pooled = pool_cells(z, 2)
+    assert np.isnan(pooled[0, 1])
+    assert pooled[0, 0] == pytest.approx(np.mean(z[0:3, 0:3]))
+    assert pooled[1, 0] == pytest.approx(np.nanmean(z[3:6, 0:3]))
+
+
+def test_all_heads_of_a_long_input_draw_block_means_whose_hover_names_the_positions():
+    tokens = [f"w{i}" for i in range(256)]
+    weights = np.random.default_rng(0).random((4, 256, 256)).astype(np.float32)
+    fig = heads_figure(weights, tokens, tokens, mask=causal_mask(256), max_side=64)
+    maps = [d for d in fig.data if d.hovertemplate]
+    assert len(maps) == 4 and np.asarray(maps[0].z).shape == (64, 64)
+    assert np.asarray(maps[0].z)[1, 0] == pytest.approx(weights[0, 4:8, 0:4].mean(), rel=1e-5)
+    first_q, last_q, first_k, last_k = np.asarray(maps[0].customdata)[1, 2]
+    assert (first_q, last_q, first_k, last_k) == (4, 7, 8, 11)
+    assert "customdata[0]" in maps[0].hovertemplate and "customdata[3]" in maps[0].hovertemplate
+    short = heads_figure(weights[:, :20, :20], tokens[:20], tokens[:20], max_side=64)
+    assert np.asarray(short.data[0].z).shape == (20, 20)  # short inputs stay token by token
+
+
+def test_a_figure_asked_for_again_with_equal_inputs_is_not_rebuilt_but_new_inputs_are():
+    w = causal_weights(5)
+    first = attention_heatmap(w, TOKENS, TOKENS, title="A")
+    assert attention_heatmap(w.clone(), TOKENS, TOKENS, title="A") is first
+    assert attention_heatmap(w, TOKENS, TOKENS, title="B") is not first  # another language
+    changed = w.clone()
+    changed[4, 0] += 0.5
+    again = attention_heatmap(changed, TOKENS, TOKENS, title="A")
+    assert again is not first and np.asarray(again.data[-1].z)[4, 0] != np.asarray(first.data[-1].z)[4, 0]
