@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.runtime.device import configure_threads
+from ui.frame import mark_framed
 from ui.i18n import t
 from ui.preload import start_preload
 from ui.sidebar import render_sidebar
@@ -98,4 +99,5 @@ pages = {
 }
 page = st.navigation(pages)
 render_sidebar()
+mark_framed()  # the page's require_frame() knows it runs inside this frame, not bare
 page.run()
