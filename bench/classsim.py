@@ -537,7 +537,9 @@ class Student:
         if tokens is None:
             self.errors.append("explorer: no heatmap came")
         elif self.marker not in tokens:
-            self.errors.append(f"explorer: heatmap without the own word {self.marker!r}")
+            self.errors.append(f"explorer: heatmap without the own word {self.marker!r} "
+                               f"(it shows {' '.join(tokens[:8])} ..., after "
+                               f"{' > '.join(self.history[-3:])})")  # fmt: skip
 
     def check_decoding(self, expect_step: int | None):
         prefix = translate("decoding.decoder_input", "en", tokens="")

@@ -9,8 +9,11 @@ is measured by bench.classsim (`make bench`), not asserted here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from bench import classsim
-from deploy.serve import INSTALL_HINT, ServeError, cluster, haproxy_path
+from deploy.serve import INSTALL_HINT, STARTUP_S, ServeError, cluster, haproxy_path, wait_healthy
+from ui.i18n import translate
 
 pytestmark = [pytest.mark.slow]
 
@@ -64,8 +68,9 @@ def get(url: str, cookie: str | None = None) -> tuple[str, dict[str, str]]:
 
 
 def test_make_serve_starts_one_replica_and_make_stop_ends_all_of_it(tmp_path):
-    """The command line behind `make serve` / `make stop`, with its own run folder and port.
-    First in the module: it runs before the shared two-replica balancer starts."""
+    """The command line behind `make serve` / `make stop`, with its own run folder and port,
+    and a class arriving at once on its fresh replica. First in the module: it runs before
+    the shared two-replica balancer starts."""
     need_haproxy()
     from deploy.serve import free_port
 
@@ -84,6 +89,13 @@ def test_make_serve_starts_one_replica_and_make_stop_ends_all_of_it(tmp_path):
         assert lines and lines[-1].startswith("ready in"), "".join(lines)
         served, _ = get(f"http://127.0.0.1:{port}/_stcore/health")
         assert served == "r1"
+        # A class opening its links together on the freshly started replica: every student
+        # gets the page inside the frame, on the link's model (MiniLM), not a bare page on
+        # the default model (ui.frame.require_frame).
+        together = classsim.run_class(f"http://127.0.0.1:{port}", students=6, duration_s=1,
+                                      seed=3, arrival_s=0)  # fmt: skip
+        assert together["errors"] == [] and together["crosstalk"] == []
+        assert together["actions"]["open"]["n"] == 6
         pids = json.loads((run_dir / "pids.json").read_text())
         started = [pids["serve"], pids["haproxy"], *pids["replicas"].values()]
         stop = subprocess.run(
@@ -200,6 +212,67 @@ def test_an_upload_reaches_the_replica_that_holds_its_session_and_xsrf_is_checke
     assert got["no token"][:2] == (403, got["home"])  # XSRF protection on behind HAProxy
     status, served, detail = got["other replica"]  # without stickiness it would fail so
     assert (status, served) == (400, got["other"]) and "Invalid session_id" in detail
+
+
+@pytest.mark.browser
+def test_chromium_reconnects_through_the_balancer_when_its_replica_dies(lab, browser,
+                                                                        screenshot_whole_page,
+                                                                        artifacts_dir):  # fmt: skip
+    """Streamlit's own frontend, not the simulation: its replica is killed mid-lesson; it
+    reconnects through HAProxy to the other one, the page comes back from its URL, works, and
+    shows no error. The killed replica is started again for the tests after this one."""
+    from playwright.sync_api import Error as PlaywrightError  # the browser fixture needs it
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=lab.url)
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
+    position = re.escape(translate("decoding.position", "en", step="§", total="¶"))
+
+    def at_step(step: int):
+        pattern = position.replace("§", str(step)).replace("¶", r"\d+")
+        return page.get_by_text(re.compile(pattern))
+
+    def button(name: str):
+        return page.get_by_role("button", name=translate(f"decoding.{name}", "en"), exact=True)
+
+    victim = None
+    try:
+        page.goto("/decoding?model=sort&text=4+1+3+2")
+        button("step").click(timeout=90_000)
+        at_step(1).wait_for(timeout=90_000)
+        home = {c["name"]: c["value"] for c in context.cookies()}["SERVERID"]
+        victim = lab.replica(home)
+        killed = time.monotonic()
+        os.kill(victim.process.pid, signal.SIGKILL)
+        victim.process.wait()
+        # Reset, pressed until the page answers: only a live session on the other replica can.
+        while True:
+            assert time.monotonic() - killed < 60, "the page never came back"
+            with contextlib.suppress(PlaywrightError):
+                button("reset").click(timeout=2_000)
+                at_step(0).wait_for(timeout=2_000)
+                break
+        back_s = time.monotonic() - killed
+        cookies = {c["name"]: c["value"] for c in context.cookies()}
+        assert cookies["SERVERID"] != home  # HAProxy sent it to the live replica, new cookie
+        box = page.get_by_role("textbox", name=translate("input.label", "en"))
+        assert box.input_value() == "4 1 3 2"  # the sentence came back from the URL
+        button("step").click()
+        at_step(1).wait_for(timeout=30_000)
+        assert page.get_by_test_id("stException").count() == 0
+        assert problems == []
+        screenshot_whole_page(page, artifacts_dir / "balancer-after-failover.png")
+        print(f"page served again {back_s:.1f} s after its replica was killed")
+    finally:
+        context.close()
+        if victim is not None and not victim.alive():  # back for the tests after this one
+            victim.start()
+            wait_healthy([victim], STARTUP_S)
+            deadline = time.monotonic() + 30
+            while lab.server_states().get(victim.name) != "UP":
+                assert time.monotonic() < deadline, f"{victim.name}: {lab.server_states()}"
+                time.sleep(0.2)
 
 
 def test_a_killed_replica_is_dropped_and_its_students_move(lab):
