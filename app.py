@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.runtime.device import configure_threads
+from ui.chrome import translate_streamlit_chrome
 from ui.frame import mark_framed
 from ui.i18n import t
 from ui.preload import start_preload
@@ -81,6 +82,12 @@ pages = {
             icon=":material/account_tree:",
             url_path="concept_family",
         ),
+        st.Page(
+            "pages/modern.py",
+            title=t("nav.modern"),
+            icon=":material/rocket_launch:",
+            url_path="modern",
+        ),
     ],
     t("nav.section.practice"): [
         st.Page(
@@ -99,5 +106,6 @@ pages = {
 }
 page = st.navigation(pages)
 render_sidebar()
+translate_streamlit_chrome()  # Streamlit's own English controls: translated or removed
 mark_framed()  # the page's require_frame() knows it runs inside this frame, not bare
 page.run()

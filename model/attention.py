@@ -3,16 +3,24 @@
 softmax(Q Kᵀ / √d_k) V — the scale is the square root of d_k: q·k of two random unit-variance
 vectors has variance d_k, so dividing by √d_k brings it back to 1 and keeps the softmax
 out of its saturated, vanishing-gradient region.
+
+Since 2017: grouped-query attention (fewer key/value heads than query heads, each shared by
+a group), rotary positions and ALiBi applied inside self-attention (see model.positional),
+and FlashAttention's online softmax (``tiled_attention``): the same numbers, computed block by
+block without ever holding the whole [Lq, Lk] matrix.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from model.positional import alibi_bias, apply_rope
 
 
 @dataclass
@@ -20,7 +28,7 @@ class AttentionStages:
     """Every step between Q, K and the weights, each [..., Lq, Lk], for the teaching pages."""
 
     scores: torch.Tensor  # raw Q Kᵀ
-    scaled: torch.Tensor  # Q Kᵀ / √d_k
+    scaled: torch.Tensor  # Q Kᵀ / √d_k (+ the ALiBi distance bias where the model uses it)
     masked: torch.Tensor  # scaled, with -inf where the mask forbids
     weights: torch.Tensor  # softmax over keys; all zero for a query with no allowed key
 
@@ -33,16 +41,20 @@ def scaled_dot_product_attention(
     *,
     dropout_p: float = 0.0,
     return_stages: bool = False,
+    bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | AttentionStages]:
-    """softmax(Q Kᵀ / √d_k) V over the last two dims; returns (out, weights).
+    """softmax(Q Kᵀ / √d_k + bias) V over the last two dims; returns (out, weights).
 
     q [..., Lq, d_k], k [..., Lk, d_k], v [..., Lk, d_v]; mask is bool, True = may attend,
     broadcastable to [..., Lq, Lk]. A query with no allowed key gets zero weights and a zero
-    output rather than NaN. With ``return_stages`` the second item is an AttentionStages.
+    output rather than NaN. ``bias``: an additive float term on the scaled scores (ALiBi),
+    broadcastable the same way. With ``return_stages`` the second item is an AttentionStages.
     """
     d_k = q.size(-1)
     scores = q @ k.transpose(-2, -1)  # [..., Lq, Lk]
     scaled = scores / math.sqrt(d_k)
+    if bias is not None:
+        scaled = scaled + bias
     if mask is None:
         masked = scaled
         weights = torch.softmax(scaled, dim=-1)
@@ -61,39 +73,186 @@ def scaled_dot_product_attention(
 
 
 def _fast_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    dropout_p: float,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """torch's fused kernel, made to agree with the traced path on fully masked rows."""
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p)
+    mask = mask.to(torch.bool)
     row_ok = mask.any(dim=-1, keepdim=True)  # [..., Lq, 1]
     # Let rows with no allowed key attend everything (no NaN inside the kernel), then zero them.
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~row_ok, dropout_p=dropout_p)
+    allowed = mask | ~row_ok
+    if bias is not None:  # one float mask: the bias where allowed, -inf where not
+        allowed = bias.to(q.dtype).masked_fill(~allowed, float("-inf"))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout_p)
     return out.masked_fill(~row_ok, 0.0)
+
+
+# --- FlashAttention's online softmax ------------------------------------------------------------
+
+
+@dataclass
+class TileStep:
+    """The running state after one [query block x key block] tile of ``online_softmax``.
+
+    Shapes are the tile's: scores [..., bq, bk], the rest per query row [..., bq, 1] or
+    [..., bq, d_v]. ``rescale`` = exp(m_old - m_new) is what the earlier sum and output are
+    multiplied by when a larger score turns up.
+    """
+
+    q_start: int
+    q_end: int
+    k_start: int
+    k_end: int
+    scores: torch.Tensor  # this tile's scaled (+ bias) scores, -inf where masked
+    m_old: torch.Tensor  # running max before this tile (-inf before the first)
+    m_new: torch.Tensor  # running max after it
+    rescale: torch.Tensor  # exp(m_old - m_new): 0 the first time, 1 when the max held
+    l: torch.Tensor  # noqa: E741  running sum of exp(score - m_new) after this tile
+    acc: torch.Tensor  # running un-normalised output Σ exp(score - m_new) v
+    last: bool  # the last key block of these queries: acc / l is their output
+
+    @property
+    def partial(self) -> torch.Tensor:
+        """acc / l: the output these queries would get if the keys ended here."""
+        return torch.where(self.l > 0, self.acc / self.l.clamp_min(1e-30), 0.0)
+
+
+def _tile(t: torch.Tensor | None, qs: int, qe: int, ks: int, ke: int) -> torch.Tensor | None:
+    """Rows qs:qe and columns ks:ke of a mask or bias, leaving broadcast (size-1) axes alone."""
+    if t is None:
+        return None
+    rows = slice(None) if t.shape[-2] == 1 else slice(qs, qe)
+    cols = slice(None) if t.shape[-1] == 1 else slice(ks, ke)
+    return t[..., rows, cols]
+
+
+def online_softmax(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    block_size: int = 64,
+    *,
+    bias: torch.Tensor | None = None,
+    q_block_size: int | None = None,
+) -> Iterator[TileStep]:
+    """Walk attention tile by tile, yielding the running max / sum / output after each.
+
+    For each block of queries, key blocks arrive one at a time; with m the running max of the
+    scores seen, l = Σ exp(s - m) and acc = Σ exp(s - m) v, a new block with a larger max
+    multiplies l and acc by exp(m_old - m_new) before adding its own terms. After the last
+    block acc / l is exactly softmax(s) v: no [Lq, Lk] matrix is ever held, only one tile.
+    """
+    if block_size < 1 or (q_block_size is not None and q_block_size < 1):
+        raise ValueError(f"block sizes must be at least 1, got {block_size}, {q_block_size}")
+    lq, lk = q.shape[-2], k.shape[-2]
+    bq = q_block_size or block_size
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    mask = None if mask is None else mask.to(torch.bool)
+    for qs in range(0, lq, bq):
+        qe = min(qs + bq, lq)
+        q_blk = q[..., qs:qe, :]
+        m = torch.full((*q_blk.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)
+        l = torch.zeros_like(m)  # noqa: E741 (the paper's name)
+        acc = torch.zeros((*q_blk.shape[:-1], v.shape[-1]), dtype=q.dtype, device=q.device)
+        for ks in range(0, lk, block_size):
+            ke = min(ks + block_size, lk)
+            s = (q_blk @ k[..., ks:ke, :].transpose(-2, -1)) * scale  # [..., bq, bk]
+            if bias is not None:
+                s = s + _tile(bias, qs, qe, ks, ke)
+            if mask is not None:
+                s = s.masked_fill(~_tile(mask, qs, qe, ks, ke), float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            # Rows with nothing allowed yet keep m = -inf; shift them by 0 so exp gives 0, not NaN.
+            shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
+            p = torch.exp(s - shift)  # [..., bq, bk]; 0 where masked
+            rescale = torch.exp(m - shift)
+            l = rescale * l + p.sum(dim=-1, keepdim=True)  # noqa: E741
+            acc = rescale * acc + p @ v[..., ks:ke, :]
+            yield TileStep(qs, qe, ks, ke, s, m, m_new, rescale, l, acc, ke == lk)
+            m = m_new
+
+
+def tiled_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    block_size: int = 64,
+    *,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Exact softmax(Q Kᵀ / √d_k + bias) V computed block by block (FlashAttention's online
+    softmax); same shapes and mask contract as ``scaled_dot_product_attention`` (a query with
+    no allowed key gets a zero output), returns only the output: the weights never exist whole.
+    """
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    out = torch.zeros((*lead, q.shape[-2], v.shape[-1]), dtype=q.dtype, device=q.device)
+    if k.shape[-2] == 0:
+        return out
+    for step in online_softmax(q, k, v, mask, block_size, bias=bias):
+        if step.last:
+            out[..., step.q_start : step.q_end, :] = step.partial
+    return out
+
+
+def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """[B, G, L, d] -> [B, G·groups, L, d]: each key/value head serves ``groups`` query heads
+    in a row (query head h reads key/value head h // groups)."""
+    if groups == 1:
+        return x
+    b, g, n, d = x.shape
+    return x[:, :, None].expand(b, g, groups, n, d).reshape(b, g * groups, n, d)
 
 
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i).
 
-    The per-head projections are packed into one d_model x d_model matrix each (head i owns
-    columns i*d_k .. (i+1)*d_k). Weights are returned, never kept on the module: one model
-    serves every browser session at once.
+    The per-head projections are packed into one matrix each (head i owns columns
+    i*d_k .. (i+1)*d_k). With ``n_kv_heads`` < n_heads (grouped-query attention; 1 =
+    multi-query) K and V have only n_kv_heads heads, each shared by n_heads / n_kv_heads
+    query heads in a row; the cache shrinks by the same factor, and weights are still returned
+    per query head. ``positions`` "rope" / "alibi" put relative positions into self-attention.
+    Weights are returned, never kept on the module: one model serves every browser session.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        n_kv_heads: int | None = None,
+        positions: str | None = None,
+    ):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if n_kv_heads < 1 or n_heads % n_kv_heads:
+            raise ValueError(f"n_heads={n_heads} must be a multiple of n_kv_heads={n_kv_heads}")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.n_kv_heads = n_kv_heads
+        self.rope = positions == "rope"
+        self.alibi = positions == "alibi"
+        if self.rope and self.d_k % 2:
+            raise ValueError(f"rotary positions need an even d_k, got {self.d_k}")
         self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def split_heads(self, x: torch.Tensor) -> torch.Tensor:  # [B, L, D] -> [B, H, L, d_k]
+    def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
+        """[B, L, heads·d_k] -> [B, heads, L, d_k] (heads: n_heads unless given)."""
         b, n, _ = x.shape
-        return x.view(b, n, self.n_heads, self.d_k).transpose(1, 2)
+        return x.view(b, n, heads or self.n_heads, self.d_k).transpose(1, 2)
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:  # [B, H, L, d_k] -> [B, L, D]
         b, _, n, _ = x.shape
@@ -115,28 +274,46 @@ class MultiHeadAttention(nn.Module):
         """Returns (out [B, Lq, D], weights [B, H, Lq, Lk]).
 
         need_weights=False takes the fused fast path and returns None for the weights.
-        cache: a dict the caller owns for incremental decoding; new keys/values are appended
-        (self-attention) or computed once and reused (``static_kv``, cross-attention).
+        cache: a dict the caller owns for incremental decoding; new keys/values
+        [B, n_kv_heads, L, d_k] are appended (self-attention) or computed once and reused
+        (``static_kv``, cross-attention). Relative positions count the cached keys: the new
+        queries and keys stand at positions past .. past + L - 1.
         head_mask [H]: multiplies each head's output (0 switches a head off).
         """
         q = self.split_heads(self.q_proj(query))  # [B, H, Lq, d_k]
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
-            k = self.split_heads(self.k_proj(key))  # [B, H, Lk, d_k]
-            v = self.split_heads(self.v_proj(value))
+            k = self.split_heads(self.k_proj(key), self.n_kv_heads)  # [B, G, Lk, d_k]
+            v = self.split_heads(self.v_proj(value), self.n_kv_heads)
+            past = (
+                cache["k"].shape[2] if cache is not None and "k" in cache and not static_kv else 0
+            )
+            if self.rope:  # keys rotated once, at their absolute positions, then cached
+                k = apply_rope(k, torch.arange(past, past + k.shape[2], device=k.device))
             if cache is not None:
-                if not static_kv and "k" in cache:
+                if past:
                     k = torch.cat([cache["k"], k], dim=2)
                     v = torch.cat([cache["v"], v], dim=2)
                 cache["k"], cache["v"] = k, v
+        lq, lk = q.shape[2], k.shape[2]
+        # Self-attention: the queries are the last lq of the lk positions (all of them
+        # without a cache).
+        q_pos = torch.arange(lk - lq, lk, device=q.device)
+        if self.rope:
+            q = apply_rope(q, q_pos)
+        bias = None
+        if self.alibi:
+            bias = alibi_bias(self.n_heads, q_pos, torch.arange(lk, device=q.device)).to(q.dtype)
+        groups = self.n_heads // self.n_kv_heads
+        k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # [B, H, Lk, d_k]
         p = self.dropout if self.training else 0.0
         if need_weights or return_stages:
             heads, weights = scaled_dot_product_attention(
-                q, k, v, mask, dropout_p=p, return_stages=return_stages
+                q, k, v, mask, dropout_p=p, return_stages=return_stages, bias=bias
             )
         else:
-            heads, weights = _fast_attention(q, k, v, mask, p), None
+            heads, weights = _fast_attention(q, k, v, mask, p, bias), None
         if head_mask is not None:
             heads = heads * head_mask.to(heads.dtype).view(1, -1, 1, 1)
         return self.out_proj(self.merge_heads(heads)), weights

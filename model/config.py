@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Kind = Literal["encoder-decoder", "encoder", "decoder"]
+POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "none")
 
 
 @dataclass
@@ -28,7 +29,13 @@ class TransformerConfig:
     dropout: float = 0.1
     activation: Literal["relu", "gelu"] = "relu"
     norm_placement: Literal["post", "pre"] = "post"  # post-LN as in the paper; pre-LN as GPT-2
-    positions: Literal["sinusoidal", "learned"] = "sinusoidal"
+    # Where order comes from: added to the embeddings ("sinusoidal", the paper; "learned",
+    # BERT / GPT-2), applied inside self-attention ("rope", rotary; "alibi", a linear
+    # distance bias per head), or nowhere ("none").
+    positions: Literal["sinusoidal", "learned", "rope", "alibi", "none"] = "sinusoidal"
+    # Key/value heads: None = n_heads (the paper); fewer = grouped-query attention, each
+    # shared by n_heads / n_kv_heads query heads; 1 = multi-query attention.
+    n_kv_heads: int | None = None
     max_len: int = 128
     layer_norm_eps: float = 1e-5
     scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model), paper §3.4
@@ -51,8 +58,16 @@ class TransformerConfig:
             raise ValueError(f"activation must be 'relu' or 'gelu', not {self.activation!r}")
         if self.norm_placement not in ("post", "pre"):
             raise ValueError(f"norm_placement must be 'post' or 'pre', not {self.norm_placement!r}")
-        if self.positions not in ("sinusoidal", "learned"):
-            raise ValueError(f"positions must be 'sinusoidal' or 'learned', not {self.positions!r}")
+        if self.positions not in POSITIONS:
+            raise ValueError(
+                f"positions must be one of {', '.join(POSITIONS)}, not {self.positions!r}"
+            )
+        if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
+            raise ValueError(
+                f"n_kv_heads={self.n_kv_heads} must be at least 1 and divide n_heads={self.n_heads}"
+            )
+        if self.positions == "rope" and self.d_k % 2:
+            raise ValueError(f"rotary positions need an even d_k, got {self.d_k}")
         if self.share_src_tgt_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("shared source/target embeddings need equal vocabulary sizes")
         if not self.output_head and self.kind != "encoder":
@@ -62,6 +77,11 @@ class TransformerConfig:
     def d_k(self) -> int:
         """Per-head width of queries and keys (= d_v): d_model / n_heads."""
         return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads actually built: n_kv_heads, or n_heads when it is None."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     @property
     def has_encoder(self) -> bool:

@@ -27,6 +27,17 @@ class FeedForward(nn.Module):
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
 
+def recorded(ffn: nn.Module, rec: Recorder | None, kind: str) -> Callable:
+    """The FFN, keeping its input in ``rec.inputs[kind]`` when the recorder asks for inputs."""
+
+    def run(h: torch.Tensor) -> torch.Tensor:
+        if rec is not None:
+            rec.add_input(kind, h, h, None)
+        return ffn(h)
+
+    return run
+
+
 class AddNorm(nn.Module):
     """Residual connection and LayerNorm around one sub-layer, in either placement.
 
@@ -59,13 +70,22 @@ class AddNorm(nn.Module):
         return out
 
 
+def self_attention(cfg: TransformerConfig) -> MultiHeadAttention:
+    """Self-attention as the config says: key/value heads, and relative positions (RoPE or
+    ALiBi) applied here rather than added to the embeddings. Cross-attention takes no
+    positions: its keys are another sequence's."""
+    return MultiHeadAttention(
+        cfg.d_model, cfg.n_heads, cfg.dropout, n_kv_heads=cfg.kv_heads, positions=cfg.positions
+    )
+
+
 class EncoderLayer(nn.Module):
     """Self-attention over the whole input, then the FFN; each wrapped in Add & Norm."""
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         pre = cfg.norm_placement == "pre"
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.self_attn = self_attention(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.attn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
         self.ffn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
@@ -95,7 +115,7 @@ class EncoderLayer(nn.Module):
             return out
 
         x = self.attn_norm(x, attend, rec, f"{name}.self_attn")
-        return self.ffn_norm(x, self.ffn, rec, f"{name}.ffn")
+        return self.ffn_norm(x, recorded(self.ffn, rec, "encoder_ffn"), rec, f"{name}.ffn")
 
 
 class DecoderLayer(nn.Module):
@@ -104,10 +124,12 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: TransformerConfig, cross: bool):
         super().__init__()
         pre = cfg.norm_placement == "pre"
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.self_attn = self_attention(cfg)
         self.attn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
         self.cross_attn = (
-            MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout) if cross else None
+            MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout, n_kv_heads=cfg.kv_heads)
+            if cross
+            else None
         )
         self.cross_norm = (
             AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre) if cross else None
@@ -170,4 +192,4 @@ class DecoderLayer(nn.Module):
             if memory is None:
                 raise ValueError("this decoder layer needs the encoder output (memory)")
             y = self.cross_norm(y, cross_attend, rec, f"{name}.cross_attn")
-        return self.ffn_norm(y, self.ffn, rec, f"{name}.ffn")
+        return self.ffn_norm(y, recorded(self.ffn, rec, "decoder_ffn"), rec, f"{name}.ffn")

@@ -1,4 +1,12 @@
-"""Positional information: the paper's fixed sinusoids, or a learned table (BERT, GPT-2)."""
+"""Positional information, the paper's way and the ways that came after it.
+
+Added to the token embeddings (absolute): the paper's fixed sinusoids, or a learned table
+(BERT, GPT-2). Applied inside attention (relative): rotary positions (RoPE, Su et al. 2021)
+rotate each query and key by an angle proportional to its position, so q·k depends only on
+the distance; ALiBi (Press et al. 2022) adds a per-head penalty linear in the distance to the
+scores. "none" gives a model with no positional signal at all (a causal mask still leaks
+order into a decoder).
+"""
 
 from __future__ import annotations
 
@@ -11,8 +19,9 @@ from torch import nn
 def sinusoidal_encoding(max_len: int, d_model: int, interleaved: bool = True) -> torch.Tensor:
     """The paper's table, [max_len, d_model]: PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos.
 
-    ``interleaved=False`` gives the other common layout (all sines, then all cosines, as in
-    tensor2tensor); it carries the same information in a different column order.
+    ``interleaved=False`` gives the other common layout (all sines, then all cosines); it
+    carries the same information in a different column order. (tensor2tensor also puts sines
+    before cosines, but spaces its frequencies differently: i/(d/2 - 1) instead of 2i/d.)
     """
     if max_len < 0 or d_model <= 0:
         raise ValueError(f"need max_len >= 0 and d_model > 0, got {max_len}, {d_model}")
@@ -59,9 +68,76 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.embedding.weight
 
 
-def build_positional(kind: str, max_len: int, d_model: int) -> nn.Module:
+ABSOLUTE = ("sinusoidal", "learned")  # added to the embeddings
+RELATIVE = ("rope", "alibi")  # applied inside self-attention
+SCHEMES = (*ABSOLUTE, *RELATIVE, "none")
+
+
+def build_positional(kind: str, max_len: int, d_model: int) -> nn.Module | None:
+    """The module added to the token embeddings; None for schemes that add nothing there."""
     if kind == "sinusoidal":
         return SinusoidalPositionalEncoding(max_len, d_model)
     if kind == "learned":
         return LearnedPositionalEmbedding(max_len, d_model)
+    if kind in (*RELATIVE, "none"):
+        return None
     raise ValueError(f"unknown positional encoding {kind!r}")
+
+
+# --- rotary positions (RoPE) ------------------------------------------------------------------
+
+
+def rope_frequencies(d_k: int, base: float = 10000.0) -> torch.Tensor:
+    """θ_i = base^(-2i/d_k) for the d_k/2 pairs of dimensions (2i, 2i+1): the paper's rates."""
+    if d_k <= 0 or d_k % 2:
+        raise ValueError(f"rotary positions need an even d_k, got {d_k}")
+    return torch.exp(torch.arange(0, d_k, 2, dtype=torch.float64) * (-math.log(base) / d_k))
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotate each pair (x_2i, x_2i+1) of x [..., L, d_k] by the angle positions[L] · θ_i.
+
+    A rotation by p·θ of q and by s·θ of k leaves q·k a function of (p - s) alone, so
+    attention scores see only relative distance, and cached keys keep their rotation.
+    """
+    d_k = x.shape[-1]
+    angles = positions.to(torch.float64)[:, None] * rope_frequencies(d_k, base).to(x.device)
+    cos = torch.cos(angles).to(x.dtype)  # [L, d_k/2]
+    sin = torch.sin(angles).to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+# --- ALiBi --------------------------------------------------------------------------------------
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """One slope per head: 2^(-8/n), 2^(-16/n), ... 2^(-8) for n a power of two.
+
+    Otherwise (the paper's rule): the slopes of the nearest lower power of two n', then every
+    other slope of 2n' until there are n.
+    """
+    if n_heads <= 0:
+        raise ValueError(f"need at least one head, got {n_heads}")
+
+    def power_of_two(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
+
+    lower = 2 ** math.floor(math.log2(n_heads))
+    slopes = power_of_two(lower)
+    if lower < n_heads:
+        slopes += power_of_two(2 * lower)[0::2][: n_heads - lower]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_bias(n_heads: int, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+    """[H, Lq, Lk] additive score bias: -slope_h · |q - k| for query / key positions.
+
+    In a causal decoder the mask hides every k > q, so this is the paper's -m · (q - k); an
+    encoder gets the symmetric form used for bidirectional models.
+    """
+    dist = (q_positions[:, None] - k_positions[None, :]).abs().to(torch.float32)  # [Lq, Lk]
+    return -alibi_slopes(n_heads).to(dist.device)[:, None, None] * dist

@@ -34,7 +34,8 @@ class Recorder:
         self.stages: dict[str, list[AttentionStages]] = defaultdict(list)
         self.norms: dict[str, dict[str, torch.Tensor]] = {}  # name -> stat -> [B, L]
         self.residual: dict[str, list[torch.Tensor]] = defaultdict(list)  # stack -> [B, L]/layer
-        # kind -> per layer {"query": [B, Lq, D], "memory": [B, Lk, D], "mask": bool or None}
+        # kind -> per layer {"query": [B, Lq, D], "memory": [B, Lk, D], "mask": bool or None};
+        # "encoder_ffn" / "decoder_ffn": what each layer's feed-forward network read
         self.inputs: dict[str, list[dict]] = defaultdict(list)
         # kind -> the mask that kind's attention used (every layer of a kind uses the same)
         self.masks: dict[str, torch.Tensor | None] = {}

@@ -47,7 +47,9 @@ class Embeddings(nn.Module):
         if offset + n > self.max_len:
             raise ValueError(f"{offset + n} tokens exceed this model's limit of {self.max_len}")
         positions = torch.arange(offset, offset + n, device=ids.device).unsqueeze(0)  # [1, L]
-        x = self.token(ids) * self.scale + self.position(positions)
+        x = self.token(ids) * self.scale
+        if self.position is not None:  # absolute schemes; RoPE / ALiBi act inside attention
+            x = x + self.position(positions)
         if self.token_type is not None:
             types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
             x = x + self.token_type(types)

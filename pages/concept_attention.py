@@ -7,9 +7,12 @@ import math
 import numpy as np
 import streamlit as st
 
+from model.analysis.concepts import mask_fill_weights
+from model.masks import causal_mask
 from ui.charts import plotly_chart
 from ui.concepts import (
     cached_attention_cost,
+    cached_cross_walkthrough,
     cached_qk_products,
     cached_qk_variance,
     cached_saturation,
@@ -17,6 +20,7 @@ from ui.concepts import (
     cached_walkthrough,
     concept_model,
     concept_sentence,
+    try_model,
 )
 from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t
@@ -84,8 +88,12 @@ if wt.kind == "decoder":
 
 # ---- 1. q, K, V -------------------------------------------------------------------------------
 st.header(t("concepts.attention.step1"))
-st.markdown(t("concepts.attention.step1_text", d_model=wt.x.shape[1], d_k=d_k, n=len(tokens)))
-st.latex(r"q_i = x_i W_Q,\quad k_j = x_j W_K,\quad v_j = x_j W_V")
+step1 = "concepts.attention.step1_text" if wt.bias else "concepts.attention.step1_text_nobias"
+st.markdown(t(step1, d_model=wt.x.shape[1], d_k=d_k, n=len(tokens)))
+if wt.bias:
+    st.latex(r"q_i = x_i W_Q + b_Q,\quad k_j = x_j W_K + b_K,\quad v_j = x_j W_V + b_V")
+else:
+    st.latex(r"q_i = x_i W_Q,\quad k_j = x_j W_K,\quad v_j = x_j W_V")
 value = t("concepts.value")
 dims = t("concepts.dimension")
 plotly_chart(
@@ -137,6 +145,15 @@ st.dataframe(
     },
 )
 st.latex(r"w_{j} = \frac{\exp(s_j)}{\sum_{j'} \exp(s_{j'})}, \qquad z = \sum_j w_j\, v_j")
+# The notes' slip: a masked score set to 0 still gets exp(0) = 1. Shown on this row, with the
+# keys after the query masked as a decoder would (the first query when this one is the last).
+row = query if query < len(tokens) - 1 else 0
+fill = mask_fill_weights(wt.scaled[head, row], causal_mask(len(tokens))[row])
+st.warning(
+    t("concepts.attention.mask_fill", token=code_span(tokens[row]), n=fill["n_masked"],
+      zero=f"{fill['zero']:.1%}", inf=f"{fill['inf']:.0%}"),
+    icon=":material/priority_high:",
+)  # fmt: skip
 
 # ---- 3. weighted sum, and the model's own numbers -----------------------------------------------
 st.header(t("concepts.attention.step3"))
@@ -177,7 +194,88 @@ plotly_chart(where=m2, fig=
                    numbers=False, value_name=value, col_title=dims),
     key="out_chart",
 )  # fmt: skip
-st.caption(t("concepts.attention.out_match", error=f"{wt.out_error():.1e}"))
+if wt.out_agrees():
+    st.caption(t("concepts.attention.out_match", error=f"{wt.out_error():.1e}"))
+else:
+    st.error(
+        t("concepts.attention.out_mismatch", error=f"{wt.out_error():.1e}"), icon=":material/error:"
+    )
+
+# ---- cross-attention: queries from the decoder, keys and values from the encoder ---------------
+st.header(t("concepts.attention.cross"))
+st.markdown(t("concepts.attention.cross_text"))
+xlm, why = try_model("en2ko")
+if xlm is None:
+    st.info(t("concepts.family.missing", name="en2ko"), icon=":material/hourglass_empty:")
+else:
+    xtext = concept_sentence(xlm, "en2ko", key="xtext", default="I study math")
+    if xtext is not None:
+        n_dec = len(xlm.network.decoder.layers)
+        x1, x2 = st.columns(2)
+        with x1:
+            xlayer = linked(
+                st.selectbox, t("common.layer"), list(range(n_dec)), key="xlayer",
+                format_func=lambda i: t("common.layer_n", n=i + 1),
+            )  # fmt: skip
+        with st.spinner(t("explorer.running")):
+            xw = cached_cross_walkthrough("en2ko", device, xtext, xlayer)
+        with x2:
+            xhead = linked(
+                st.selectbox, t("common.head"), list(range(xw.n_heads)), key="xhead",
+                format_func=lambda i: t("common.head_n", n=i + 1),
+            )  # fmt: skip
+        dec_tokens, src_tokens = xw.tokens, xw.key_tokens or []
+        xoptions = list(range(len(dec_tokens)))
+        xquery = linked(
+            st.pills, t("concepts.attention.cross_query"), xoptions, key="xquery", required=True,
+            format_func=lambda i: code_span(dec_tokens[i]),
+        )  # fmt: skip
+        xquery = xquery if xquery in xoptions else 0
+        st.markdown(t("concepts.attention.cross_shapes", lt=len(dec_tokens), ls=len(src_tokens),
+                      d_k=xw.d_k, d_model=xw.x.shape[1]))  # fmt: skip
+        st.latex(r"q_t = y_t W_Q + b_Q,\quad k_s = m_s W_K + b_K,\quad v_s = m_s W_V + b_V")
+        plotly_chart(
+            matrix_heatmap(xw.q[xhead, xquery], [dec_tokens[xquery]],
+                           title=t("concepts.attention.cross_q_title"), value_name=value,
+                           col_title=dims, height=190),
+            key="xq_chart",
+        )  # fmt: skip
+        xk1, xk2 = st.columns(2)
+        plotly_chart(where=xk1, fig=
+            matrix_heatmap(xw.k[xhead], src_tokens, title=t("concepts.attention.cross_k_title"),
+                           value_name=value, col_title=dims),
+            key="xk_chart",
+        )  # fmt: skip
+        plotly_chart(where=xk2, fig=
+            matrix_heatmap(xw.v[xhead], src_tokens, title=t("concepts.attention.cross_v_title"),
+                           value_name=value, col_title=dims),
+            key="xv_chart",
+        )  # fmt: skip
+        st.dataframe(
+            step_frame(src_tokens, xw.scores[xhead, xquery], xw.scaled[xhead, xquery],
+                       xw.allowed[xquery], xw.weights[xhead, xquery], columns),
+            hide_index=True,
+            column_config={
+                columns["weight"]: st.column_config.ProgressColumn(
+                    columns["weight"], min_value=0.0, max_value=1.0, format="%.4f"
+                ),
+                columns["score"]: st.column_config.NumberColumn(format="%.3f"),
+                columns["scaled"]: st.column_config.NumberColumn(format="%.3f"),
+                columns["masked"]: st.column_config.NumberColumn(format="%.3f"),
+            },
+        )  # fmt: skip
+        plotly_chart(
+            heads_figure(xw.weights, dec_tokens, src_tokens, mask=xw.allowed,
+                         titles=head_titles(xw.n_heads), labels=axis_labels()),
+            key="xheads_chart",
+        )  # fmt: skip
+        st.caption(t("concepts.attention.cross_caption", lt=len(dec_tokens), ls=len(src_tokens)))
+        if xw.agrees():
+            st.success(t("concepts.attention.cross_match", error=f"{xw.weights_error():.1e}",
+                         out=f"{xw.out_error():.1e}"), icon=":material/check_circle:")  # fmt: skip
+        else:
+            st.error(t("concepts.attention.mismatch", error=f"{xw.weights_error():.1e}"),
+                     icon=":material/error:")  # fmt: skip
 
 # ---- why √d_k ------------------------------------------------------------------------------------
 st.header(t("concepts.attention.why_scale"))
@@ -237,6 +335,13 @@ st.caption(t("concepts.attention.grad_caption"))
 # ---- cost ----------------------------------------------------------------------------------------
 st.header(t("concepts.attention.cost"))
 st.markdown(t("concepts.attention.table"))
+n_small, n_large = len(tokens), 4 * d_model
+st.info(
+    t("concepts.attention.n_below_d", d=d_model, n_small=n_small, n_large=n_large,
+      sa_small=f"{n_small**2 * d_model:,}", rnn_small=f"{n_small * d_model**2:,}",
+      sa_large=f"{n_large**2 * d_model:,}", rnn_large=f"{n_large * d_model**2:,}"),
+    icon=":material/balance:",
+)  # fmt: skip
 cost = cached_attention_cost()
 c_1, c_2 = st.columns(2)
 n2 = [cost["ms"][-1] * (n / cost["n"][-1]) ** 2 for n in cost["n"]]

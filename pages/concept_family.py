@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 import torch
 
 from model.analysis.concepts import cosine_matrix
+from model.analysis.tokens import written_text
+from model.analysis.views import model_special_tokens
 from model.masks import causal_mask
 from ui.charts import plotly_chart
 from ui.concepts import try_model
@@ -19,7 +22,7 @@ from viz.concepts import mask_figure, matrix_heatmap
 require_frame()
 
 SOURCE = ["I", "study", "math"]
-TARGET = ["<bos>", "나는", "수학을", "공부한다"]
+TARGET = ["<bos>", "나", "는", "수학", "을", "공부한다"]  # en2ko's own tokens: stem, particle
 EXAMPLES = {"en2ko": "I study math at school", "sort": "3 1 4 1 5 9 2 6"}
 PROBE_SENTENCES = (
     "I study math at school",
@@ -31,7 +34,9 @@ PROBE_SENTENCES = (
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def live_output(name: str, device: str, text: str) -> str:
-    return load_model(name, device).translate(text)
+    lm = load_model(name, device)
+    tokens = [s.token for s in lm.decode(text)]
+    return written_text(lm.tgt_tokenizer, tokens, model_special_tokens(lm))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -90,10 +95,67 @@ for col, family, name in zip(cols, ("encoder", "decoder", "encdec"), ("minilm", 
             st.markdown(t("concepts.family.generated", text=code_span(EXAMPLES[name]),
                           output=code_span(out or "∅")))  # fmt: skip
 
+# ---- the paper's base model beside the ones shipped here ------------------------------------------
+st.header(t("concepts.family.base"))
+st.markdown(t("concepts.family.base_text"))
+PAPER_BASE = {"layers": "6 + 6", "d_model": 512, "heads": 8, "d_k": 64, "d_ff": 2048,
+              "dropout": 0.1, "scale": True, "positions": "sinusoidal", "norm": "post",
+              "output": (True, 37000, True)}  # fmt: skip
+
+
+def settings_of(cfg) -> dict:
+    layers = {"encoder": f"{cfg.n_encoder_layers}", "decoder": f"{cfg.n_decoder_layers}"}.get(
+        cfg.kind, f"{cfg.n_encoder_layers} + {cfg.n_decoder_layers}"
+    )
+    return {"layers": layers, "d_model": cfg.d_model, "heads": cfg.n_heads,
+            "d_k": cfg.d_model // cfg.n_heads, "d_ff": cfg.d_ff, "dropout": cfg.dropout,
+            "scale": cfg.scale_embedding, "positions": cfg.positions, "norm": cfg.norm_placement,
+            "output": (cfg.output_head and cfg.kind != "encoder", cfg.tgt_vocab_size,
+                       cfg.tie_embeddings)}  # fmt: skip
+
+
+def setting_text(row: str, value) -> str:
+    if row == "scale":
+        return t("concepts.family.base.yes") if value else t("concepts.family.base.no")
+    if row == "positions":
+        return t(f"concepts.family.base.pos.{value}")
+    if row == "norm":
+        return f"{value}-LN"
+    if row == "output":
+        head, vocab, tied = value
+        if not head:
+            return t("concepts.family.base.out_none")
+        return t(
+            "concepts.family.base.out_tied" if tied else "concepts.family.base.out", v=f"{vocab:,}"
+        )
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+columns_base = {t("concepts.family.base.paper"): PAPER_BASE}
+for shipped in ("en2ko", "minilm"):
+    shipped_lm, _ = try_model(shipped)
+    if shipped_lm is not None and hasattr(shipped_lm, "network"):
+        columns_base[shipped] = settings_of(shipped_lm.config)
+base_rows = pd.DataFrame(
+    [
+        {
+            t("concepts.family.base.setting"): t(f"concepts.family.base.row.{row}"),
+            **{col: setting_text(row, vals[row]) for col, vals in columns_base.items()},
+        }
+        for row in PAPER_BASE
+    ]
+).set_index(t("concepts.family.base.setting"))
+st.table(base_rows)  # a static table: its cells wrap, where a data grid cut the output row off
+st.latex(
+    r"\begin{gathered} \mathrm{input} = \sqrt{d_{\mathrm{model}}}\; E[x_i] + PE_i \\ "
+    r"P(y_t \mid y_{<t}, x) = \mathrm{softmax}(h_t W_{\mathrm{out}} + b) \end{gathered}"
+)
+st.caption(t("concepts.family.base_caption"))
+
 st.header(t("concepts.family.head"))
 st.markdown(t("concepts.family.head_text"))
-st.latex(r"p(y \mid x) = \mathrm{softmax}(W\, h_{[\mathrm{CLS}]} + b), \qquad "
-         r"e(x) = \frac{1}{n}\sum_{i=1}^{n} h_i")  # fmt: skip
+st.latex(r"\begin{gathered} p(y \mid x) = \mathrm{softmax}(W \tanh(W_p\, h_{[\mathrm{CLS}]} + b_p)"
+         r" + b) \\ e(x) = \frac{1}{n}\sum_{i=1}^{n} h_i \end{gathered}")  # fmt: skip
 minilm, why = try_model("minilm")
 if minilm is None:
     st.info(t("concepts.family.missing", name="minilm"), icon=":material/info:")

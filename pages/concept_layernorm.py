@@ -5,14 +5,21 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from model.analysis.concepts import layernorm_scale
 from model.analysis.walkthrough import layer_norm_module
 from ui.charts import plotly_chart
-from ui.concepts import cached_hidden, cached_trace, concept_model, concept_sentence
+from ui.concepts import (
+    cached_feed_forward,
+    cached_hidden,
+    cached_trace,
+    concept_model,
+    concept_sentence,
+)
 from ui.frame import require_frame
 from ui.i18n import t
 from ui.models import selected_device
 from ui.permalink import linked
-from viz.concepts import grouped_bars, lines_figure, norm_axes_figure
+from viz.concepts import grouped_bars, lines_figure, matrix_heatmap, norm_axes_figure, robust_bound
 
 require_frame()
 
@@ -74,12 +81,15 @@ plotly_chart(where=b2, fig=
                  y_title=t("concepts.layernorm.std")),
     key="std_chart",
 )  # fmt: skip
-st.caption(t("concepts.layernorm.stats_caption"))
-
 module = layer_norm_module(lm.network, chosen)
 if module is not None and module.weight is not None:
     gamma = module.weight.detach().float().cpu().numpy()
     beta = module.bias.detach().float().cpu().numpy() if module.bias is not None else 0 * gamma
+    scale = layernorm_scale(gamma, beta)
+    out_std = stats["out_std"].numpy()
+    st.caption(t("concepts.layernorm.stats_caption", bmean=f"{scale['mean_beta']:.3f}",
+                 rms=f"{scale['rms_gamma']:.2f}", std=f"{scale['std_gamma']:.3f}",
+                 lo=f"{out_std.min():.2f}", hi=f"{out_std.max():.2f}"))  # fmt: skip
     plotly_chart(
         lines_figure(range(len(gamma)), {"γ (gamma)": gamma, "β (beta)": beta},
                      x_title=t("concepts.dimension"), y_title=t("concepts.value"),
@@ -88,6 +98,8 @@ if module is not None and module.weight is not None:
     )  # fmt: skip
     st.caption(t("concepts.layernorm.gamma_caption", gmean=f"{gamma.mean():.3f}",
                  bmean=f"{beta.mean():.3f}"))  # fmt: skip
+else:
+    st.caption(t("concepts.layernorm.stats_caption_plain"))
 
 st.subheader(t("concepts.layernorm.residual"))
 residual = trace.residual_norms.get(stack)
@@ -98,7 +110,23 @@ if residual is not None:
                      y_title="‖x‖", markers=True),
         key="residual_chart",
     )  # fmt: skip
-    st.caption(t(f"concepts.layernorm.residual_caption.{placement}"))
+    if placement == "post":
+        # Each layer's output is its last LayerNorm's: the length γ and β give it.
+        n_layers = residual.shape[0] - 1
+        last = [layer_norm_module(lm.network, f"{stack}.{i}.ffn") for i in range(n_layers)]
+        sizes = [layernorm_scale(m.weight.detach().float().cpu().numpy(),
+                                 None if m.bias is None else m.bias.detach().float().cpu().numpy())
+                 for m in last if m is not None and m.weight is not None]  # fmt: skip
+        after = residual[1:].numpy()
+        if sizes and after.size:
+            lengths = [s_["length"] for s_ in sizes]
+            st.caption(t("concepts.layernorm.residual_caption.post",
+                         lo=f"{min(lengths):.1f}", hi=f"{max(lengths):.1f}",
+                         init=f"{sizes[0]['d'] ** 0.5:.1f}",
+                         std=f"{max(s_['sqrt_d_std'] for s_ in sizes):.2f}",
+                         mlo=f"{after.min():.1f}", mhi=f"{after.max():.1f}"))  # fmt: skip
+    else:
+        st.caption(t("concepts.layernorm.residual_caption.pre"))
 
 st.header(t("concepts.layernorm.vs_batch"))
 st.markdown(t("concepts.layernorm.vs_batch_text"))
@@ -117,6 +145,39 @@ plotly_chart(
     key="axes_chart",
 )  # fmt: skip
 st.caption(t("concepts.layernorm.vs_batch_caption", n=x.shape[0], d=DEMO_FEATURES))
+
+# ---- the other sub-layer: the position-wise feed-forward network --------------------------------
+st.header(t("concepts.ffn.title"))
+stack_layers = lm.network.decoder.layers if lm.kind == "decoder" else lm.network.encoder.layers
+ffn_layer = linked(
+    st.columns([1, 3])[0].selectbox, t("common.layer"), list(range(len(stack_layers))),
+    key="flayer", format_func=lambda i: t("common.layer_n", n=i + 1),
+)  # fmt: skip
+ffn = cached_feed_forward(name, device, text, ffn_layer)
+st.markdown(t("concepts.ffn.text", d_model=ffn["d_model"], d_ff=ffn["d_ff"],
+              ratio=f"{ffn['d_ff'] / ffn['d_model']:g}", act=ffn["activation"],
+              params=f"{ffn['params']:,}", model=name))  # fmt: skip
+act = r"\max(0,\ xW_1 + b_1)" if ffn["activation"] == "ReLU" else r"\mathrm{GELU}(xW_1 + b_1)"
+d_m, d_f = ffn["d_model"], ffn["d_ff"]
+st.latex(rf"\begin{{gathered}} \mathrm{{FFN}}(x_i) = {act}\,W_2 + b_2 \\ "
+         rf"W_1: {d_m} \times {d_f},\quad W_2: {d_f} \times {d_m} \end{{gathered}}")  # fmt: skip
+hidden_ffn = ffn["hidden"].numpy()
+clip_ffn = robust_bound(hidden_ffn, 99.0)  # a few large units would wash the rest out
+plotly_chart(
+    matrix_heatmap(hidden_ffn, ffn["tokens"], title=t("concepts.ffn.hidden_title", d_ff=ffn["d_ff"]),
+                   numbers=False, value_name=t("concepts.value"), col_title=t("concepts.dimension"),
+                   bound=clip_ffn),
+    key="ffn_chart",
+)  # fmt: skip
+active = float((hidden_ffn > 0).mean())
+st.caption(t("concepts.ffn.hidden_caption", act=ffn["activation"], share=f"{active:.0%}",
+             clip=f"{clip_ffn:.2f}", top=f"{np.abs(hidden_ffn).max():.1f}"))  # fmt: skip
+if ffn["position_error"] <= 1e-3 and ffn["others_moved"] <= 1e-6:
+    st.success(t("concepts.ffn.check", error=f"{ffn['position_error']:.1e}",
+                 moved=f"{ffn['others_moved']:.1e}"), icon=":material/check_circle:")  # fmt: skip
+else:
+    st.error(t("concepts.ffn.check_failed", error=f"{ffn['position_error']:.1e}",
+               moved=f"{ffn['others_moved']:.1e}"), icon=":material/error:")  # fmt: skip
 
 st.header(t("concepts.layernorm.pre_post"))
 st.markdown(t("concepts.layernorm.pre_post_text"))

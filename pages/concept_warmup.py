@@ -10,11 +10,11 @@ import streamlit as st
 
 from model.runtime.loading import CHECKPOINTS, SHIPPED
 from model.schedule import noam_lr, warmup_cosine_lr
-from model.training.warmup import WARMUP_DIR, load_curve, load_warmup
+from model.training.warmup import WARMUP_DIR, WARMUP_VARIANTS, load_curve, load_warmup, seed_band
 from ui.charts import plotly_chart
 from ui.frame import require_frame
 from ui.i18n import t
-from viz.concepts import lines_figure
+from viz.concepts import band_figure, lines_figure
 
 require_frame()
 
@@ -133,40 +133,60 @@ else:
         st.caption(t("concepts.warmup.logged_some_missing", tasks=", ".join(missing)))
 
 st.header(t("concepts.warmup.experiment"))
-st.markdown(t("concepts.warmup.experiment_text"))
 meta, curves = experiment()
-if not curves:
+if not curves or set(curves) != set(WARMUP_VARIANTS):
     st.info(t("concepts.warmup.experiment_missing"), icon=":material/hourglass_empty:")
-else:
-    e1, e2 = st.columns(2)
-    for col, norm in ((e1, "post"), (e2, "pre")):
-        panel = {
-            t(f"concepts.warmup.variant.{key.split('_', 1)[1]}"): curves[key]["loss"]
-            for key in (f"{norm}_warmup", f"{norm}_no_warmup")
-            if key in curves
-        }
-        xs = {
-            t(f"concepts.warmup.variant.{key.split('_', 1)[1]}"): curves[key]["step"]
-            for key in (f"{norm}_warmup", f"{norm}_no_warmup")
-            if key in curves
-        }
-        plotly_chart(where=col, fig=
-            lines_figure(xs, panel, x_title=t("concepts.warmup.step"), y_title=t("concepts.warmup.loss"),
-                         title=t(f"concepts.warmup.panel.{norm}")),
-            key=f"exp_{norm}_chart",
-        )  # fmt: skip
-    rows = [
-        {
-            t("concepts.warmup.col_variant"): t(f"concepts.warmup.name.{name}"),
-            t("concepts.warmup.col_loss"): info.get("final_loss"),
-            t("concepts.warmup.col_accuracy"): info.get("token_accuracy"),
-            t("concepts.warmup.col_exact"): info.get("exact_match"),
-        }
-        for name, info in meta.get("variants", {}).items()
-    ]
-    st.dataframe(rows, hide_index=True)
-    st.markdown(t("concepts.warmup.experiment_reading"))
-    st.caption(t("concepts.warmup.rerun"))
-    st.code(meta.get("rerun", "python -m model.training.warmup --out assets/experiments/warmup"),
-            language="bash")  # fmt: skip
+    st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "warmup"})  # fmt: skip
+    st.stop()
+d_exp, factor_exp, w_exp = int(meta["d_model"]), float(meta["lr_factor"]), int(meta["warmup_steps"])
+start_lr = noam_lr(1, d_exp, 1, factor_exp)
+peak_lr = noam_lr(w_exp, d_exp, w_exp, factor_exp)
+st.markdown(t("concepts.warmup.experiment_text", layers=meta["layers"], d_model=d_exp,
+              steps=meta["steps"], factor=f"{factor_exp:g}", n=len(meta["seeds"]),
+              seeds=", ".join(str(s) for s in meta["seeds"]), start=f"{start_lr:.4f}",
+              peak=f"{peak_lr:.5f}", ratio=f"{start_lr / peak_lr:.0f}", w=w_exp))  # fmt: skip
+e1, e2 = st.columns(2)
+for col, norm in ((e1, "post"), (e2, "pre")):
+    bands = {
+        t(f"concepts.warmup.variant.{variant}", w=w_exp): seed_band(curves[f"{norm}_{variant}"])
+        for variant in ("warmup", "no_warmup")
+    }
+    plotly_chart(where=col, fig=
+        band_figure(bands, x_title=t("concepts.warmup.step"), y_title=t("concepts.warmup.loss"),
+                    title=t(f"concepts.warmup.panel.{norm}")),
+        key=f"exp_{norm}_chart",
+    )  # fmt: skip
+st.caption(t("concepts.warmup.band_caption", n=len(meta["seeds"])))
+variants = meta["variants"]
+
+
+def spread(info: dict, key: str, digits: int) -> str:
+    return (f"{info[key]:.{digits}f} ({info[key + '_min']:.{digits}f}–"
+            f"{info[key + '_max']:.{digits}f})")  # fmt: skip
+
+
+rows = [
+    {
+        t("concepts.warmup.col_variant"): t(f"concepts.warmup.name.{name}"),
+        t("concepts.warmup.col_loss"): spread(info, "final_loss", 2),
+        t("concepts.warmup.col_accuracy"): spread(info, "token_accuracy", 3),
+        t("concepts.warmup.col_exact"): spread(info, "exact_match", 3),
+    }
+    for name, info in variants.items()
+]
+st.dataframe(rows, hide_index=True)
+st.caption(t("concepts.warmup.table_caption", n=len(meta["seeds"])))
+st.markdown(t(
+    "concepts.warmup.experiment_reading",
+    post_w=f"{variants['post_warmup']['exact_match']:.2f}",
+    pre_w=f"{variants['pre_warmup']['exact_match']:.2f}",
+    pre_nw=f"{variants['pre_no_warmup']['exact_match']:.2f}",
+    post_nw=f"{variants['post_no_warmup']['exact_match_max']:.2f}",
+    post_nw_loss=f"{variants['post_no_warmup']['final_loss']:.2f}",
+))  # fmt: skip
+st.markdown(t("concepts.warmup.not_shown"))
+torch_versions = sorted({r.get("torch_version") or "?" for v in variants.values() for r in v["runs"]})
+st.caption(t("concepts.warmup.rerun", torch=", ".join(torch_versions),
+             platform=meta.get("platform", "?"), n=len(meta["seeds"]) * len(variants)))  # fmt: skip
+st.code(meta["rerun"], language="bash")
 st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "warmup"})  # fmt: skip

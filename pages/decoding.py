@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from model.analysis.tokens import written_text
+from model.analysis.views import model_special_tokens
 from model.masks import future_mask
 from model.runtime.types import DecodeStep
 from model.tasks import reference_answer
@@ -40,12 +42,12 @@ if text is None:
 
 # ---- strategy (in the URL, like everything a link should restore) ----
 strategies = [s for s in STRATEGIES if ours or s != "beam"]
-c1, c2, c3, c4 = st.columns([3, 2, 2, 2], vertical_alignment="bottom")
-with c1:
-    strategy = linked(
-        st.segmented_control, t("decoding.strategy"), strategies, key="strategy", required=True,
-        format_func=lambda s: t(f"decoding.strategy.{s}"), help=t("decoding.strategy_help"),
-    )  # fmt: skip
+# The strategy on a row of its own: beside the sliders its options were cut off at 1024 px.
+strategy = linked(
+    st.segmented_control, t("decoding.strategy"), strategies, key="strategy", required=True,
+    format_func=lambda s: t(f"decoding.strategy.{s}"), help=t("decoding.strategy_help"),
+)  # fmt: skip
+c2, c3, c4 = st.columns(3, vertical_alignment="bottom")
 options: dict = {"strategy": strategy}
 if strategy == "beam":
     options["beam_width"] = c2.slider(
@@ -150,13 +152,14 @@ def show_step() -> None:
         else:  # the end: stop, and rerun the page so the timer is switched off too
             st.session_state[PLAY_KEY] = False
             st.rerun(scope="app")
-    b1, b2, b3, _ = st.columns([1, 1, 1, 4])
-    b1.button(t("decoding.reset"), icon=":material/first_page:", on_click=move, args=(None,),
-              width="stretch")  # fmt: skip
-    b2.button(t("decoding.back"), icon=":material/chevron_left:", on_click=move, args=(-1,),
-              width="stretch")  # fmt: skip
-    b3.button(t("decoding.step"), icon=":material/chevron_right:", on_click=move, args=(1,),
-              type="primary", width="stretch")  # fmt: skip
+    # One row, each button as wide as its label: fixed columns cut "다음 스텝" to "다." at 1024 px.
+    buttons = st.container(horizontal=True)
+    buttons.button(t("decoding.reset"), icon=":material/first_page:", on_click=move, args=(None,),
+                   width="content")  # fmt: skip
+    buttons.button(t("decoding.back"), icon=":material/chevron_left:", on_click=move, args=(-1,),
+                   width="content")  # fmt: skip
+    buttons.button(t("decoding.step"), icon=":material/chevron_right:", on_click=move, args=(1,),
+                   type="primary", width="content")  # fmt: skip
     step = st.session_state[STEP_KEY]
     if st.query_params.get(STEP_KEY) != str(step):
         st.query_params[STEP_KEY] = str(step)
@@ -231,8 +234,9 @@ if head_off:
     plain = get_decoding(text, **{k: v for k, v in options.items() if k != "head_off"})
     st.subheader(t("decoding.ablation_result"))
     a, b = st.columns(2)
-    a.markdown(t("decoding.unchanged", tokens=code_span(" ".join(s.token for s in plain))))
-    b.markdown(t("decoding.ablated", tokens=code_span(" ".join(s.token for s in steps))))
+    for col, key, run in ((a, "decoding.unchanged", plain), (b, "decoding.ablated", steps)):
+        sentence = written_text(lm.tgt_tokenizer, [s.token for s in run], model_special_tokens(lm))
+        col.markdown(t(key, tokens=code_span(sentence)))
     n = max(len(plain), len(steps))
     st.dataframe(
         pd.DataFrame({
@@ -249,8 +253,9 @@ if head_off:
 if ours:
     st.subheader(t("decoding.forcing"))
     st.caption(t("decoding.forcing_caption"))
-    target = st.text_input(
-        t("decoding.target"), value=reference_answer(lm.info.get("task"), text), key=f"target::{text}",
+    reference = reference_answer(lm.info.get("task"), text) or ""
+    target = st.text_input(  # as Korean is written: the tokenizer splits particles off again
+        t("decoding.target"), value=written_text(lm.tgt_tokenizer, reference.split()), key=f"target::{text}",
         help=t("decoding.target_help"),
     )  # fmt: skip
     if target.strip():
@@ -284,3 +289,7 @@ if ours:
             )
             mistakes = sum(wrong[1])
             st.caption(t("decoding.forcing_summary", forced=sum(wrong[0]), free=mistakes))
+
+st.divider()
+# How today's decoders keep their keys and values: the cache, GQA and FlashAttention.
+st.page_link("pages/modern.py", label=t("modern.link.from_decoding"), icon=":material/rocket_launch:")

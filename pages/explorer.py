@@ -13,11 +13,12 @@ import streamlit as st
 import torch
 
 from model.analysis.export import trace_to_json, trace_to_npz
-from model.analysis.tokens import subword_style
+from model.analysis.tokens import subword_style, written_text
 from model.analysis.views import (
     AGGREGATES,
     chosen_map,
     model_special_tokens,
+    rollout_means_flow,
     shown_rollout,
     shown_trace,
 )
@@ -391,14 +392,18 @@ with st.spinner(t("explorer.running")):
 specials = model_special_tokens(lm)
 if lm.kind != "encoder" and trace.tgt_tokens:
     output = [tok for tok in trace.tgt_tokens if tok not in specials]
-    st.markdown(t("explorer.output", output=code_span(" ".join(output))))
+    sentence = written_text(lm.tgt_tokenizer, output)
+    st.markdown(t("explorer.output", output=code_span(sentence)))
+    if sentence != " ".join(output):  # the axes below show the tokens the model really writes
+        st.caption(t("explorer.output_tokens", tokens=code_span(" ".join(output))))
 st.info(t("explorer.not_explanation"), icon=":material/lightbulb:")
 
 can_merge = any(subword_style(toks) for toks in (trace.src_tokens, trace.tgt_tokens) if toks)
 
 # ---- controls: ids in the URL, so the address bar is a permalink to this exact view ----
 available = [k for k in KINDS if k in trace.attention]
-c1, c2 = st.columns([2, 3])
+# One row each: the attention kinds' labels are long in Korean and would be cut off in a column.
+c1, c2 = st.container(), st.container()
 with c1:
     kind = linked(
         st.segmented_control,
@@ -413,7 +418,7 @@ with c2:
     aggregate = linked(
         st.segmented_control,
         t("explorer.aggregate"),
-        [a for a in AGGREGATES if a != "rollout" or kind != "cross"],
+        [a for a in AGGREGATES if a != "rollout" or rollout_means_flow(lm.kind, kind)],
         key="agg",
         required=True,
         format_func=lambda a: t(f"explorer.aggregate.{a}"),
@@ -437,7 +442,8 @@ with h_col:
         format_func=lambda i: t("common.head_n", n=i + 1),
         disabled=aggregate != "head",
     )
-o1, o2, o3 = st.columns(3)
+# One wrapping row, each toggle as wide as its label: thirds of a 1024 px page cut them off.
+o1 = o2 = o3 = st.container(horizontal=True, gap="medium")
 merge = o1.toggle(
     t("explorer.merge"),
     key="merge",

@@ -12,6 +12,7 @@ from model.runtime.bundle import load_zip, pack
 from model.runtime.types import ModelLoadError
 from model.training.live import MAX_STEPS, SIZES, Busy, LiveRun, Progress, Settings, Snapshot
 from ui.charts import plotly_chart
+from ui.chrome import upload_limit_mb
 from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t, translated_widget
 from ui.models import add_session_model, model_label, show_load_detail
@@ -75,7 +76,8 @@ def cancel_run() -> None:
 
 
 def controls(active: bool) -> None:
-    c1, c2, c3 = st.columns(3)
+    # Two columns, not three: at 1024 px a third of the page cut the Korean option labels off.
+    c1, c2 = st.columns(2)
     # Drop-downs, not pills: the labels carry the details and would be cut off in a column.
     c1.selectbox(
         t("training.task"), TASKS, key=translated_widget("tr_task"), format_func=lambda k: t(f"training.task.{k}"),
@@ -86,12 +88,17 @@ def controls(active: bool) -> None:
         format_func=lambda s: t(f"training.size.{s}"), help=t("training.size_help"),
         persist_state="session",
     )  # fmt: skip
+    c3, c6 = st.columns(2)
     c3.segmented_control(
         t("training.norm"), ("post", "pre"), key=translated_widget("tr_norm"), default="post", required=True,
         format_func=lambda n: t(f"training.norm.{n}"), disabled=active, persist_state="session",
         help=t("training.norm_help"),
     )  # fmt: skip
-    c4, c5, c6 = st.columns(3)
+    c6.toggle(
+        t("training.warmup"), value=True, key="tr_warmup", disabled=active,
+        help=t("training.warmup_help"), persist_state="session",
+    )  # fmt: skip
+    c4, c5 = st.columns(2)
     c4.slider(
         t("training.steps"), 50, MAX_STEPS, 300, step=50, key="tr_steps", disabled=active,
         persist_state="session",
@@ -101,18 +108,14 @@ def controls(active: bool) -> None:
         format_func=lambda f: f"× {f:g}", help=t("training.lr_factor_help"),
         persist_state="session",
     )  # fmt: skip
-    c6.toggle(
-        t("training.warmup"), value=True, key="tr_warmup", disabled=active,
-        help=t("training.warmup_help"), persist_state="session",
-    )  # fmt: skip
-    b1, b2, _ = st.columns([1, 1, 4])
+    b1 = b2 = st.container(horizontal=True)  # each button as wide as its label, at any width
     b1.button(
         t("training.start"), icon=":material/play_arrow:", type="primary", disabled=active,
-        on_click=start_run, key="tr_start", width="stretch",
+        on_click=start_run, key="tr_start", width="content",
     )  # fmt: skip
     b2.button(
         t("training.cancel"), icon=":material/stop:", disabled=not active, on_click=cancel_run,
-        key="tr_cancel", width="stretch",
+        key="tr_cancel", width="content",
     )  # fmt: skip
     if st.session_state.pop("tr_busy", False):
         st.warning(t("training.busy"), icon=":material/hourglass_top:")
@@ -211,6 +214,7 @@ def finished_view(run: LiveRun, p: Progress) -> None:
 def upload_section() -> None:
     st.subheader(t("training.upload_title"))
     file = st.file_uploader(t("training.upload"), type=["zip"], key="tr_upload")
+    st.caption(t("training.upload_limit", mb=upload_limit_mb()))
     if file is None:
         return
     done: dict = st.session_state.setdefault(UPLOADS_KEY, {})

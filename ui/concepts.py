@@ -8,13 +8,14 @@ import streamlit as st
 
 from model.analysis.concepts import (
     attention_cost,
+    feed_forward_walk,
     permutation_demo,
     qk_products,
     qk_variance,
     softmax_example,
     softmax_saturation,
 )
-from model.analysis.walkthrough import Walkthrough, record_inputs, walkthrough
+from model.analysis.walkthrough import Walkthrough, cross_walkthrough, record_inputs, walkthrough
 from model.runtime.lab import LabModel
 from model.runtime.types import ModelLoadError
 from model.trace import Trace
@@ -73,6 +74,16 @@ def concept_sentence(lm: LabModel, name: str, key: str, default: str | None = No
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_walkthrough(name: str, device: str, text: str, layer: int) -> Walkthrough:
     return walkthrough(load_model(name, device), text, layer)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_cross_walkthrough(name: str, device: str, text: str, layer: int) -> Walkthrough:
+    return cross_walkthrough(load_model(name, device), text, layer)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_feed_forward(name: str, device: str, text: str, layer: int) -> dict:
+    return feed_forward_walk(load_model(name, device), text, layer)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

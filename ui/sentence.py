@@ -16,6 +16,7 @@ import streamlit as st
 
 from model.runtime.lab import LabModel
 from model.runtime.types import Encoded
+from model.tasks import suggestions, vocabulary_sample
 from ui.i18n import t
 from ui.models import switch_model
 
@@ -148,16 +149,35 @@ def report_encoding(lm: LabModel, enc: Encoded) -> None:
     if enc.truncated:
         st.warning(t("input.truncated", limit=len(enc.ids)), icon=":material/content_cut:")
     if enc.unknown:
-        suggest = getattr(lm.input_tokenizer, "suggest", None)
+        tokenizer = lm.input_tokenizer
+        task = (getattr(lm, "info", None) or {}).get("task")
+        specials = set(getattr(tokenizer, "special_tokens", ()) or ())
+        # the lab's word tokenizers; a subword tokenizer's pieces are no words to suggest
+        words = getattr(tokenizer, "vocab", []) if hasattr(tokenizer, "suggest") else []
+        known = [w for w in words if w not in specials]
         parts = []
         for word in dict.fromkeys(enc.unknown):  # each word once, in order
-            close = suggest(word) if suggest else []
-            if close:
-                alts = ", ".join(code_span(w) for w in close)
+            how, close = suggestions(task, known, word) if known else ("none", [])
+            alts = ", ".join(code_span(w) for w in close)
+            if how == "spelling":
                 parts.append(t("input.unknown_word_with", word=code_span(word), alternatives=alts))
+            elif close:
+                parts.append(t("input.unknown_word_kind", word=code_span(word), alternatives=alts,
+                               kind=t(f"input.kind.{how}")))  # fmt: skip
+            elif how != "none":
+                parts.append(t("input.unknown_word_no_kind", word=code_span(word),
+                               kind=t(f"input.kind.{how}")))  # fmt: skip
             else:
                 parts.append(code_span(word))
+        message = t("input.unknown", n=len(parts)) + "\n\n" + "\n".join(f"- {p}" for p in parts)
+        sample = vocabulary_sample(task)
+        if sample:
+            listed = " · ".join(
+                f"{t(f'input.kind.{kind}')}: " + ", ".join(code_span(w) for w in words)
+                for kind, words in sample.items()
+            )
+            message += "\n\n" + t("input.vocabulary", n=len(known), sample=listed)
         st.warning(
-            t("input.unknown", n=len(parts)) + "\n\n" + "\n".join(f"- {p}" for p in parts),
+            message,
             icon=":material/help:",
         )

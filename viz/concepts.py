@@ -296,3 +296,53 @@ def norm_axes_figure(
         fig.update_xaxes(title=_esc(col_title), row=1, col=i + 1)
     fig.update_layout(height=340, margin=dict(l=10, r=10, t=40, b=10))
     return fig
+
+
+def robust_bound(values, percentile: float = 99.0) -> float:
+    """A symmetric colour range that a few outliers cannot set: the ``percentile`` of |value|.
+
+    Cells beyond it draw in the end colours (the caption must say so); hover keeps the value.
+    """
+    z = _as_array(values)
+    finite = np.abs(z[np.isfinite(z)])
+    if not finite.size:
+        return 1.0
+    return max(float(np.percentile(finite, percentile)), 1e-9)
+
+
+def band_figure(
+    bands: dict[str, dict[str, list[float]]],
+    *,
+    x_title: str,
+    y_title: str,
+    title: str = "",
+    height: int = 360,
+) -> go.Figure:
+    """One mean line per series with a shaded band from its ``min`` to ``max`` (over seeds).
+
+    ``bands[name]`` holds "step", "mean", "min" and "max" lists of equal length.
+    """
+    fig = go.Figure()
+    for i, (name, b) in enumerate(bands.items()):
+        colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
+        r, g, bl = (int(colour[j : j + 2], 16) for j in (1, 3, 5))
+        fig.add_trace(go.Scatter(
+            x=list(b["step"]) + list(b["step"])[::-1], y=list(b["max"]) + list(b["min"])[::-1],
+            fill="toself", fillcolor=f"rgba({r},{g},{bl},0.18)", line=dict(width=0),
+            hoverinfo="skip", showlegend=False, name=_esc(name),
+        ))  # fmt: skip
+        fig.add_trace(go.Scatter(
+            x=list(b["step"]), y=list(b["mean"]), name=_esc(name), mode="lines",
+            line=dict(color=colour),
+        ))  # fmt: skip
+    fig.update_xaxes(title=_esc(x_title))
+    fig.update_yaxes(title=_esc(y_title))
+    fig.update_layout(
+        title=dict(text=_esc(title), y=1, yref="container", yanchor="top", pad=dict(t=8))
+        if title
+        else None,
+        height=height + (30 if title else 0),
+        margin=dict(l=10, r=10, t=85 if title else 20, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+    )
+    return fig

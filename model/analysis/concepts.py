@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
-from model.attention import scaled_dot_product_attention
+from model.attention import online_softmax, scaled_dot_product_attention, tiled_attention
 from model.config import TransformerConfig
+from model.positional import alibi_slopes, apply_rope, rope_frequencies, sinusoidal_encoding
 from model.transformer import build_model
 
 
@@ -110,6 +114,200 @@ def attention_cost(
     return {"n": list(ns), "ms": times, "bytes": memory}
 
 
+# --- since 2017: positions inside attention, the KV cache, tiled attention ------------------
+
+
+def qk_by_distance(
+    max_distance: int = 48,
+    query_positions: tuple[int, ...] = (48, 96),
+    d: int = 64,
+    n_heads: int = 8,
+    seed: int = 0,
+    learned_table: torch.Tensor | None = None,
+) -> list[dict]:
+    """The same word at two places: its score with itself Δ = 0 .. max_distance tokens back.
+
+    One random content vector x (N(0, 1) entries) is the query at position p and the key at
+    p - Δ, for each p in ``query_positions``. Per scheme, the score q·k / √d is:
+    sinusoidal (x + PE_p)·(x + PE_(p-Δ)); learned the same with ``learned_table`` rows (its
+    own width; left out when None); rope (R_p x)·(R_(p-Δ) x); alibi x·x / √d - m_h·Δ for the
+    steepest and the gentlest head; none x·x / √d. Rows: scheme, series (query position or
+    head), distance, score. Curves for two query positions lie on each other exactly when
+    the score depends on distance alone.
+    """
+    if max_distance < 0 or min(query_positions) < max_distance:
+        raise ValueError("every query position must be at least max_distance")
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(d, generator=gen, dtype=torch.float64)
+    top = max(query_positions) + 1
+    pe = sinusoidal_encoding(top, d).double()
+    rows: list[dict] = []
+
+    def add(scheme: str, series: str, values: list[float]) -> None:
+        rows.extend(
+            {"scheme": scheme, "series": series, "distance": dist, "score": v}
+            for dist, v in enumerate(values)
+        )
+
+    distances = range(max_distance + 1)
+    for p in query_positions:
+        keys = [p - dist for dist in distances]
+        add("sinusoidal", f"p={p}",
+            [float((x + pe[p]) @ (x + pe[s])) / math.sqrt(d) for s in keys])  # fmt: skip
+        rq = apply_rope(x[None], torch.tensor([p]))[0]
+        rk = apply_rope(x[None].expand(len(keys), d), torch.tensor(keys))
+        add("rope", f"p={p}", (rk @ rq / math.sqrt(d)).tolist())
+        add("none", f"p={p}", [float(x @ x) / math.sqrt(d)] * len(keys))
+        if learned_table is not None and p < learned_table.shape[0]:
+            table = learned_table.detach().double().cpu()
+            xl = torch.randn(table.shape[1], generator=torch.Generator().manual_seed(seed),
+                             dtype=torch.float64)  # fmt: skip
+            add("learned", f"p={p}",
+                [float((xl + table[p]) @ (xl + table[s])) / math.sqrt(table.shape[1])
+                 for s in keys])  # fmt: skip
+    slopes = alibi_slopes(n_heads).double()
+    for h in (0, n_heads - 1):
+        add("alibi", f"h={h}", [float(x @ x) / math.sqrt(d) - float(slopes[h]) * dist
+                                for dist in distances])  # fmt: skip
+    return rows
+
+
+def rope_rotation(
+    pair: int = 0, d_k: int = 64, positions: int = 12, vector: tuple[float, float] = (1.0, 0.0)
+) -> list[dict]:
+    """Where RoPE turns one pair of dimensions (2i, 2i+1) of a vector at positions 0 .. n-1:
+    a rotation by p·θ_i, θ_i = 10000^(-2i/d_k). Rows: position, angle (radians), x, y."""
+    if not 0 <= pair < d_k // 2:
+        raise ValueError(f"pair must be in 0 .. {d_k // 2 - 1}, got {pair}")
+    theta = float(rope_frequencies(d_k)[pair])
+    v = torch.zeros(positions, d_k, dtype=torch.float64)
+    v[:, 2 * pair], v[:, 2 * pair + 1] = vector
+    out = apply_rope(v, torch.arange(positions))
+    return [
+        {"position": p, "angle": p * theta, "x": float(out[p, 2 * pair]),
+         "y": float(out[p, 2 * pair + 1])}
+        for p in range(positions)
+    ]  # fmt: skip
+
+
+def kv_cache_bytes(
+    layers: int,
+    d_model: int,
+    n_heads: int,
+    n_kv_heads: int,
+    tokens: int,
+    bytes_per_value: int = 2,
+    batch: int = 1,
+) -> int:
+    """Keys and values kept for ``tokens`` tokens: 2 · layers · n_kv_heads · d_k · tokens · bytes.
+
+    Grouped-query attention divides it by n_heads / n_kv_heads; multi-query by n_heads.
+    """
+    if d_model % n_heads or n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise ValueError("n_kv_heads must divide n_heads, which must divide d_model")
+    return 2 * layers * n_kv_heads * (d_model // n_heads) * tokens * bytes_per_value * batch
+
+
+def cache_nbytes(cache: dict) -> dict[str, int]:
+    """Bytes actually held by a model's key/value cache (``model.new_cache()`` after decoding),
+    by kind: "self" grows one row per step, "cross" (encoder keys) is computed once."""
+    out = {"self": 0, "cross": 0}
+    for layer in cache["layers"]:
+        for kind, kv in layer.items():
+            out[kind] = out.get(kind, 0) + sum(t.nbytes for t in kv.values())
+    return out
+
+
+def online_softmax_example(
+    n_keys: int = 10, block_size: int = 4, d: int = 4, seed: int = 3
+) -> tuple[list, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One query over ``n_keys`` keys, in tiles of ``block_size``: (steps, scores [n_keys],
+    ordinary attention's output [d], its weights [n_keys]) for the step-by-step section."""
+    if not 1 <= block_size <= n_keys:
+        raise ValueError(f"block_size must be in 1 .. {n_keys}, got {block_size}")
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, d, generator=gen, dtype=torch.float64) * 1.5
+    k = torch.randn(n_keys, d, generator=gen, dtype=torch.float64)
+    v = torch.randn(n_keys, d, generator=gen, dtype=torch.float64)
+    steps = list(online_softmax(q, k, v, block_size=block_size))
+    out, weights = scaled_dot_product_attention(q, k, v)
+    scores = (q @ k.T)[0] / math.sqrt(d)
+    return steps, scores, out[0], weights[0]
+
+
+class AllocationMeter(TorchDispatchMode):
+    """Measures the bytes of tensor memory allocated inside a ``with`` block: every op's new
+    storage counts from the moment it is made until it is freed; ``peak`` is the most alive
+    at once. Inputs made before the block and views of them cost nothing, as in PyTorch.
+
+    Watching the dispatcher works on any device; on CUDA ``torch.cuda.max_memory_allocated``
+    would say the same, and CPU PyTorch has no such counter.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self._alive: dict[int, int] = {}  # storage address -> bytes
+
+    def _freed(self, address: int, nbytes: int) -> None:
+        if self._alive.pop(address, None) is not None:
+            self.live -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        inputs = {
+            x.untyped_storage().data_ptr()
+            for x in tree_leaves((args, kwargs))
+            if isinstance(x, torch.Tensor)
+        }
+        out = func(*args, **kwargs)
+        for x in tree_leaves(out):
+            if not isinstance(x, torch.Tensor):
+                continue
+            storage = x.untyped_storage()
+            address, nbytes = storage.data_ptr(), storage.nbytes()
+            if nbytes == 0 or address in inputs or address in self._alive:
+                continue  # a view, an in-place result, or already counted
+            self._alive[address] = nbytes
+            self.live += nbytes
+            self.peak = max(self.peak, self.live)
+            # PyTorch keeps one Python object per storage while it lives: its end is the free.
+            weakref.finalize(storage, self._freed, address, nbytes)
+        return out
+
+
+def attention_memory(
+    ns: list[int], block_size: int = 64, d: int = 64, seed: int = 0
+) -> dict[str, list[float]]:
+    """Peak bytes of tensor memory each method allocates for one head over n tokens, measured
+    with ``AllocationMeter`` (float32 q, k, v made beforehand, not counted).
+
+    Ordinary attention keeps its scores, scaled scores and weights ([n, n] each) beside the
+    [n, d] output: the formula 3·n²·4 + n·d·4. Tiled attention allocates the output and then
+    only one block's tiles and running max, sum and output at a time: the output n·d·4 plus a
+    working set that depends on the block size, never on n. The outputs are checked equal
+    (max |diff|).
+    """
+    gen = torch.Generator().manual_seed(seed)
+    out: dict[str, list[float]] = {k: [] for k in (
+        "n", "full_measured", "full_formula", "tiled_measured", "output_bytes", "max_diff"
+    )}  # fmt: skip
+    for n in ns:
+        q, k, v = (torch.randn(1, n, d, generator=gen) for _ in range(3))
+        with torch.no_grad(), AllocationMeter() as full:
+            ref, _ = scaled_dot_product_attention(q, k, v)
+        with torch.no_grad(), AllocationMeter() as tiled:
+            tiled_out = tiled_attention(q, k, v, block_size=block_size)
+        out["n"].append(n)
+        out["full_measured"].append(float(full.peak))
+        out["full_formula"].append(float(3 * n * n * 4 + n * d * 4))
+        out["tiled_measured"].append(float(tiled.peak))
+        out["output_bytes"].append(float(n * d * 4))
+        out["max_diff"].append(float((tiled_out - ref).abs().max()))
+    return out
+
+
 # --- why positions ----------------------------------------------------------------------------
 
 
@@ -125,6 +323,12 @@ class PermutationDemo:
         """Largest |out_b[i] - out_a[perm[i]]|: 0 means b's outputs are a's, permuted."""
         a, b = self.with_pe if which == "with" else self.without_pe
         return float((b - a[self.perm]).abs().max())
+
+    def invariance_gap(self) -> float:
+        """Largest |out_b[i] - out_a[i]| without positions: > 0, so the block is not
+        permutation-invariant (same outputs), only equivariant (outputs permuted)."""
+        a, b = self.without_pe
+        return float((b - a).abs().max())
 
 
 @torch.inference_mode()
@@ -164,3 +368,129 @@ def permutation_demo(
         (run(words_a, True), run(words_b, True)),
         (run(words_a, False), run(words_b, False)),
     )
+
+
+# --- what a LayerNorm's γ and β do to its output's size -----------------------------------------
+
+
+def layernorm_scale(gamma, beta=None) -> dict[str, float]:
+    """The sizes a LayerNorm's affine step sets, from its learned γ (scale) and β (shift).
+
+    The normalized vector n has mean 0 and ‖n‖ = √d, so the output γ⊙n + β has a standard
+    deviation over features of about rms(γ) = √mean(γ²) (not std(γ): γ scales every feature,
+    so its typical size matters, not its spread) and a length of about √(Σγᵢ² + Σβᵢ²),
+    which is ≈ √d·rms(γ) when β is small.
+    """
+    g = np.asarray(gamma, dtype=np.float64).ravel()
+    b = np.zeros_like(g) if beta is None else np.asarray(beta, dtype=np.float64).ravel()
+    d = g.size
+    rms = float(np.sqrt(np.mean(g**2)))
+    return {
+        "d": d,
+        "rms_gamma": rms,
+        "std_gamma": float(g.std()),
+        "mean_beta": float(b.mean()),
+        "length": float(np.sqrt(np.sum(g**2) + np.sum(b**2))),
+        "sqrt_d_rms": float(np.sqrt(d) * rms),
+        "sqrt_d_std": float(np.sqrt(d) * g.std()),
+    }
+
+
+# --- PE(p + k) = M_k · PE(p) ------------------------------------------------------------------
+
+
+def pe_wavelengths(d_model: int) -> np.ndarray:
+    """The wavelength 2π·10000^(2i/d) of each sin/cos pair i (interleaved table)."""
+    return 2 * np.pi * 10000.0 ** (np.arange(0, d_model, 2, dtype=np.float64) / d_model)
+
+
+def pe_shift_matrix(d_model: int, k: int) -> np.ndarray:
+    """M_k, [d, d]: the matrix with PE(p + k) = M_k · PE(p) for every position p.
+
+    Block diagonal, one 2 × 2 rotation by k·ω_i per (sin, cos) pair of the interleaved
+    table: sin((p+k)ω) = cos(kω)·sin(pω) + sin(kω)·cos(pω), and cos((p+k)ω) =
+    −sin(kω)·sin(pω) + cos(kω)·cos(pω). It depends on k only, never on p.
+    """
+    if d_model <= 0 or d_model % 2:
+        raise ValueError("d_model must be a positive even number")
+    omega = 2 * np.pi / pe_wavelengths(d_model)
+    m = np.zeros((d_model, d_model))
+    for i, w in enumerate(omega):
+        c, s = np.cos(k * w), np.sin(k * w)
+        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[c, s], [-s, c]]
+    return m
+
+
+def pe_shift_error(table: np.ndarray, k: int) -> float:
+    """Largest |M_k · PE(p) − PE(p + k)| over every p of ``table`` (interleaved, [L, d])."""
+    table = np.asarray(table, dtype=np.float64)
+    if k >= table.shape[0]:
+        raise ValueError("k must be smaller than the number of positions")
+    m = pe_shift_matrix(table.shape[1], k)
+    return float(np.abs(table[: -k or None] @ m.T - table[k:]).max()) if k else 0.0
+
+
+def mask_fill_weights(scaled_row, allowed_row) -> dict[str, float]:
+    """One query's softmax with its forbidden keys filled by 0 and by -inf.
+
+    Some notes say masked scores are set to 0; exp(0) = 1, so the forbidden keys would still
+    take weight. Returns the weight the forbidden keys get either way (the -inf one is 0).
+    """
+    s = torch.as_tensor(scaled_row, dtype=torch.float64)
+    ok = torch.as_tensor(allowed_row, dtype=torch.bool)
+    zero = torch.softmax(s.masked_fill(~ok, 0.0), dim=-1)
+    inf = torch.softmax(s.masked_fill(~ok, float("-inf")), dim=-1)
+    return {
+        "zero": float(zero[~ok].sum()),
+        "inf": float(inf[~ok].sum()),
+        "n_masked": int((~ok).sum()),
+    }
+
+
+def feed_forward_check(ffn: torch.nn.Module, x: torch.Tensor) -> dict:
+    """The position-wise FFN applied to the whole sequence and to each position alone.
+
+    ``x``: [L, D]. Returns the hidden activations [L, d_ff], the largest difference between
+    FFN(X) and the rows FFN(x_i) one at a time (the same MLP at every position, no mixing),
+    and how much an output row moves when another position's input is changed.
+    """
+    with torch.inference_mode():
+        x = x.float().cpu()
+        whole = ffn(x.unsqueeze(0))[0]  # [L, D]
+        alone = torch.stack([ffn(x[i : i + 1].unsqueeze(0))[0, 0] for i in range(len(x))])
+        hidden = ffn.activation(ffn.linear1(x))  # [L, d_ff]
+        changed = x.clone()
+        changed[-1] = changed[-1] + 1.0  # move the last position's input only
+        moved = (ffn(changed.unsqueeze(0))[0, :-1] - whole[:-1]).abs().max() if len(x) > 1 else 0.0
+    return {
+        "hidden": hidden,
+        "position_error": float((whole - alone).abs().max()),
+        "others_moved": float(moved),
+    }
+
+
+@torch.inference_mode()
+def feed_forward_walk(lm, text: str, layer: int) -> dict:
+    """What the FFN of ``layer`` (the first stack) read and made, checked position by position.
+
+    Returns tokens, d_model, d_ff, the activation's name, its parameter count, and
+    ``feed_forward_check``'s hidden activations and differences.
+    """
+    from model.analysis.walkthrough import record_inputs, walkthrough_kind
+
+    kind = walkthrough_kind(lm.kind)
+    tokens, rec = record_inputs(lm, text)
+    seen = rec.inputs[f"{kind}_ffn"]
+    if not 0 <= layer < len(seen):
+        raise ValueError(f"layer {layer} out of range 0..{len(seen) - 1}")
+    stack = lm.network.decoder if kind == "decoder" else lm.network.encoder
+    ffn = stack.layers[layer].ffn
+    check = feed_forward_check(ffn, seen[layer]["query"][0])
+    return {
+        "tokens": tokens,
+        "d_model": ffn.linear1.in_features,
+        "d_ff": ffn.linear1.out_features,
+        "activation": "GELU" if ffn.activation is torch.nn.functional.gelu else "ReLU",
+        "params": sum(p.numel() for p in ffn.parameters()),
+        **check,
+    }

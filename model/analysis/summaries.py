@@ -67,3 +67,23 @@ def mean_distance(attention: torch.Tensor) -> torch.Tensor:
     per_query = (attention * dist).sum(dim=-1)  # [L, H, n]
     live = (attention.sum(dim=-1) > 0).to(attention.dtype)
     return (per_query * live).sum(dim=-1) / live.sum(dim=-1).clamp_min(1)
+
+
+def sink_share(
+    attention: torch.Tensor, tokens: list[str], sinks: tuple[str, ...] = ("[CLS]", "[SEP]")
+) -> torch.Tensor:
+    """[L, H, n, n] self-attention -> [L, H, len(sinks)]: the share of each head's attention,
+    averaged over its queries, that lands on each sink token (all its occurrences).
+
+    Heads with nothing useful to do for a query still have to spend a whole softmax
+    somewhere; many park it on [CLS] / [SEP] (Clark et al. 2019; Xiao et al. 2023 call such
+    tokens attention sinks). A share near 1 means the head mostly does nothing.
+    """
+    if attention.shape[-1] != len(tokens):
+        raise ValueError(f"{attention.shape[-1]} keys but {len(tokens)} tokens")
+    per_query = attention.float().mean(dim=-2)  # [L, H, n]: average weight on each key
+    columns = []
+    for sink in sinks:
+        where = torch.tensor([tok == sink for tok in tokens])
+        columns.append(per_query[..., where].sum(dim=-1))
+    return torch.stack(columns, dim=-1)

@@ -51,6 +51,14 @@ def _bytes_to_unicode() -> dict[int, str]:
 _BYTE_OF_CHAR = {c: b for b, c in _bytes_to_unicode().items()}
 
 
+def written_text(tokenizer, tokens: Sequence[str], specials: Iterable[str] = ()) -> str:
+    """A model's output tokens as a sentence is written. The lab's word tokenizers glue
+    Korean particles back to their noun ("나 는" -> "나는"); other tokenizers join by spaces."""
+    shown = [tok for tok in tokens if tok not in frozenset(specials)]
+    written = getattr(tokenizer, "written", None)
+    return written(shown) if callable(written) else " ".join(shown)
+
+
 def special_token_set(tokenizer=None, extra: Iterable[str] = ()) -> frozenset[str]:
     """The defaults, plus the tokenizer's own ``special_tokens`` (if given), plus ``extra``."""
     own = getattr(tokenizer, "special_tokens", None) or ()

@@ -34,6 +34,17 @@ def shown_trace(
     return base, shown, removed
 
 
+def rollout_means_flow(model_kind: str, attention_kind: str) -> bool:
+    """Whether rollout over ``attention_kind`` is how the model's input reaches each position.
+
+    Rollout follows one self-attention stack. That is the whole flow for an encoder and for a
+    decoder-only model; an encoder-decoder's decoder also reads the source through
+    cross-attention, and cross-attention maps queries of one sequence onto keys of another."""
+    if attention_kind == "encoder":
+        return True
+    return attention_kind == "decoder" and model_kind == "decoder"
+
+
 def shown_rollout(
     base: Trace, kind: str, specials: frozenset[str], hide: bool, renorm: bool
 ) -> torch.Tensor:

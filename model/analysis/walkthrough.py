@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from model.attention import repeat_kv
+from model.positional import alibi_bias, apply_rope
 from model.trace import Recorder
 
 
@@ -21,7 +23,7 @@ from model.trace import Recorder
 class Walkthrough:
     """One attention layer, every head, done by hand. Shapes in comments; CPU float32."""
 
-    kind: str  # "encoder" (self-attention) or "decoder" (masked self-attention)
+    kind: str  # "encoder" (self-attention), "decoder" (masked self-attention) or "cross"
     tokens: list[str]
     x: torch.Tensor  # [L, D] the layer's input (after the pre-LN norm, where there is one)
     q: torch.Tensor  # [H, L, d_k]
@@ -37,6 +39,9 @@ class Walkthrough:
     out: torch.Tensor  # [L, D] concat @ W_O + b_o
     model_weights: torch.Tensor  # [H, L, L] what the model recorded
     model_out: torch.Tensor  # [L, D] the layer's own attention output
+    bias: bool = True  # whether W_Q, W_K, W_V add a bias (q = x W_Q + b_Q)
+    key_tokens: list[str] | None = None  # cross-attention: the encoder's tokens (else = tokens)
+    memory: torch.Tensor | None = None  # [Lk, D] what keys and values are made from
 
     @property
     def d_k(self) -> int:
@@ -53,7 +58,10 @@ class Walkthrough:
         return float((self.out - self.model_out).abs().max())
 
     def agrees(self, atol: float = 1e-4) -> bool:
-        return self.weights_error() <= atol and self.out_error() <= atol * 10
+        return self.weights_error() <= atol and self.out_agrees(atol * 10)
+
+    def out_agrees(self, atol: float = 1e-3) -> bool:
+        return self.out_error() <= atol
 
 
 def walkthrough_kind(kind: str) -> str:
@@ -82,45 +90,49 @@ def record_inputs(lm, text: str) -> tuple[list[str], Recorder]:
     return list(tokens), rec
 
 
-@torch.inference_mode()
-def walkthrough(lm, text: str, layer: int) -> Walkthrough:
-    """Every head of ``layer`` recomputed from its projection weights; see ``agrees``."""
-    kind = walkthrough_kind(lm.kind)
-    tokens, rec = record_inputs(lm, text)
-    if not 0 <= layer < len(rec.inputs[kind]):
-        raise ValueError(f"layer {layer} out of range 0..{len(rec.inputs[kind]) - 1}")
-    seen = rec.inputs[kind][layer]
-    mha = _attention_module(lm.network, kind, layer)
-    x = seen["query"][0].float().cpu()  # [L, D]
-    n, d_model, h = x.shape[0], x.shape[1], mha.n_heads
+def _by_hand(mha: nn.Module, seen: dict, query_tokens: list[str], key_tokens: list[str],
+             kind: str) -> Walkthrough:  # fmt: skip
+    """Every head of one attention recomputed from its weights, beside what the model did."""
+    x = seen["query"][0].float().cpu()  # [Lq, D]
+    memory = seen["memory"][0].float().cpu()  # [Lk, D] (the same tensor as x for self-attention)
+    n, m, d_model, h = x.shape[0], memory.shape[0], x.shape[1], mha.n_heads
     d_k = d_model // h
 
-    def project(linear: nn.Linear) -> torch.Tensor:  # [L, D] -> [H, L, d_k]
+    def project(linear: nn.Linear, source: torch.Tensor, heads: int) -> torch.Tensor:
+        """[L, D] -> [heads, L, d_k]: the projection, bias included, split into heads."""
         w = linear.weight.detach().float().cpu()
         b = linear.bias.detach().float().cpu() if linear.bias is not None else 0.0
-        return (x @ w.T + b).view(n, h, d_k).transpose(0, 1)
+        return (source @ w.T + b).view(source.shape[0], heads, d_k).transpose(0, 1)
 
-    q, k, v = project(mha.q_proj), project(mha.k_proj), project(mha.v_proj)
-    scores = q @ k.transpose(-1, -2)  # [H, L, L]
+    # Grouped-query models share each key/value head across a group of query heads.
+    g = mha.n_kv_heads
+    q = project(mha.q_proj, x, h)
+    k = repeat_kv(project(mha.k_proj, memory, g)[None], h // g)[0]
+    v = repeat_kv(project(mha.v_proj, memory, g)[None], h // g)[0]
+    q_pos, k_pos = torch.arange(n), torch.arange(m)
+    if mha.rope:  # rotary positions turn q and k before they meet (self-attention only)
+        q, k = apply_rope(q, q_pos), apply_rope(k, k_pos)
+    scores = q @ k.transpose(-1, -2)  # [H, Lq, Lk]
     scaled = scores / math.sqrt(d_k)
+    if mha.alibi:  # ALiBi: the distance penalty joins the scaled scores
+        scaled = scaled + alibi_bias(h, q_pos, k_pos)
     mask = seen["mask"]
     allowed = (
-        torch.ones(n, n, dtype=torch.bool)
+        torch.ones(n, m, dtype=torch.bool)
         if mask is None
-        else mask[0].reshape(-1, n, n)[0].cpu().bool()
+        else mask[0].expand(-1, n, m).reshape(-1, n, m)[0].cpu().bool()
     )
     weights = torch.softmax(scaled.masked_fill(~allowed, float("-inf")), dim=-1)
     weights = torch.nan_to_num(weights, nan=0.0)  # a query with no allowed key: zero weights
-    heads = weights @ v  # [H, L, d_k]
-    concat = heads.transpose(0, 1).reshape(n, d_model)  # [L, D]
+    heads = weights @ v  # [H, Lq, d_k]
+    concat = heads.transpose(0, 1).reshape(n, d_model)  # [Lq, D]
     w_o = mha.out_proj.weight.detach().float().cpu().T  # [D, D]
     b_o = mha.out_proj.bias.detach().float().cpu() if mha.out_proj.bias is not None else 0.0
     out = concat @ w_o + b_o
-    device_x = seen["query"]
-    model_out, _ = mha(device_x, device_x, device_x, mask, need_weights=False)
+    model_out, _ = mha(seen["query"], seen["memory"], seen["memory"], mask, need_weights=False)
     return Walkthrough(
         kind=kind,
-        tokens=tokens,
+        tokens=query_tokens,
         x=x,
         q=q,
         k=k,
@@ -133,9 +145,49 @@ def walkthrough(lm, text: str, layer: int) -> Walkthrough:
         concat=concat,
         w_o=w_o,
         out=out,
-        model_weights=rec.attention[kind][layer][0].float().cpu(),
+        model_weights=torch.empty(0),  # filled in by the caller from the traced pass
         model_out=model_out[0].float().cpu(),
+        bias=mha.q_proj.bias is not None,
+        key_tokens=key_tokens,
+        memory=memory,
     )
+
+
+@torch.inference_mode()
+def walkthrough(lm, text: str, layer: int) -> Walkthrough:
+    """Every head of ``layer`` recomputed from its projection weights; see ``agrees``."""
+    kind = walkthrough_kind(lm.kind)
+    tokens, rec = record_inputs(lm, text)
+    if not 0 <= layer < len(rec.inputs[kind]):
+        raise ValueError(f"layer {layer} out of range 0..{len(rec.inputs[kind]) - 1}")
+    mha = _attention_module(lm.network, kind, layer)
+    wt = _by_hand(mha, rec.inputs[kind][layer], tokens, tokens, kind)
+    wt.model_weights = rec.attention[kind][layer][0].float().cpu()  # what the traced pass kept
+    return wt
+
+
+@torch.inference_mode()
+def cross_walkthrough(lm, text: str, layer: int) -> Walkthrough:
+    """Cross-attention of decoder ``layer`` by hand: queries from the decoder, keys and values
+    from the encoder's output. The decoder reads the model's own greedy output shifted right
+    (<bos> y1 .. yn), as on the explorer."""
+    if lm.kind != "encoder-decoder":
+        raise ValueError("only an encoder-decoder model has cross-attention")
+    network, tgt = lm.network, lm.tgt_tokenizer
+    enc = lm.encode(text)
+    continuation = [s.token_id for s in lm.decode(text)]
+    dec_in = [tgt.bos_id, *[i for i in continuation if i != tgt.eos_id]][: lm.max_len]
+    src = torch.tensor([enc.ids], dtype=torch.long, device=lm.device)
+    rec = Recorder(inputs=True)
+    memory, valid = network.encode(src, rec)
+    network.decode(torch.tensor([dec_in], dtype=torch.long, device=lm.device), memory, valid, rec)
+    if not 0 <= layer < len(rec.inputs["cross"]):
+        raise ValueError(f"layer {layer} out of range 0..{len(rec.inputs['cross']) - 1}")
+    mha = network.decoder.layers[layer].cross_attn
+    wt = _by_hand(mha, rec.inputs["cross"][layer], list(tgt.tokens(dec_in)), list(enc.tokens),
+                  "cross")  # fmt: skip
+    wt.model_weights = rec.attention["cross"][layer][0].float().cpu()
+    return wt
 
 
 def layer_norm_module(network: nn.Module, name: str) -> nn.LayerNorm | None:

@@ -58,17 +58,22 @@ def greedy_decode(
     eos_id: int,
     max_new_tokens: int,
     use_cache: bool = True,
+    cache: dict | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Batched greedy decoding: the most likely next token until <eos> or ``max_new_tokens``.
 
     Returns (generated ids [B, T], the logits that chose each one [B, T, vocab]).
     Without the cache the whole prefix is recomputed each step: slower, same answer.
+    ``cache``: an empty ``model.new_cache()`` to fill, so the caller can look at it afterwards.
     """
     was_training = model.training
     model.eval()
     b = ids.shape[0]
     step, prefix = stepper(model, ids, bos_id)
-    cache = model.new_cache() if use_cache else None
+    if not use_cache:
+        cache = None
+    elif cache is None:
+        cache = model.new_cache()
     new = prefix
     generated, chosen_logits = [], []
     done = torch.zeros(b, dtype=torch.bool, device=ids.device)

@@ -108,6 +108,20 @@ class WordTokenizer:
         """Ids -> words joined by spaces, specials dropped (the form the task targets use)."""
         return " ".join(t for t in self.tokens(ids) if t not in self.special_tokens)
 
+    def written(self, tokens: Iterable[str]) -> str:
+        """Tokens -> text as it is written: specials dropped, each suffix (a Korean particle)
+        glued to the token before it ("나 는 학교 에서" -> "나는 학교에서")."""
+        out: list[str] = []
+        suffixes = set(self.suffixes)
+        for tok in tokens:
+            if tok in self.special_tokens:
+                continue
+            if out and tok in suffixes:
+                out[-1] += tok
+            else:
+                out.append(tok)
+        return " ".join(out)
+
     def suggest(self, word: str, n: int = 3) -> list[str]:
         """Up to ``n`` known words closest to ``word`` (difflib's ratio), best first."""
         known = [t for t in self.vocab if t not in self.special_tokens]

@@ -90,3 +90,37 @@ def reference_answer(task: str | None, source: str) -> str:
         return get_task(task).reference(source)
     except (ValueError, KeyError):
         return ""
+
+
+CLOSE_SPELLING = 0.6  # difflib ratio: "scool" ~ "school" is 0.91, "quokkas" ~ "works" 0.5
+
+
+def suggestions(task: str | None, known: Iterable[str], word: str, n: int = 3):
+    """Known words to offer for an unknown ``word``: ("spelling", words) when some known word
+    is spelt like it; else, for a task with a grammar, (kind, words of that kind) closest in
+    spelling among that kind (a noun for a noun, the kind guessed from the word's ending);
+    else ("none", [])."""
+    import difflib
+
+    lower = word.lower()
+    known = list(known)
+    close = difflib.get_close_matches(lower, known, n=n, cutoff=CLOSE_SPELLING)
+    if close:
+        return "spelling", close
+    module = get_task(task) if task in TASKS else None
+    classes = getattr(module, "word_classes", None)
+    if classes is None:
+        return "none", []
+    kind = module.guess_class(word)
+    same_kind = classes().get(kind, [])
+    return kind, difflib.get_close_matches(lower, same_kind, n=n, cutoff=0.0)
+
+
+def vocabulary_sample(task: str | None, per_kind: int = 6) -> dict[str, list[str]]:
+    """A few known words of each kind, for "this model knows about N words, such as ..."."""
+    module = get_task(task) if task in TASKS else None
+    classes = getattr(module, "word_classes", None)
+    if classes is None:
+        return {}
+    return {kind: words[:: max(1, len(words) // per_kind)][:per_kind]
+            for kind, words in classes().items()}  # fmt: skip

@@ -641,6 +641,33 @@ def source_words() -> list[str]:
     return sorted(words)
 
 
+def word_classes() -> dict[str, list[str]]:
+    """The English words the grammar knows, by kind: so an unknown word can be answered with
+    words of its own kind (a noun for a noun) when no known word is spelt like it."""
+    return {
+        "noun": sorted(NOUNS),
+        "name": sorted(NAMES),
+        "verb": sorted({w for v in VERBS.values() for w in (v.en, v.third, v.past)}),
+        "adjective": sorted(ADJECTIVES),
+        "pronoun": sorted({*SUBJECT_PRONOUNS, *OBJECT_PRONOUNS, *POSSESSIVES}),
+        "preposition": sorted(PREPOSITIONS),
+        "time": sorted({w for phrase in TIMES for w in phrase.split()}),
+    }
+
+
+def guess_class(word: str) -> str:
+    """A guess at an unknown English word's kind from its form alone: -ed/-ing verbs, -ly
+    adverbs (the grammar has none), -ful/-ous/-ive/-al/-y adjectives, otherwise a noun."""
+    lower = word.lower()
+    if lower.endswith("ly"):
+        return "adverb"
+    if lower.endswith(("ed", "ing")):
+        return "verb"
+    if lower.endswith(("ful", "ous", "ive", "al", "ish", "less", "y")):
+        return "adjective"
+    return "noun"
+
+
 def target_words() -> list[str]:
     """Every Korean token the translator can produce."""
     words = {n.ko for n in NOUNS.values()} | set(NAMES.values()) | set(SUBJECT_PRONOUNS.values())

@@ -30,6 +30,7 @@ from torch import nn
 from tqdm import tqdm
 
 from model.config import TransformerConfig
+from model.positional import SCHEMES
 from model.runtime.checkpoint import CURVE, WEIGHTS, save_checkpoint, write_metrics
 from model.runtime.device import resolve_device
 from model.runtime.tokenizer import WordTokenizer, task_tokenizers
@@ -67,6 +68,8 @@ class TrainConfig:
     d_ff: int = SMALL["d_ff"]
     dropout: float = 0.1
     norm: str = "post"  # LayerNorm placement: "post" (the paper) | "pre"
+    positions: str = "sinusoidal"  # sinusoidal (the paper) | learned | rope | alibi | none
+    kv_heads: int | None = None  # key/value heads (None: as many as heads; 1: multi-query)
     steps: int = 3000
     batch: int = SMALL["batch"]  # examples per step (per process under torchrun)
     warmup: int = SMALL["warmup"]  # warm-up steps of the Noam schedule (1 = none)
@@ -84,6 +87,12 @@ class TrainConfig:
             raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(TASKS)}")
         if self.norm not in ("post", "pre"):
             raise ValueError("norm must be 'post' or 'pre'")
+        if self.positions not in SCHEMES:
+            raise ValueError(f"positions must be one of {', '.join(SCHEMES)}")
+        if self.kv_heads is not None and (self.kv_heads < 1 or self.heads % self.kv_heads):
+            raise ValueError(
+                f"kv_heads={self.kv_heads} must be at least 1 and divide heads={self.heads}"
+            )
         if self.out is not None:
             self.out = Path(self.out)
 
@@ -107,6 +116,9 @@ def parse_args(argv: list[str]) -> TrainConfig:
     p.add_argument("--d-ff", type=int, help="feed-forward inner width")
     p.add_argument("--dropout", type=float, help="dropout rate (default per task)")
     p.add_argument("--norm", choices=("post", "pre"), default="post", help="LayerNorm placement")
+    p.add_argument("--positions", choices=SCHEMES, default="sinusoidal",
+                   help="where order comes from (rope / alibi: inside self-attention)")  # fmt: skip
+    p.add_argument("--kv-heads", type=int, help="key/value heads (grouped-query; 1 = multi-query)")
     p.add_argument("--steps", type=int, help="optimizer steps")
     p.add_argument("--batch", type=int, help="examples per step (per process under torchrun)")
     p.add_argument("--warmup", type=int, help="warm-up steps of the Noam schedule")
@@ -120,7 +132,10 @@ def parse_args(argv: list[str]) -> TrainConfig:
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
     args = vars(p.parse_args(argv))
     args["progress"] = not args.pop("no_progress")
-    return TrainConfig.for_task(args.pop("task"), **args)
+    try:
+        return TrainConfig.for_task(args.pop("task"), **args)
+    except ValueError as e:  # e.g. --kv-heads 3 with 4 heads: a usage message, not a traceback
+        p.error(str(e))
 
 
 class Batch:
@@ -191,6 +206,8 @@ def build_config(args: TrainConfig, task: ModuleType, src_tok, tgt_tok) -> Trans
         d_ff=args.d_ff,
         dropout=args.dropout,
         norm_placement=args.norm,
+        positions=args.positions,
+        n_kv_heads=args.kv_heads,
         max_len=MAX_LEN[args.task],
     )
 

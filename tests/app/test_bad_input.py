@@ -240,3 +240,15 @@ def test_a_bad_case_really_reaches_the_model():
     at = open_page(PAGES[0], "<b>bold</b> text")
     ticks = tick_labels(figures(at)[0])
     assert "&lt;" in ticks and "b" in ticks
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_far_unknown_word_gets_words_of_its_kind_and_the_vocabulary_size(lang):
+    from tests.app.helpers import open_page
+
+    at = open_page("explorer", model="en2ko", text="the quokkas study math", lang=lang)
+    assert not at.exception
+    shown = " ".join(w.value for w in at.warning)
+    assert translate("input.kind.noun", lang) in shown
+    assert "works" not in shown  # not the spelling-only guess "did you mean works, cooks?"
+    assert translate("input.vocabulary", lang, n=269, sample="")[:20] in shown

@@ -19,8 +19,6 @@ def open_page(page: str, **query: str) -> AppTest:
     return helpers.open_page(page, timeout=180, **{"model": "minilm", **query})
 
 
-
-
 @pytest.mark.parametrize("lang", ["en", "ko"])
 @pytest.mark.parametrize("page", list(PAGES))
 def test_every_concept_page_renders_in_both_languages(page, lang):
@@ -41,6 +39,11 @@ def test_step_by_step_follows_layer_head_and_query_and_matches_the_model():
     assert q_fig["layout"]["yaxis"]["ticktext"] == ["i"]  # the chosen query token
     assert len(q_fig["data"][-1]["z"]["bdata"] if isinstance(q_fig["data"][-1]["z"], dict)
                else q_fig["data"][-1]["z"][0]) > 0  # fmt: skip
+    assert any("+ b_Q" in latex.value for latex in at.latex)  # the numbers include the biases
+    assert translate("concepts.attention.out_match", "en", error="")[:30] in " ".join(
+        c.value for c in at.caption
+    )
+    assert "n < d" in " ".join(i.value for i in at.info)
     frame = at.dataframe[0].value
     assert frame.iloc[:, 0].tolist() == ["[CLS]", "i", "study", "math", "[SEP]"]
     assert abs(frame.iloc[:, -1].sum() - 1.0) < 1e-5
@@ -113,3 +116,93 @@ def test_warmup_sliders_and_presets():
     names = [d["name"] for d in figures(at)[0]["data"] if d.get("name")]
     assert len(names) == 2 and "256:8000" in names[0]
     assert "6.988e-04" in " ".join(m.value for m in at.latex)  # 256^-0.5 · 8000^-0.5
+
+
+def _caption_with(at: AppTest, key: str, lang: str = "en") -> str:
+    """The caption whose text starts like the catalog entry ``key`` (numbers filled in)."""
+    head = re.split(r"\{", translate(key, lang))[0][:30]
+    found = [c.value for c in at.caption if c.value.startswith(head)]
+    assert found, f"no caption like {key}"
+    return found[0]
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_layernorm_captions_carry_the_measured_numbers(lang):
+    at = open_page("concept_layernorm", lnorm="encoder.0.ffn", lang=lang)
+    ok(at)
+    stats = _caption_with(at, "concepts.layernorm.stats_caption", lang)
+    assert "rms(γ)" in stats and "0.6" in stats  # rms(γ) of MiniLM's first FFN norm: 0.62
+    length = _caption_with(at, "concepts.layernorm.residual_caption.post", lang)
+    assert "19.6" in length  # √384 at initialisation
+    assert "√d_model·std(γ)" in length  # named as what the length is not
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_positional_shift_matrix_and_clipped_learned_table(lang):
+    at = open_page("concept_positional", pmaxlen="30", pdmodel="16", pshift="4", pstart="2",
+                   lang=lang)  # fmt: skip
+    ok(at)
+    shift = helpers.chart(at, "shift_chart")
+    assert shift["layout"]["yaxis"]["ticktext"] == ["PE(2)", "M_4 · PE(2)", "PE(6)"]
+    check = translate("concepts.positional.shift_check", lang, k=4, p=2, one="", every="", n=26)
+    assert any(s.value[:12] == check[:12] for s in at.success)
+    learned = helpers.chart(at, "learned_chart")["data"][-1]
+    assert learned["zmax"] < 0.2  # the 99th percentile, not the largest value (about 1.9)
+    clip = _caption_with(at, "concepts.positional.learned_clip", lang)
+    assert f"{learned['zmax']:.3f}" in clip
+    assert "d_model = 16" in _caption_with(at, "concepts.positional.wavelengths", lang)
+    assert any("equivariant" in w.value for w in at.warning)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_warmup_experiment_shows_bands_the_exact_command_and_what_it_shows(lang):
+    from model.training.warmup import load_warmup
+
+    meta, _ = load_warmup()
+    at = open_page("concept_warmup", lang=lang)
+    ok(at)
+    for norm in ("post", "pre"):
+        fig = helpers.chart(at, f"exp_{norm}_chart")
+        fills = [d for d in fig["data"] if d.get("fill") == "toself"]
+        assert len(fills) == 2 and len(fig["data"]) == 4  # a band and a mean line per variant
+    assert meta["rerun"] in [c.value for c in at.code]
+    assert "--d-model 64" in meta["rerun"] and "--lr-factor 0.125" in meta["rerun"]
+    text = " ".join(m.value for m in at.markdown)
+    v = meta["variants"]
+    assert f"{v['pre_no_warmup']['exact_match']:.2f}" in text
+    assert f"{v['post_no_warmup']['exact_match_max']:.2f}" in text
+    table = at.dataframe[0].value
+    assert len(table) == 4
+
+
+def test_cross_attention_step_through_and_the_mask_correction_show_measured_numbers():
+    at = open_page("concept_attention", xquery="1")
+    ok(at)
+    success = " ".join(s.value for s in at.success)
+    assert translate("concepts.attention.cross_match", "en", error="", out="")[:40] in success
+    warning = " ".join(w.value for w in at.warning)
+    assert "−∞" in warning and "%" in warning  # the 0-fill leak, measured on this head
+    cross = at.dataframe[1].value  # the decoder query's row over the source tokens
+    assert cross.iloc[:, 0].tolist() == ["i", "study", "math"]
+    assert abs(cross.iloc[:, -1].sum() - 1.0) < 1e-5
+
+
+def test_the_feed_forward_section_uses_the_models_own_sizes():
+    at = open_page("concept_layernorm", flayer="1")
+    ok(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "d_ff = 1536" in text and "d_model = 384" in text
+    assert translate("concepts.ffn.check", "en", error="", moved="")[:40] in " ".join(
+        s.value for s in at.success
+    )
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_base_settings_table_puts_the_paper_beside_the_shipped_models(lang):
+    at = open_page("concept_family", lang=lang)
+    ok(at)
+    table = at.table[0].value
+    paper = table[translate("concepts.family.base.paper", lang)].tolist()
+    assert paper[1:5] == ["512", "8", "64", "2048"] and paper[5] == "0.1"
+    assert table["en2ko"].tolist()[1:5] == ["128", "4", "32", "256"]
+    assert table["minilm"].tolist()[1] == "384"

@@ -277,3 +277,24 @@ def test_a_sentence_the_model_knows_gets_no_switch_button():
         "input.read_with_pretrained", "en", model=translate("model.name.minilm", "en")
     )
     assert label not in [b.label for b in at.button]
+
+
+def test_rollout_is_not_offered_on_an_encoder_decoders_decoder():
+    at = open_page("explorer", model="en2ko", text="I study math", kind="encoder")
+    assert not at.exception
+    assert translate("explorer.aggregate.rollout", "en") in at.segmented_control(key="agg").options
+    at.segmented_control(key="kind").set_value("decoder").run()
+    assert not at.exception
+    assert (
+        translate("explorer.aggregate.rollout", "en") not in at.segmented_control(key="agg").options
+    )
+
+
+def test_korean_output_reads_as_written_with_its_tokens_on_the_axes():
+    at = open_page("explorer", model="en2ko", text="I study math at school", kind="decoder")
+    assert not at.exception
+    output = " ".join(m.value for m in at.markdown)
+    assert "나는 학교에서 수학을 공부한다" in output
+    assert "나 는 학교 에서 수학 을 공부한다" in " ".join(c.value for c in at.caption)
+    (fig,) = figures(at)
+    assert fig["layout"]["xaxis"]["ticktext"][1:3] == ["나", "는"]  # tokens on the axes

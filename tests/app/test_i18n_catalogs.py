@@ -19,6 +19,7 @@ SAME_IN_BOTH = {
     "sidebar.device_cuda",  # "GPU · {name}": a device name
     "sidebar.device_choice.cpu",  # "CPU" is what Korean speakers call it too
     "sidebar.device_choice.cuda",  # "GPU (CUDA)"
+    "training.norm.pre",  # "pre-LN": the term itself; the help text says it in Korean
 }
 
 PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")

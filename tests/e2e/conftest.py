@@ -106,6 +106,48 @@ def _clipped_formulas(page) -> list[str]:
     )
 
 
+@pytest.fixture
+def clipped_controls():
+    """``clipped_controls(page)``: the controls whose label or option is cut off.
+
+    A segmented control does not wrap: an option past its column's edge is hidden (the
+    explorer's Korean "크로스 (디코더→인…"); labels, drop-down values and button texts end
+    in an ellipsis when their box is too narrow. Text the reader types is not checked.
+    """
+    return _clipped_controls
+
+
+def _clipped_controls(page) -> list[str]:
+    return page.evaluate(_CLIPPED_CONTROLS_JS)
+
+
+_CLIPPED_CONTROLS_JS = """() => {
+  const out = [];
+  const main = document.querySelector('[data-testid=stMain]');
+  const cut = (el) => el.scrollWidth > el.clientWidth + 1;
+  for (const g of main.querySelectorAll('[data-testid=stButtonGroup]')) {
+    if (!g.offsetParent) continue;
+    const box = g.parentElement.getBoundingClientRect();
+    for (const b of g.querySelectorAll('button')) {
+      const r = b.getBoundingClientRect();
+      if (r.right > box.right + 0.5) out.push(`option ${(r.right - box.right).toFixed(0)}px past its box: ${b.textContent.trim()}`);
+    }
+  }
+  for (const el of main.querySelectorAll('[data-testid=stSelectbox] input[role=combobox]')) {
+    if (el.offsetParent && cut(el)) out.push(`choice cut: ${el.value}`);
+  }
+  const skip = 'input, textarea, pre, code, [data-testid=stDataFrame], [data-testid=stTable], .js-plotly-plot';
+  for (const el of main.querySelectorAll('*')) {
+    if (!el.offsetParent || !el.textContent.trim() || el.closest(skip)) continue;
+    const style = getComputedStyle(el);
+    if (style.textOverflow === 'ellipsis' && style.overflow !== 'visible' && cut(el)) {
+      out.push(`text cut: ${el.textContent.trim().slice(0, 60)}`);
+    }
+  }
+  return [...new Set(out)];
+}"""
+
+
 # Opened at a page's own address (/explorer), Streamlit's frontend first probes
 # /explorer/_stcore/health and /explorer/_stcore/host-config for a base path, gets 404,
 # then falls back to the root. Those two misses are Streamlit's, not the app's.

@@ -53,3 +53,14 @@ def test_mean_distance_is_zero_on_the_diagonal_and_grows_with_reach():
     prev = torch.diag(torch.ones(4), -1)
     prev[0, 0] = 1.0  # the first token has no previous one and looks at itself
     assert mean_distance(prev[None, None]).item() == pytest.approx(4 / 5)
+
+
+def test_rollout_is_offered_only_where_it_is_the_flow_from_the_input():
+    from model.analysis.views import rollout_means_flow
+
+    assert rollout_means_flow("encoder", "encoder")
+    assert rollout_means_flow("encoder-decoder", "encoder")
+    assert rollout_means_flow("decoder", "decoder")
+    # an encoder-decoder's decoder also reads the source through cross-attention
+    assert not rollout_means_flow("encoder-decoder", "decoder")
+    assert not rollout_means_flow("encoder-decoder", "cross")

@@ -9,12 +9,13 @@ import torch
 
 from model.analysis.concepts import (
     attention_cost,
+    layernorm_scale,
     permutation_demo,
     qk_variance,
     softmax_saturation,
 )
 from model.schedule import noam_lr
-from model.training.warmup import WARMUP_VARIANTS, load_warmup
+from model.training.warmup import WARMUP_SEEDS, WARMUP_VARIANTS, load_warmup, seed_band
 from viz.concepts import lines_figure, mask_figure, matrix_heatmap, step_frame
 
 
@@ -23,6 +24,37 @@ def minilm():
     from model import load
 
     return load("minilm", device="cpu")
+
+
+def test_layernorm_captions_hold_on_minilm(minilm):
+    """The layer-norm page's claims, recomputed: after a post-LN norm the standard deviation
+    over features is about rms(γ) (not std(γ)), and each layer's output length is about
+    √(Σγ² + Σβ²) ≈ √d_model·rms(γ) (not √d_model·std(γ))."""
+    from model.analysis.walkthrough import layer_norm_module
+
+    trace = minilm.trace("I study math")
+    lengths = trace.residual_norms["encoder"]  # [layers + 1, tokens]
+    assert minilm.config.norm_placement == "post"
+    for i in range(lengths.shape[0] - 1):
+        module = layer_norm_module(minilm.network, f"encoder.{i}.ffn")
+        scale = layernorm_scale(module.weight.detach().numpy(), module.bias.detach().numpy())
+        assert scale["length"] == pytest.approx(scale["sqrt_d_rms"], rel=0.02)  # β is small
+        after = lengths[i + 1].numpy()
+        # within the caption's "about": never above, at most 45 % below (the [CLS] token,
+        # whose one huge normalized feature meets a small γ)
+        assert (after <= 1.05 * scale["length"]).all() and (after >= 0.55 * scale["length"]).all()
+        assert scale["sqrt_d_std"] < 0.25 * after.min()  # the old caption's formula is far off
+        out_std = trace.norms[f"encoder.{i}.ffn"]["out_std"].numpy()
+        assert (out_std <= 1.05 * scale["rms_gamma"]).all()
+        assert (out_std >= 0.55 * scale["rms_gamma"]).all()
+        assert scale["std_gamma"] < 0.25 * out_std.min()
+
+
+def test_layernorm_scale_at_initialisation_is_sqrt_d():
+    scale = layernorm_scale(torch.ones(64).numpy(), torch.zeros(64).numpy())
+    assert scale["length"] == pytest.approx(8.0)
+    assert scale["rms_gamma"] == pytest.approx(1.0)
+    assert scale["std_gamma"] == 0.0
 
 
 def test_qk_variance_of_unit_random_vectors_is_d_k_and_one_after_scaling():
@@ -65,6 +97,16 @@ def test_step_by_step_attention_equals_the_models_own(minilm, layer, text):
     assert torch.allclose(wt.weights.sum(-1), torch.ones(12, len(wt.tokens)), atol=1e-5)
     assert torch.allclose(wt.out, wt.model_out, atol=1e-4)
     assert wt.agrees()
+    assert wt.bias  # BERT's projections add b_Q, b_K, b_V: the page writes q = xW_Q + b_Q
+
+
+def test_the_output_check_follows_the_measured_difference(minilm):
+    from model.analysis.walkthrough import walkthrough
+
+    wt = walkthrough(minilm, "I study math", 0)
+    assert wt.out_agrees()
+    wt.out = wt.out + 0.01  # a hand-made output that is off: the page must not say "equals"
+    assert not wt.out_agrees() and not wt.agrees()
 
 
 def test_step_by_step_on_a_decoder_only_model_uses_the_causal_mask():
@@ -117,19 +159,71 @@ def test_attention_cost_memory_grows_like_n_squared():
     assert all(ms > 0 for ms in cost["ms"])
 
 
-def test_the_shipped_warmup_experiment_has_all_four_curves_and_its_commands():
+def test_the_shipped_warmup_experiment_has_every_curve_and_its_exact_command():
     meta, curves = load_warmup()
     assert set(curves) == set(WARMUP_VARIANTS)
-    for name, curve in curves.items():
-        assert len(curve["step"]) == len(curve["loss"]) == len(curve["lr"]) > 10
-        info = meta["variants"][name]
-        assert info["command"].startswith("python -m model.train --task reverse")
+    assert meta["seeds"] == list(WARMUP_SEEDS) and len(meta["seeds"]) >= 3
+    # the rerun command names every setting that shapes the result, with the shipped values
+    assert meta["rerun"] == (
+        f"python -m model.training.warmup --out assets/experiments/warmup --steps {meta['steps']}"
+        f" --d-model {meta['d_model']} --layers {meta['layers']} --lr-factor {meta['lr_factor']:g}"
+        f" --seeds {','.join(str(s) for s in meta['seeds'])}"
+    )
+    args = warmup_main_parser_defaults()
+    assert (args.steps, args.d_model, args.layers, args.lr_factor, args.seeds) == (
+        meta["steps"], meta["d_model"], meta["layers"], meta["lr_factor"], tuple(meta["seeds"])
+    )  # fmt: skip
+    for name, runs in curves.items():
         norm, warmup = WARMUP_VARIANTS[name]
-        assert f"--norm {norm}" in info["command"] and f"--warmup {warmup}" in info["command"]
-        # the logged rate is the Noam formula with the experiment's settings (d_model 64)
-        for step, lr in zip(curve["step"][:5], curve["lr"][:5]):
-            assert lr == pytest.approx(noam_lr(int(step), 64, warmup), rel=1e-4)
-    assert "python -m model.training.warmup" in meta["rerun"]
+        assert set(runs) == set(meta["seeds"])
+        for seed, curve in runs.items():
+            assert len(curve["step"]) == len(curve["loss"]) == len(curve["lr"]) > 10
+            run = next(r for r in meta["variants"][name]["runs"] if r["seed"] == seed)
+            for flag in (f"--norm {norm}", f"--warmup {warmup}", f"--seed {seed}",
+                         f"--d-model {meta['d_model']}", f"--lr-factor {meta['lr_factor']:g}",
+                         f"--layers {meta['layers']}", f"--steps {meta['steps']}"):  # fmt: skip
+                assert flag in run["command"]
+            # the logged rate is the Noam formula with the experiment's own settings
+            for step, lr in zip(curve["step"][:5], curve["lr"][:5]):
+                expected = noam_lr(int(step), meta["d_model"], warmup, meta["lr_factor"])
+                assert lr == pytest.approx(expected, rel=1e-4)
+
+
+def test_the_shipped_warmup_result_is_what_the_page_says():
+    """Pre-LN learns without warm-up, post-LN does not, in every seed (the page's claim)."""
+    meta, _ = load_warmup()
+    v = meta["variants"]
+    assert v["post_no_warmup"]["exact_match_max"] == 0.0
+    assert v["post_no_warmup"]["final_loss_min"] > 2.5
+    for name in ("post_warmup", "pre_warmup", "pre_no_warmup"):
+        assert v[name]["exact_match_min"] > 0.5 and v[name]["final_loss_max"] < 1.2
+
+
+def warmup_main_parser_defaults():
+    """The defaults of ``python -m model.training.warmup`` (what a bare re-run trains)."""
+    import argparse
+
+    from model.training import warmup
+
+    seen = {}
+
+    def grab(out, steps, seeds, d_model, layers, factor, jobs):
+        seen.update(steps=steps, seeds=seeds, d_model=d_model, layers=layers, lr_factor=factor)
+        return {"variants": {}}
+
+    original = warmup.run_warmup
+    warmup.run_warmup = grab
+    try:
+        warmup.main([])
+    finally:
+        warmup.run_warmup = original
+    return argparse.Namespace(**seen)
+
+
+def test_seed_band_spans_the_seeds():
+    runs = {0: {"step": [10, 20], "loss": [3.0, 2.0]}, 1: {"step": [10, 20], "loss": [1.0, 4.0]}}
+    band = seed_band(runs)
+    assert band == {"step": [10, 20], "mean": [2.0, 3.0], "min": [1.0, 2.0], "max": [3.0, 4.0]}
 
 
 def test_concept_figures_escape_tokens_and_fix_ranges():
@@ -150,3 +244,56 @@ def test_concept_figures_escape_tokens_and_fix_ranges():
     frame = step_frame(["a", "b"], [1.0, 2.0], [0.5, 1.0], [True, False], [1.0, 0.0],
                        {k: k for k in ("key", "score", "scaled", "allowed", "masked", "weight")})  # fmt: skip
     assert frame["masked"].tolist() == [0.5, -math.inf]
+
+
+def test_cross_attention_by_hand_reads_queries_from_the_decoder_and_keys_from_the_encoder():
+    from model import load
+    from model.analysis.walkthrough import cross_walkthrough
+
+    lm = load("en2ko", device="cpu")
+    for layer in (0, 1):
+        wt = cross_walkthrough(lm, "I study math", layer)
+        assert wt.kind == "cross"
+        assert wt.key_tokens == ["i", "study", "math"] and wt.tokens[0] == "<bos>"
+        lt, ls = len(wt.tokens), len(wt.key_tokens)
+        assert wt.q.shape == (4, lt, 32) and wt.k.shape == (4, ls, 32) == wt.v.shape
+        assert wt.weights.shape == (4, lt, ls) and wt.allowed.all()  # nothing masked but padding
+        assert torch.allclose(wt.weights, wt.model_weights, atol=1e-5)
+        assert wt.agrees()
+    with pytest.raises(ValueError):
+        cross_walkthrough(lm, "I study math", 2)
+    with pytest.raises(ValueError):
+        cross_walkthrough(load("minilm", device="cpu"), "I study math", 0)
+
+
+def test_the_feed_forward_network_is_the_same_mlp_at_every_position(minilm):
+    from model.analysis.concepts import feed_forward_walk
+
+    ffn = feed_forward_walk(minilm, "I study math", 2)
+    assert (ffn["d_model"], ffn["d_ff"], ffn["activation"]) == (384, 1536, "GELU")
+    assert ffn["params"] == 384 * 1536 + 1536 + 1536 * 384 + 384
+    assert ffn["hidden"].shape == (5, 1536)
+    assert ffn["position_error"] < 1e-3 and ffn["others_moved"] == 0.0
+
+
+def test_the_feed_forward_check_notices_mixing_between_positions():
+    from model.analysis.concepts import feed_forward_check
+
+    class Mixing(torch.nn.Module):  # not position-wise: adds the mean over positions
+        def __init__(self):
+            super().__init__()
+            self.linear1 = torch.nn.Linear(4, 8)
+            self.activation = torch.relu
+
+        def forward(self, x):
+            return x + x.mean(1, keepdim=True)
+
+    check = feed_forward_check(Mixing(), torch.randn(3, 4))
+    assert check["position_error"] > 1e-3 and check["others_moved"] > 0.1
+
+
+def test_masked_scores_filled_with_zero_still_take_weight():
+    from model.analysis.concepts import mask_fill_weights
+
+    fill = mask_fill_weights([0.0, 0.0, 0.0, 0.0], [True, True, False, False])
+    assert fill["zero"] == pytest.approx(0.5) and fill["inf"] == 0.0 and fill["n_masked"] == 2

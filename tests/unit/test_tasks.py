@@ -180,3 +180,21 @@ def test_references_read_typed_sequences_as_the_tokenizer_does():
     assert reverse.reference("A3k") == reverse.reference("a 3 k") == "k 3 a"
     assert sort.reference("3,1,2") == "1 2 3"
     assert reverse.split_of("A3k") == reverse.split_of("a 3 k")
+
+
+def test_unknown_words_get_words_of_their_own_kind_when_no_spelling_is_close():
+    from model.tasks import suggestions, vocabulary_sample
+
+    known = en2ko.source_words()
+    assert suggestions("en2ko", known, "scool")[0] == "spelling"
+    assert "school" in suggestions("en2ko", known, "scool")[1]
+    kind, words = suggestions("en2ko", known, "quokkas")
+    assert kind == "noun" and words and set(words) <= set(en2ko.word_classes()["noun"])
+    kind, words = suggestions("en2ko", known, "jumped")
+    assert kind == "verb" and set(words) <= set(en2ko.word_classes()["verb"])
+    assert suggestions("en2ko", known, "fiercely") == ("adverb", [])  # the grammar has none
+    assert suggestions("reverse", ["a", "b"], "zz") == ("none", [])  # no grammar to go by
+    sample = vocabulary_sample("en2ko")
+    assert {"noun", "verb", "adjective"} <= sample.keys()
+    assert all(w in known for words in sample.values() for w in words)
+    assert sum(len(v) for v in en2ko.word_classes().values()) >= 200

@@ -79,3 +79,14 @@ def test_a_vocabulary_without_the_fixed_specials_is_refused(tmp_path):
     (tmp_path / "vocab.json").write_text('{"tokens": []}')
     with pytest.raises(ValueError, match="not an Attention Lab vocabulary"):
         load_vocab(tmp_path / "vocab.json")
+
+
+def test_written_glues_particles_back_as_korean_is_written():
+    from model.analysis.tokens import written_text
+
+    tokens = ["<bos>", "나", "는", "학교", "에서", "수학", "을", "공부한다", "<eos>"]
+    assert TGT.written(tokens) == "나는 학교에서 수학을 공부한다"
+    assert TGT.words(TGT.written(tokens)) == tokens[1:-1]  # and it reads back as the same tokens
+    assert written_text(TGT, tokens[1:-1]) == "나는 학교에서 수학을 공부한다"
+    assert written_text(object(), ["a", "b"]) == "a b"  # a tokenizer without particles
+    assert TGT.written(["는", "나"]) == "는 나"  # a particle with no word before it stays alone

@@ -108,3 +108,26 @@ def test_torchrun_with_two_cpu_processes_trains_with_ddp(tmp_path):
     assert done.stderr.count("exact match") == 1  # rank 0 alone evaluates and writes
     lm = load_checkpoint(out, "cpu")
     assert torch.isfinite(lm.network.generator.weight).all()
+
+
+@pytest.mark.parametrize(("positions", "kv_heads"), [("rope", "1"), ("alibi", "2")])
+def test_a_run_with_a_modern_position_scheme_and_fewer_kv_heads_loads_back(
+    tmp_path, positions, kv_heads
+):
+    from model import load
+
+    out = tmp_path / "run"
+    args = ["--task", "reverse", "--out", str(out), "--steps", "4", "--warmup", "2"]
+    main([*args, *TINY, "--positions", positions, "--kv-heads", kv_heads, "--eval-n", "10",
+          "--no-progress"])  # fmt: skip
+    net = load_checkpoint(out, "cpu")
+    assert net.config.positions == positions and net.config.kv_heads == int(kv_heads)
+    assert net.network.decoder.layers[0].self_attn.k_proj.out_features == int(kv_heads) * 8
+    trace = load(str(out)).trace("a b c")
+    assert trace.attention["decoder"].shape[1] == 2  # weights per query head, whatever kv_heads
+
+
+def test_impossible_kv_heads_are_a_usage_error(capsys):
+    with pytest.raises(SystemExit):
+        main(["--task", "reverse", "--out", "x", *TINY, "--kv-heads", "3"])
+    assert "kv_heads=3 must be at least 1 and divide heads=2" in capsys.readouterr().err

@@ -1,0 +1,302 @@
+"""Length generalisation: the same small decoder trained on sequences of at most 16 symbols
+with each position scheme, then asked to copy or reverse sequences of 8 .. 64.
+
+    python -m model.training.lengths --task reverse --out assets/experiments/positions
+
+Every scheme gets the same model size, data, seed and number of steps; only
+``TransformerConfig.positions`` differs. Writes results.csv (scheme, length, token accuracy,
+exact match) and metadata.json (the command, seed, settings, timings) into ``--out``.
+Token accuracy is teacher-forced (each answer position given the right prefix); exact match
+decodes greedily with the key/value cache and needs every answer token and the <eos> right.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from model.config import TransformerConfig
+from model.positional import SCHEMES
+from model.runtime.decoding import greedy_decode
+from model.transformer import DecoderModel, build_model
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT_DIR = ROOT / "assets" / "experiments" / "positions"
+RESULTS, METADATA = "results.csv", "metadata.json"
+TASKS = ("copy", "reverse")
+PAD, BOS, SEP, EOS = 0, 1, 2, 3
+FIRST_SYMBOL = 4
+IGNORE = -100
+
+
+@dataclass
+class Settings:
+    """Everything that decides the result, recorded next to it."""
+
+    task: str = "reverse"
+    schemes: list[str] = field(default_factory=lambda: list(SCHEMES))
+    train_max_len: int = 16  # sequences of 1 .. train_max_len symbols in training
+    eval_lengths: list[int] = field(default_factory=lambda: [8, 16, 24, 32, 40, 48, 56, 64])
+    symbols: int = 10
+    d_model: int = 64
+    n_heads: int = 4
+    layers: int = 2
+    d_ff: int = 256
+    steps: int = 1500
+    batch: int = 64
+    lr: float = 1e-3
+    warmup: int = 100
+    eval_n: int = 100  # sequences per evaluated length
+    seed: int = 0
+
+    @property
+    def max_len(self) -> int:
+        """Longest sequence the model must read: <bos> x <sep> y <eos> at the longest length."""
+        return 2 * max(*self.eval_lengths, self.train_max_len) + 3
+
+
+def target(task: str, x: list[int]) -> list[int]:
+    return list(x) if task == "copy" else list(reversed(x))
+
+
+def make_sequences(task: str, n: int, lengths: list[int], symbols: int, gen: torch.Generator):
+    """``n`` sequences <bos> x <sep> y <eos>, lengths drawn from ``lengths``; (ids, labels).
+
+    Labels are -100 except on y and <eos>: the model is scored only on its answer.
+    """
+    rows, labels = [], []
+    picks = torch.randint(len(lengths), (n,), generator=gen).tolist()
+    for i in range(n):
+        length = lengths[picks[i]]
+        x = (torch.randint(symbols, (length,), generator=gen) + FIRST_SYMBOL).tolist()
+        y = target(task, x)
+        seq = [BOS, *x, SEP, *y, EOS]
+        rows.append(seq[:-1])
+        labels.append([IGNORE] * (length + 1) + y + [EOS])
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
+    lab = torch.tensor([r + [IGNORE] * (width - len(r)) for r in labels])
+    return ids, lab
+
+
+def build(settings: Settings, positions: str) -> DecoderModel:
+    torch.manual_seed(settings.seed)  # the same initial weights wherever shapes agree
+    cfg = TransformerConfig(
+        kind="decoder",
+        src_vocab_size=FIRST_SYMBOL + settings.symbols,
+        tgt_vocab_size=FIRST_SYMBOL + settings.symbols,
+        d_model=settings.d_model,
+        n_heads=settings.n_heads,
+        n_encoder_layers=0,
+        n_decoder_layers=settings.layers,
+        d_ff=settings.d_ff,
+        dropout=0.0,
+        norm_placement="pre",  # trains reliably at this size without a long warm-up
+        positions=positions,
+        max_len=settings.max_len,
+        pad_id=PAD,
+    )
+    return build_model(cfg)
+
+
+def train(settings: Settings, positions: str) -> tuple[DecoderModel, list[float]]:
+    """Adam with a linear warm-up; the same batches, in the same order, for every scheme.
+
+    Each batch holds one length (drawn uniformly from 1 .. train_max_len), so no step pays
+    for padding.
+    """
+    model = build(settings, positions).train()
+    opt = torch.optim.Adam(model.parameters(), lr=settings.lr, betas=(0.9, 0.98), eps=1e-9)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / settings.warmup))
+    gen = torch.Generator().manual_seed(settings.seed + 1)
+    lengths = list(range(1, settings.train_max_len + 1))
+    losses = []
+    for _ in range(settings.steps):
+        length = lengths[int(torch.randint(len(lengths), (1,), generator=gen))]
+        ids, labels = make_sequences(settings.task, settings.batch, [length], settings.symbols, gen)
+        logits = model(ids).logits
+        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    return model.eval(), losses
+
+
+@torch.no_grad()
+def evaluate_length(model: DecoderModel, settings: Settings, length: int) -> dict[str, float]:
+    """Teacher-forced token accuracy and greedy (cached) exact match at one length."""
+    gen = torch.Generator().manual_seed(settings.seed + 1000 + length)  # not the training stream
+    ids, labels = make_sequences(settings.task, settings.eval_n, [length], settings.symbols, gen)
+    pred = model(ids).logits.argmax(-1)
+    scored = labels != IGNORE
+    token_acc = float((pred[scored] == labels[scored]).float().mean())
+    prompts = ids[:, : length + 2]  # <bos> x <sep>
+    out, _ = greedy_decode(model, prompts, BOS, EOS, length + 1, use_cache=True)
+    answers = labels[:, length + 1 :]  # y <eos>
+    if out.shape[1] < answers.shape[1]:  # every row stopped early (at <eos>): pad the rest
+        out = F.pad(out, (0, answers.shape[1] - out.shape[1]), value=PAD)
+    exact = float((out[:, : answers.shape[1]] == answers).all(dim=1).float().mean())
+    return {"token_accuracy": token_acc, "exact_match": exact}
+
+
+def run_scheme(settings: Settings, scheme: str, threads: int = 1) -> dict:
+    """Train one scheme and evaluate it at every length: its rows, loss and timings."""
+    torch.set_num_threads(threads)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    model, losses = train(settings, scheme)
+    trained = time.perf_counter() - t0
+    rows = [
+        {"scheme": scheme, "length": n, **evaluate_length(model, settings, n)}
+        for n in settings.eval_lengths
+    ]
+    return {
+        "rows": rows,
+        "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 4),
+        # Wall time depends on who else uses the machine; CPU time (this process) does not.
+        "timings": {
+            "train_s": round(trained, 1),
+            "total_s": round(time.perf_counter() - t0, 1),
+            "cpu_s": round(time.process_time() - cpu0, 1),
+        },
+    }
+
+
+def _run_scheme(job: tuple[Settings, str, int]) -> dict:
+    return run_scheme(*job)
+
+
+def run(
+    settings: Settings,
+    out: Path | None,
+    command: str = "",
+    log=print,
+    jobs: int = 1,
+    threads: int = 1,
+) -> list[dict]:
+    """Train and evaluate every scheme; write results.csv and metadata.json into ``out``.
+
+    ``jobs`` > 1 trains schemes in parallel processes; each scheme seeds itself, so the
+    numbers are the same either way.
+    """
+    started = time.perf_counter()
+    load_before = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
+    work = [(settings, scheme, threads) for scheme in settings.schemes]
+    if jobs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(min(jobs, len(work))) as pool:
+            results = pool.map(_run_scheme, work)
+    else:
+        results = [_run_scheme(job) for job in work]
+    rows, timings, final_loss = [], {}, {}
+    for scheme, result in zip(settings.schemes, results):
+        rows += result["rows"]
+        timings[scheme], final_loss[scheme] = result["timings"], result["final_loss"]
+        accs = " ".join(f"{r['token_accuracy']:.2f}" for r in result["rows"])
+        log(f"{scheme:>10}: loss {final_loss[scheme]:.3f}  token accuracy by length {accs}  "
+            f"({timings[scheme]['total_s']} s)")  # fmt: skip
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / RESULTS, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(
+                f, fieldnames=["scheme", "length", "token_accuracy", "exact_match"]
+            )
+            writer.writeheader()
+            for r in rows:
+                writer.writerow({**r, "token_accuracy": f"{r['token_accuracy']:.4f}",
+                                 "exact_match": f"{r['exact_match']:.4f}"})  # fmt: skip
+        meta = {
+            "settings": asdict(settings),
+            "command": command,
+            "seed": settings.seed,
+            "final_loss": final_loss,
+            "timings_s": timings,
+            "wall_time_s": round(time.perf_counter() - started, 1),
+            "cpu_time_s": round(sum(t["cpu_s"] for t in timings.values()), 1),
+            "load_average_before": load_before,
+            "jobs": jobs,
+            "threads_per_job": threads,
+            "torch_version": torch.__version__,
+            "python_version": platform.python_version(),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        (out / METADATA).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return rows
+
+
+def load_results(folder: Path = OUT_DIR) -> tuple[dict, list[dict]]:
+    """(metadata, rows) of a finished run; ({}, []) when the folder holds none."""
+    folder = Path(folder)
+    if not (folder / METADATA).is_file() or not (folder / RESULTS).is_file():
+        return {}, []
+    meta = json.loads((folder / METADATA).read_text(encoding="utf-8"))
+    with open(folder / RESULTS, newline="", encoding="utf-8") as f:
+        rows = [
+            {"scheme": r["scheme"], "length": int(r["length"]),
+             "token_accuracy": float(r["token_accuracy"]), "exact_match": float(r["exact_match"])}
+            for r in csv.DictReader(f)
+        ]  # fmt: skip
+    return meta, rows
+
+
+def parse_args(argv: list[str]) -> tuple[Settings, Path, int, int]:
+    d = Settings()
+    p = argparse.ArgumentParser(
+        prog="python -m model.training.lengths", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--task", choices=TASKS, default=d.task)
+    p.add_argument("--schemes", nargs="+", choices=SCHEMES, default=d.schemes)
+    p.add_argument("--out", type=Path, default=OUT_DIR)
+    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--train-max-len", type=int, default=d.train_max_len)
+    p.add_argument("--eval-lengths", type=int, nargs="+", default=d.eval_lengths)
+    p.add_argument("--eval-n", type=int, default=d.eval_n)
+    p.add_argument("--d-model", type=int, default=d.d_model)
+    p.add_argument("--heads", type=int, default=d.n_heads)
+    p.add_argument("--layers", type=int, default=d.layers)
+    p.add_argument("--symbols", type=int, default=d.symbols)
+    p.add_argument("--batch", type=int, default=d.batch)
+    p.add_argument("--warmup", type=int, default=d.warmup)
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads per job")
+    p.add_argument("--jobs", type=int, default=1, help="schemes trained at once (2 on 2 cores)")
+    a = p.parse_args(argv)
+    if min(a.steps, a.train_max_len, a.eval_n, a.batch, a.warmup, *a.eval_lengths) < 1:
+        p.error("steps, lengths and --eval-n must be positive")
+    settings = Settings(
+        task=a.task, schemes=list(a.schemes), train_max_len=a.train_max_len,
+        eval_lengths=sorted(set(a.eval_lengths)), symbols=a.symbols, d_model=a.d_model,
+        n_heads=a.heads, layers=a.layers, d_ff=4 * a.d_model, steps=a.steps, batch=a.batch,
+        warmup=a.warmup, lr=a.lr,
+        eval_n=a.eval_n, seed=a.seed,
+    )  # fmt: skip
+    if a.jobs < 1 or a.threads < 1:
+        p.error("--jobs and --threads must be at least 1")
+    return settings, a.out, a.jobs, a.threads
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    settings, out, jobs, threads = parse_args(argv)
+    command = f"python -m model.training.lengths {shlex.join(argv)}".strip()
+    return run(settings, out, command, lambda s: print(s, file=sys.stderr), jobs, threads)
+
+
+if __name__ == "__main__":
+    main()

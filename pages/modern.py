@@ -1,0 +1,397 @@
+"""Attention since 2017: rotary and ALiBi positions, grouped-query attention, the key/value
+cache, FlashAttention's online softmax and attention sinks, each as a small experiment in
+the same from-scratch Transformer, next to the paper's choice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from model.analysis.concepts import kv_cache_bytes
+from ui.charts import plotly_chart
+from ui.concepts import try_model
+from ui.frame import require_frame
+from ui.i18n import t, translated_widget
+from ui.models import model_label, selected_device, show_load_detail
+from ui.modern import (
+    cache_run,
+    flash_chart,
+    gqa_demo,
+    length_chart,
+    length_results,
+    memory,
+    memory_chart,
+    online_example,
+    qk_chart,
+    rope_chart,
+    sink_chart,
+    sinks,
+)
+from ui.permalink import linked
+from ui.sentence import code_span, sentence_input
+from viz.modern import (
+    SCHEME_ORDER,
+    cache_rows_figure,
+    human_bytes,
+    kv_bytes_figure,
+    length_table,
+    online_steps_frame,
+)
+
+require_frame()
+
+CACHE_MODELS = ("en2ko", "reverse", "sort")
+METRICS = ("token_accuracy", "exact_match")
+# A current large model, for scale: Llama-style 7-8B dimensions.
+REAL = dict(layers=32, d_model=4096, n_heads=32, tokens=8192, bytes_per_value=2)
+REAL_KV = {"mha": 32, "gqa": 8, "mqa": 1}
+
+
+def scheme_names() -> dict[str, str]:
+    return {s: t(f"modern.scheme.{s}") for s in SCHEME_ORDER}
+
+
+st.title(t("modern.title"))
+st.caption(t("modern.intro"))
+st.markdown(t("modern.overview"))
+
+# ---- 1. positions ------------------------------------------------------------------------------
+st.header(t("modern.positions.header"))
+st.markdown(t("modern.positions.text"))
+st.latex(
+    r"\text{RoPE: } (R_p q)^\top (R_s k) = q^\top R_{s-p}\, k"
+    r"\qquad \text{ALiBi: } \frac{q_p^\top k_s}{\sqrt{d_k}} - m_h\,|p - s|"
+)
+
+
+@st.fragment
+def length_section() -> None:
+    """The experiment's chart and table: the metric switch reruns only this."""
+    st.subheader(t("modern.length.header"))
+    meta, rows = length_results()
+    if not rows:
+        st.info(t("modern.length.missing"), icon=":material/info:")
+    else:
+        settings = meta.get("settings", {})
+        st.markdown(t("modern.length.text", task=t(f"modern.task.{settings.get('task', 'reverse')}"),
+                      train=settings.get("train_max_len", 16), steps=settings.get("steps", 0)))  # fmt: skip
+        metric = linked(
+            st.segmented_control, t("modern.length.metric"), list(METRICS), key="mmetric",
+            required=True, format_func=lambda m: t(f"modern.metric.{m}"),
+        )  # fmt: skip
+        names = scheme_names()
+        plotly_chart(
+            length_chart(metric, names, t("modern.length.x"), t(f"modern.metric.{metric}"),
+                         t("modern.length.trained")),
+            key="length_chart",
+        )  # fmt: skip
+        st.dataframe(
+            length_table(rows, metric=metric, names=names, length_header=t("modern.length.col")),
+            column_config={"_index": st.column_config.TextColumn(t("modern.length.scheme"))},
+        )
+        st.caption(t("modern.length.caption", command=code_span(meta.get("command", "")),
+                     seed=meta.get("seed", 0),
+                     seconds=meta.get("cpu_time_s", meta.get("wall_time_s", 0))))  # fmt: skip
+        st.markdown(t("modern.length.reading"))
+
+
+length_section()
+
+st.subheader(t("modern.qk.header"))
+st.markdown(t("modern.qk.text"))
+with_learned = try_model("minilm")[0] is not None
+series = {f"p={p}": t("modern.qk.query_at", p=p) for p in (48, 96)}
+series.update({f"h={h}": t("modern.qk.head", h=h + 1) for h in (0, 7)})
+plotly_chart(
+    qk_chart(with_learned, scheme_names(), series, t("modern.qk.x"), t("modern.qk.y")),
+    key="qk_chart",
+)  # fmt: skip
+st.caption(t("modern.qk.caption"))
+
+
+@st.fragment
+def rope_section() -> None:
+    """RoPE's rotation: its two sliders rerun only this."""
+    st.subheader(t("modern.rope.header"))
+    st.markdown(t("modern.rope.text"))
+    r1, r2 = st.columns(2)
+    pair = r1.slider(t("modern.rope.pair"), 0, 31, 0, key="mpair", bind="query-params",
+                     help=t("modern.rope.pair_help"))  # fmt: skip
+    n_pos = r2.slider(t("modern.rope.positions"), 2, 24, 8, key="mpos", bind="query-params")
+    slow = pair + 8 if pair + 8 <= 31 else pair - 8  # a slower (or faster) pair beside it
+    plotly_chart(
+        rope_chart(((t("modern.rope.pair_n", i=pair), pair), (t("modern.rope.pair_n", i=slow), slow)),
+                   n_pos, t("modern.rope.position")),
+        key="rope_chart",
+    )  # fmt: skip
+    theta = 10000 ** (-2 * pair / 64)
+    st.caption(
+        t("modern.rope.caption", i=pair, theta=f"{theta:.4g}", turns=f"{theta * (n_pos - 1):.3g}")
+    )
+
+
+rope_section()
+
+
+# ---- 2. grouped-query attention ----------------------------------------------------------------
+@st.fragment
+def gqa_section() -> None:
+    """Grouped-query attention: its choice reruns only this."""
+    st.header(t("modern.gqa.header"))
+    st.markdown(t("modern.gqa.text"))
+    kv_choice = linked(
+        st.segmented_control, t("modern.gqa.kv_heads"), [8, 4, 2, 1], key="mkv", required=True,
+        format_func=lambda g: t("modern.gqa.kv_option", g=g),
+    )  # fmt: skip
+    demo = gqa_demo(kv_choice)
+    group = 8 // kv_choice
+    g1, g2, g3 = st.columns(3)
+    g1.metric(t("modern.gqa.weights_shape"), "[" + ", ".join(str(s) for s in demo["shape"]) + "]")
+    g2.metric(t("modern.gqa.kv_params"), f"{demo['kv_params']:,}")
+    g3.metric(t("modern.gqa.group"), t("modern.gqa.group_value", n=group))
+    share = pd.DataFrame(
+        {t("modern.gqa.query_head"): [t("modern.gqa.head_n", n=h + 1) for h in range(8)],
+         t("modern.gqa.kv_head"): [t("modern.gqa.head_n", n=h // group + 1) for h in range(8)]}
+    )  # fmt: skip
+    st.dataframe(share.set_index(t("modern.gqa.query_head")).T)
+    if demo["gap"] is not None:
+        st.success(t("modern.gqa.parity", gap=f"{demo['gap']:.1e}"), icon=":material/check_circle:")
+    else:
+        st.caption(t("modern.gqa.shared", g=kv_choice, group=group))
+
+
+gqa_section()
+
+
+# ---- 3. the key/value cache --------------------------------------------------------------------
+@st.fragment
+def cache_section() -> None:
+    """The key/value cache: model, input and step rerun only this."""
+    st.header(t("modern.cache.header"))
+    st.markdown(t("modern.cache.text"))
+    cache_model = linked(
+        st.segmented_control, t("modern.cache.model"), list(CACHE_MODELS), key="mcmodel",
+        required=True, format_func=model_label,
+    )  # fmt: skip
+    cache_lm, why = try_model(cache_model)
+    run = None
+    if cache_lm is None:
+        st.error(t("model.load_failed", name=model_label(cache_model)), icon=":material/error:")
+        show_load_detail(why)
+    else:
+        cache_text = sentence_input(cache_lm, cache_model, key="mctext")
+        if cache_text is not None:
+            run = cache_run(cache_model, selected_device(), cache_text)
+            if run is None:
+                st.warning(t("modern.cache.no_room"), icon=":material/warning:")
+    if run is not None:
+        n_steps = len(run.generated)
+        step = (
+            st.slider(t("modern.cache.step"), 1, n_steps, n_steps, key="mcstep")
+            if n_steps > 1
+            else 1
+        )
+        rows_now = run.prefix + step - 1  # the new token's key joins the cache as it is read
+        st.markdown(t("modern.cache.now", step=step, total=n_steps,
+                      token=code_span(run.generated[step - 1]),
+                      fed=" ".join(code_span(x) for x in run.fed[:rows_now]), rows=rows_now))  # fmt: skip
+        layer_cols = st.columns(run.layers)
+        for i, col in enumerate(layer_cols):
+            keys = run.keys[i][0, :rows_now]  # head 1: [rows, d_k]
+            plotly_chart(
+                cache_rows_figure(keys, tokens=run.fed[:rows_now],
+                                  title=t("modern.cache.layer_title", n=i + 1,
+                                          shape=f"[{run.kv_heads}, {rows_now}, {keys.shape[1]}]"),
+                                  x_title=t("modern.cache.dims")),
+                key=f"cache_layer_{i}", where=col,
+            )  # fmt: skip
+        st.caption(t("modern.cache.rows_caption"))
+        # The equality check: the step's logits with the cache and recomputed from scratch.
+        diff = float(np.abs(run.cached_logits[:step] - run.full_logits[:step]).max())
+        if diff <= 1e-4 and run.same_tokens:
+            st.success(
+                t("modern.cache.equal", diff=f"{diff:.1e}", steps=step),
+                icon=":material/check_circle:",
+            )
+        else:
+            st.error(t("modern.cache.differ", diff=f"{diff:.1e}"), icon=":material/error:")
+        rows_end = run.prefix + n_steps - 1
+        ours = {
+            t("modern.cache.mha", g=run.n_heads): kv_cache_bytes(
+                run.layers, run.d_model, run.n_heads, run.n_heads, rows_now, run.bytes_per_value),
+            t("modern.cache.gqa", g=max(1, run.n_heads // 2)): kv_cache_bytes(
+                run.layers, run.d_model, run.n_heads, max(1, run.n_heads // 2), rows_now,
+                run.bytes_per_value),
+            t("modern.cache.mqa"): kv_cache_bytes(
+                run.layers, run.d_model, run.n_heads, 1, rows_now, run.bytes_per_value),
+        }  # fmt: skip
+        real = {
+            t(f"modern.cache.{k}", g=g): kv_cache_bytes(REAL["layers"], REAL["d_model"], REAL["n_heads"],
+                                                       g, REAL["tokens"], REAL["bytes_per_value"])
+            for k, g in REAL_KV.items()
+        }  # fmt: skip
+        b1, b2 = st.columns(2)
+        plotly_chart(
+            kv_bytes_figure(ours, y_title=t("modern.cache.bytes"),
+                            title=t("modern.cache.ours_title", layers=run.layers, d=run.d_model,
+                                    heads=run.n_heads, tokens=rows_now)),
+            key="cache_ours", where=b1,
+        )  # fmt: skip
+        plotly_chart(
+            kv_bytes_figure(real, y_title=t("modern.cache.bytes"),
+                            title=t("modern.cache.real_title", **REAL)),
+            key="cache_real", where=b2,
+        )  # fmt: skip
+        formula_end = kv_cache_bytes(run.layers, run.d_model, run.n_heads, run.kv_heads, rows_end,
+                                     run.bytes_per_value)  # fmt: skip
+        st.caption(t("modern.cache.measured", rows=rows_end, measured=f"{run.self_bytes:,}",
+                     formula=f"{formula_end:,}", cross=human_bytes(run.cross_bytes)))  # fmt: skip
+
+
+cache_section()
+
+
+@st.fragment
+def calculator_section() -> None:
+    """The cache calculator: typing reruns only this."""
+    with st.expander(t("modern.calc.header"), icon=":material/calculate:"):
+        st.caption(t("modern.calc.caption"))
+        c = st.columns(6)
+        calc = {
+            "layers": c[0].number_input(t("modern.calc.layers"), 1, 512, 32, key="mc_layers"),
+            "d_model": c[1].number_input(t("modern.calc.d_model"), 1, 65536, 4096, key="mc_d"),
+            "n_heads": c[2].number_input(t("modern.calc.heads"), 1, 1024, 32, key="mc_h"),
+            "n_kv_heads": c[3].number_input(t("modern.calc.kv_heads"), 1, 1024, 8, key="mc_g"),
+            "tokens": c[4].number_input(t("modern.calc.tokens"), 1, 10_000_000, 8192, key="mc_n"),
+        }
+        widths = {"fp32": 4, "fp16": 2, "int8": 1}
+        # Labels fixed during this run (see ui.permalink.linked): a later lookup could be in
+        # another language.
+        dtype_names = {k: t(f"modern.calc.dtype.{k}") for k in widths}
+        dtype = c[5].selectbox(t("modern.calc.dtype"), list(widths), index=1,
+                               key=translated_widget("mc_dtype"),
+                               format_func=dtype_names.__getitem__)  # fmt: skip
+        width = widths.get(dtype, 2)
+        values = {k: int(v) if v is not None else 0 for k, v in calc.items()}
+        if min(values.values()) < 1:
+            st.warning(t("modern.calc.missing"), icon=":material/edit:")
+        elif values["d_model"] % values["n_heads"]:
+            st.warning(t("modern.calc.d_model_heads", **values), icon=":material/warning:")
+        elif values["n_heads"] % values["n_kv_heads"] or values["n_kv_heads"] > values["n_heads"]:
+            st.warning(t("modern.calc.kv_divide", **values), icon=":material/warning:")
+        else:
+            size = kv_cache_bytes(values["layers"], values["d_model"], values["n_heads"],
+                                  values["n_kv_heads"], values["tokens"], width)  # fmt: skip
+            full = kv_cache_bytes(values["layers"], values["d_model"], values["n_heads"],
+                                  values["n_heads"], values["tokens"], width)  # fmt: skip
+            st.metric(t("modern.calc.result"), human_bytes(size),
+                      delta=t("modern.calc.saving", times=f"{full / size:.0f}"), delta_color="off")  # fmt: skip
+
+
+calculator_section()
+
+
+# ---- 4. FlashAttention's online softmax --------------------------------------------------------
+@st.fragment
+def flash_section() -> None:
+    """The online softmax, tile by tile: its controls rerun only this."""
+    st.header(t("modern.flash.header"))
+    st.markdown(t("modern.flash.text"))
+    st.latex(
+        r"m' = \max(m, \max_j s_j),\quad \ell' = e^{m - m'}\,\ell + \sum_j e^{s_j - m'},\quad "
+        r"o' = e^{m - m'}\,o + \sum_j e^{s_j - m'}\, v_j,\quad \text{out} = o / \ell"
+    )
+    f1, f2, f3 = st.columns(3)
+    n_keys = f1.slider(t("modern.flash.keys"), 4, 32, 10, key="mfkeys", bind="query-params")
+    block = f2.slider(t("modern.flash.block"), 1, 16, 4, key="mfblock", bind="query-params")
+    seed = f3.number_input(t("modern.flash.seed"), 0, 10_000, 3, key="mfseed")
+    block = min(block, n_keys)
+    steps, scores, final_out, _ = online_example(n_keys, block, int(seed or 0))
+    n_tiles = len(steps)
+    tile = st.slider(t("modern.flash.tile"), 1, n_tiles, 1, key="mftile") if n_tiles > 1 else 1
+    flash_labels = {
+        "titles": (t("modern.flash.scores_title"),
+                   t("modern.flash.output_title", n=tile, total=n_tiles)),
+        "key_title": t("modern.flash.key"), "dim_title": t("modern.flash.dim"),
+        "max_label": t("modern.flash.running_max"), "final_label": t("modern.flash.final"),
+        "partial_label": t("modern.flash.partial"),
+    }  # fmt: skip
+    plotly_chart(flash_chart(n_keys, block, int(seed or 0), tile, flash_labels), key="flash_chart")
+    cols = {k: t(f"modern.flash.col.{k}") for k in
+            ("tile", "keys", "tile_max", "m_old", "m_new", "rescale", "l", "partial")}  # fmt: skip
+    st.dataframe(online_steps_frame(steps[:tile], cols), hide_index=True)
+    st.caption(t("modern.flash.table_caption"))
+    gap = float(np.abs(np.asarray(steps[-1].partial).reshape(-1) - np.asarray(final_out)).max())
+    if tile == n_tiles:
+        st.success(t("modern.flash.equal", diff=f"{gap:.1e}"), icon=":material/check_circle:")
+    else:
+        st.info(t("modern.flash.more", left=n_tiles - tile), icon=":material/chevron_right:")
+
+
+flash_section()
+
+
+@st.fragment
+def memory_section() -> None:
+    """Memory as n grows."""
+    st.subheader(t("modern.memory.header"))
+    st.markdown(t("modern.memory.text"))
+    mem_block = linked(
+        st.segmented_control, t("modern.memory.block"), [64, 128, 256], key="mmblock",
+        required=True, default=128,
+    )  # fmt: skip
+    mem = memory(mem_block)
+    plotly_chart(
+        memory_chart(mem_block, {"full": t("modern.memory.full"), "tiled": t("modern.memory.tiled")},
+                     t("modern.memory.n"), t("modern.memory.bytes")),
+        key="memory_chart",
+    )  # fmt: skip
+    st.dataframe(
+        pd.DataFrame({
+            t("modern.memory.n"): mem["n"],
+            t("modern.memory.full"): [human_bytes(v) for v in mem["full_measured"]],
+            t("modern.memory.tiled"): [human_bytes(v) for v in mem["tiled_measured"]],
+            t("modern.memory.diff"): [f"{v:.1e}" for v in mem["max_diff"]],
+        }),
+        hide_index=True,
+    )  # fmt: skip
+    st.caption(t("modern.memory.caption"))
+
+
+memory_section()
+
+
+# ---- 5. attention sinks ------------------------------------------------------------------------
+@st.fragment
+def sinks_section() -> None:
+    """Attention sinks in MiniLM: the input reruns only this."""
+    st.header(t("modern.sinks.header"))
+    st.markdown(t("modern.sinks.text"))
+    minilm, why = try_model("minilm")
+    if minilm is None:
+        st.error(t("model.load_failed", name=model_label("minilm")), icon=":material/error:")
+        show_load_detail(why)
+    else:
+        sink_text = sentence_input(minilm, "minilm", key="mstext")
+        if sink_text is not None:
+            tokens, share_values = sinks(selected_device(), sink_text)
+            sink_labels = {
+                "sink_names": (t("modern.sinks.cls"), t("modern.sinks.sep")),
+                "layer_title": t("common.layer"), "head_title": t("common.head"),
+                "value_name": t("modern.sinks.share"),
+            }  # fmt: skip
+            plotly_chart(sink_chart(selected_device(), sink_text, sink_labels), key="sink_chart")
+            both = share_values.sum(-1)
+            st.caption(t("modern.sinks.caption", n=len(tokens), even=f"{2 / len(tokens):.2f}",
+                         mean=f"{both.mean():.2f}", top=f"{both.max():.2f}"))  # fmt: skip
+            st.markdown(t("modern.sinks.why"))
+
+
+sinks_section()
+
+st.divider()
+st.page_link(
+    "pages/concept_positional.py", label=t("modern.link.positional"), icon=":material/waves:"
+)
+st.page_link("pages/decoding.py", label=t("modern.link.decoding"), icon=":material/stairs:")

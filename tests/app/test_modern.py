@@ -1,0 +1,238 @@
+""" "Attention since 2017", run headless through AppTest in both languages, bad input included."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.app.helpers import APP, ok
+from ui.i18n import translate
+
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+
+def open_page(**query: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.switch_page("pages/modern.py")
+    at.query_params.update(query)
+    return at.run()
+
+
+def figures(at: AppTest) -> dict[str, dict]:
+    return {chart.proto.id.split("-")[-1]: json.loads(chart.proto.spec)
+            for chart in at.get("plotly_chart")}  # fmt: skip
+
+
+def specs(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def lead(key: str, lang: str = "en") -> str:
+    """A message's fixed words, up to its first placeholder."""
+    return translate(key, lang).split("{")[0]
+
+
+def texts(elements) -> str:
+    return " ".join(str(e.value) for e in elements)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_page_renders_every_section_in_both_languages(lang):
+    at = open_page(lang=lang)
+    ok(at)
+    assert at.title[0].value == translate("modern.title", lang)
+    headers = [h.value for h in at.header]
+    for key in ("positions", "gqa", "cache", "flash", "sinks"):
+        assert translate(f"modern.{key}.header", lang) in headers
+    # length, q·k, RoPE, two cache layers, two cache sizes, online softmax, memory, sinks
+    assert len(specs(at)) == 10
+    successes = texts(at.success)
+    assert translate("modern.gqa.parity", lang, gap="0.0e+00") in successes
+    assert lead("modern.cache.equal", lang) in successes
+    if lang == "ko":
+        assert HANGUL.search(texts(at.markdown))
+        assert HANGUL.search(json.dumps(specs(at)[0], ensure_ascii=False))
+
+
+def test_the_shipped_length_experiment_is_plotted_with_every_scheme_and_the_trained_range():
+    at = open_page()
+    ok(at)
+    fig = specs(at)[0]
+    names = [d["name"] for d in fig["data"]]
+    assert names == [translate(f"modern.scheme.{s}", "en")
+                     for s in ("sinusoidal", "learned", "rope", "alibi", "none")]  # fmt: skip
+    shaded = fig["layout"]["shapes"][0]
+    assert shaded["x1"] == 16.5  # the trained lengths, 1 .. 16
+    table = at.dataframe[0].value
+    assert len(table) == 5 and table.shape[1] == 8  # lengths 8 .. 64
+    at.segmented_control(key="mmetric").set_value("exact_match").run()
+    ok(at)
+    assert specs(at)[0]["layout"]["yaxis"]["title"]["text"] == translate(
+        "modern.metric.exact_match", "en"
+    )
+
+
+def test_without_the_experiment_asset_the_page_says_how_to_make_it(monkeypatch):
+    import ui.modern
+
+    monkeypatch.setattr(ui.modern, "load_results", lambda: ({}, []))
+    ui.modern.length_results.clear()
+    try:
+        at = open_page()
+        ok(at)
+        assert translate("modern.length.missing", "en") in texts(at.info)
+    finally:
+        ui.modern.length_results.clear()
+
+
+def test_rope_controls_turn_the_chosen_pair():
+    at = open_page(mpair="3", mpos="5")
+    ok(at)
+    rope = specs(at)[2]
+    points = [d for d in rope["data"] if d.get("mode") == "markers+text+lines"]
+    assert [d["name"] for d in points] == ["pair 3", "pair 11"]
+    assert points[0]["text"] == ["0", "1", "2", "3", "4"]
+
+
+def test_gqa_choice_changes_the_kv_parameters_but_not_the_weights_shape():
+    at = open_page(mkv="1")
+    ok(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[translate("modern.gqa.weights_shape", "en")] == "[1, 8, 6, 6]"
+    assert metrics[translate("modern.gqa.kv_params", "en")] == f"{2 * (64 * 8 + 8):,}"
+    assert translate("modern.gqa.shared", "en", g=1, group=8) in texts(at.caption)
+
+
+@pytest.mark.parametrize("model", ["en2ko", "reverse", "sort"])
+def test_the_cache_grows_one_row_per_step_and_equals_recomputation(model):
+    at = open_page(mcmodel=model)
+    ok(at)
+    assert lead("modern.cache.equal") in texts(at.success)
+    rows = []
+    for value in (1, 2, 3):
+        at.slider(key="mcstep").set_value(value).run()
+        ok(at)
+        rows.append(len(figures(at)["cache_layer_0"]["layout"]["yaxis"]["ticktext"]))
+    assert rows[1] == rows[0] + 1 and rows[2] == rows[0] + 2, "one more row per step"
+    assert lead("modern.cache.equal") in texts(at.success)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+@pytest.mark.parametrize("key", ["mctext", "mstext"])
+@pytest.mark.parametrize("bad", ["", "<script>alert(1)</script> & <b>", "word " * 2000, "\x00\x07"])
+def test_bad_text_gets_a_message_not_a_traceback(key, bad, lang):
+    at = open_page(lang=lang)
+    at.text_input(key=key).set_value(bad).run()
+    assert not at.exception, [e.value for e in at.exception]
+    messages = texts(at.warning) + texts(at.info)
+    if not bad.strip("\x00\x07 "):
+        assert translate("input.empty", lang) in messages
+    elif bad.startswith("<"):
+        assert translate("input.markup_literal", lang) in messages
+    else:
+        assert messages  # truncated, or unknown words: said, never silent
+    if lang == "ko":
+        assert HANGUL.search(messages)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"mc_h": 32, "mc_g": 3}, "modern.calc.kv_divide"),
+        ({"mc_h": 8, "mc_g": 16}, "modern.calc.kv_divide"),
+        ({"mc_d": 100, "mc_h": 32}, "modern.calc.d_model_heads"),
+    ],
+)
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_cache_calculator_explains_impossible_shapes(values, message, lang):
+    at = open_page(lang=lang)
+    for key, value in values.items():
+        at.number_input(key=key).set_value(value)
+    at.run()
+    ok(at)
+    assert lead(message, lang) in texts(at.warning)
+
+
+def test_the_cache_calculator_gives_the_real_models_sizes():
+    at = open_page()
+    ok(at)
+    result = translate("modern.calc.result", "en")
+    assert {m.label: m.value for m in at.metric}[result] == "1.0 GiB"  # 32 layers, 8 KV heads
+    at.number_input(key="mc_g").set_value(1).run()
+    assert {m.label: m.value for m in at.metric}[result] == "128.0 MiB"
+
+
+def test_online_softmax_steps_reach_ordinary_attention_at_the_last_tile():
+    at = open_page(mfkeys="12", mfblock="5")
+    ok(at)
+    tiles = at.slider(key="mftile")
+    assert tiles.max == 3  # 12 keys in blocks of 5: 5 + 5 + 2
+    assert translate("modern.flash.more", "en", left=2) in texts(at.info)
+    tiles.set_value(3).run()
+    ok(at)
+    assert lead("modern.flash.equal") in texts(at.success)
+    assert len(at.dataframe[2].value) == 3  # one row per tile read
+
+
+def test_a_block_larger_than_the_keys_is_one_tile_not_an_error():
+    at = open_page(mfkeys="4", mfblock="16")
+    ok(at)
+    assert lead("modern.flash.equal") in texts(at.success)
+
+
+def test_memory_measurements_match_the_formulas():
+    at = open_page(mmblock="64")
+    ok(at)
+    mem = figures(at)["memory_chart"]["data"]
+    measured_full, formula_full = mem[0]["y"], mem[1]["y"]
+    assert measured_full == formula_full
+    tiled, output = mem[2]["y"], mem[3]["y"]
+    assert isinstance(tiled, list) and len(tiled) == 5  # n = 64 .. 1024
+    assert output == [n * 64 * 4 for n in (64, 128, 256, 512, 1024)]
+    above = [a - b for a, b in zip(tiled, output)]
+    assert len(set(above[1:])) == 1, above  # the working set beside the output does not grow
+    assert tiled[-1] < measured_full[-1] / 8
+
+
+def test_sinks_show_a_share_per_layer_and_head_for_minilm():
+    at = open_page(mstext="the cat sat on the mat")
+    ok(at)
+    sink = figures(at)["sink_chart"]
+    assert len(sink["data"]) == 2  # [CLS] and [SEP]
+    assert "8 tokens: spread evenly, [CLS] and [SEP] together would get 0.25" in texts(at.caption)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_mistyped_link_falls_back_to_defaults_not_a_traceback(lang):
+    at = open_page(lang=lang, mpair="999", mpos="abc", mfkeys="-3", mfblock="x", mkv="7",
+                   mcmodel="nope", mmetric="zzz", mmblock="5")  # fmt: skip
+    ok(at)
+    assert at.segmented_control(key="mkv").value == 8
+    assert at.segmented_control(key="mcmodel").value == "en2ko"
+    assert at.segmented_control(key="mmetric").value == "token_accuracy"
+    assert at.segmented_control(key="mmblock").value == 128
+    assert 0 <= at.slider(key="mpair").value <= 31
+    assert 4 <= at.slider(key="mfkeys").value <= 32
+    assert translate("modern.title", lang) == at.title[0].value
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+@pytest.mark.parametrize(
+    ("page", "label"),
+    [
+        ("concept_positional", "modern.link.from_positional"),
+        ("decoding", "modern.link.from_decoding"),
+    ],
+)
+def test_the_positional_and_decoding_pages_link_here(page, label, lang):
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.switch_page(f"pages/{page}.py")
+    at.query_params.update(lang=lang)
+    at.run()
+    ok(at)
+    links = {link.proto.label: link.proto.page for link in at.get("page_link")}
+    assert translate(label, lang) in links
+    assert links[translate(label, lang)] == "modern"  # the url_path of pages/modern.py

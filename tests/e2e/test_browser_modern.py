@@ -1,0 +1,79 @@
+""" "Attention since 2017" in a real browser, English and Korean: every section drawn, the
+online-softmax stepper reaches ordinary attention, bad calculator input is explained.
+Screenshots in tests/artifacts/."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+TIMEOUT_MS = 180_000
+CHARTS = 10  # length, q·k, RoPE, two cache layers, two cache sizes, softmax, memory, sinks
+
+
+def wait_until_drawn(page) -> None:
+    page.wait_for_function(
+        f"() => document.querySelectorAll('[data-testid=stPlotlyChart] .main-svg').length >= {CHARTS}",
+        timeout=TIMEOUT_MS,
+    )
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
+    )
+    page.evaluate("document.fonts.ready")
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_every_section_is_drawn_in_both_languages(page, artifacts_dir, screenshot_whole_page, lang):
+    page.goto(f"/modern?lang={lang}")
+    page.locator("h1", has_text=translate("modern.title", lang)).wait_for(timeout=TIMEOUT_MS)
+    wait_until_drawn(page)
+    screenshot_whole_page(page, artifacts_dir / f"modern-{lang}.png")
+    text = page.get_by_test_id("stMain").inner_text()
+    for key in ("positions", "gqa", "cache", "flash", "sinks"):
+        assert translate(f"modern.{key}.header", lang) in text
+    assert translate("modern.cache.equal", lang).split("{")[0] in text
+    if lang == "ko":
+        assert HANGUL.search(text) and translate("modern.title", "en") not in text
+    assert "Traceback" not in text
+    assert page.problems == []
+
+
+def test_the_last_tile_equals_ordinary_attention_and_bad_shapes_are_explained(
+    page, artifacts_dir, screenshot_whole_page
+):
+    page.goto("/modern?lang=ko&mfkeys=12&mfblock=5")
+    page.locator("h1", has_text=translate("modern.title", "ko")).wait_for(timeout=TIMEOUT_MS)
+    wait_until_drawn(page)
+    tiles = page.get_by_test_id("stSlider").filter(has_text=translate("modern.flash.tile", "ko"))
+    thumb = tiles.get_by_role("slider")
+    shown = tiles.get_by_test_id("stSliderThumbValue")
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    # Press until the slider itself shows the last of the three tiles: a key pressed before
+    # the widget is ready is lost.
+    while (value := int(shown.inner_text())) != 3:
+        assert time.monotonic() < deadline, f"the tile slider stuck at {value}"
+        thumb.focus()
+        thumb.press("ArrowRight")
+        page.wait_for_timeout(400)
+    page.get_by_text(translate("modern.flash.equal", "ko", diff="")[:20]).wait_for(
+        timeout=TIMEOUT_MS
+    )
+    page.get_by_text(translate("modern.calc.header", "ko")).click()
+    kv = page.get_by_label(translate("modern.calc.kv_heads", "ko"))
+    kv.fill("3")
+    kv.press("Enter")
+    message = translate("modern.calc.kv_divide", "ko", n_kv_heads=3, n_heads=32)
+    page.get_by_text(message).wait_for(timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
+    )
+    screenshot_whole_page(page, artifacts_dir / "modern-steps-ko.png")
+    assert "Traceback" not in page.get_by_test_id("stMain").inner_text()
+    assert page.problems == []

@@ -1,0 +1,247 @@
+"""The numbers behind "Attention since 2017": the length experiment, q·k by distance, RoPE's
+rotation, cache sizes, tiled-attention memory, attention sinks, and their figures."""
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from model import TransformerConfig, build_model
+from model.analysis.concepts import (
+    AllocationMeter,
+    attention_memory,
+    cache_nbytes,
+    kv_cache_bytes,
+    online_softmax_example,
+    qk_by_distance,
+    rope_rotation,
+)
+from model.analysis.summaries import sink_share
+from model.runtime.decoding import greedy_decode
+from model.training.lengths import (
+    OUT_DIR,
+    Settings,
+    load_results,
+    make_sequences,
+    parse_args,
+    run,
+    run_scheme,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def curves(rows, scheme):
+    out = {}
+    for r in rows:
+        if r["scheme"] == scheme:
+            out.setdefault(r["series"], []).append(r["score"])
+    return out
+
+
+# --- the length-generalisation experiment ---------------------------------------------------------
+
+
+def test_sequences_hold_the_task_and_score_only_the_answer():
+    gen = torch.Generator().manual_seed(0)
+    ids, labels = make_sequences("reverse", 3, [4], 10, gen)
+    assert ids.shape == (3, 10) and labels.shape == (3, 10)  # <bos> x4 <sep> y4 (<eos> label)
+    for row, lab in zip(ids.tolist(), labels.tolist()):
+        x, y = row[1:5], row[6:10]
+        assert row[0] == 1 and row[5] == 2 and y == x[::-1]
+        assert lab[:5] == [-100] * 5 and lab[5:9] == y and lab[9] == 3
+    copy, _ = make_sequences("copy", 2, [3], 10, gen)
+    assert copy[0, 1:4].tolist() == copy[0, 5:8].tolist()
+
+
+def test_a_tiny_run_writes_results_and_metadata_that_load_back(tmp_path):
+    settings = Settings(schemes=["rope", "none"], steps=20, eval_lengths=[4, 8], eval_n=8,
+                        d_model=32, d_ff=64, train_max_len=4)  # fmt: skip
+    rows = run(settings, tmp_path, command="python -m model.training.lengths --steps 20",
+               log=lambda s: None)  # fmt: skip
+    assert [(r["scheme"], r["length"]) for r in rows] == [
+        ("rope", 4), ("rope", 8), ("none", 4), ("none", 8),
+    ]  # fmt: skip
+    meta, loaded = load_results(tmp_path)
+    assert meta["seed"] == 0 and meta["command"].endswith("--steps 20")
+    assert meta["settings"]["schemes"] == ["rope", "none"]
+    assert [(r["scheme"], r["length"]) for r in loaded] == [
+        (r["scheme"], r["length"]) for r in rows
+    ]
+    for r, back in zip(rows, loaded):
+        assert back["token_accuracy"] == pytest.approx(r["token_accuracy"], abs=1e-4)
+        assert back["exact_match"] == pytest.approx(r["exact_match"], abs=1e-4)
+        assert 0 <= back["exact_match"] <= 1 and 0 <= back["token_accuracy"] <= 1
+
+
+def test_a_scheme_gives_the_same_numbers_every_time():
+    settings = Settings(steps=10, eval_lengths=[6], eval_n=8, d_model=32, d_ff=64)
+    assert run_scheme(settings, "alibi")["rows"] == run_scheme(settings, "alibi")["rows"]
+
+
+def test_the_command_line_refuses_nonsense():
+    with pytest.raises(SystemExit):
+        parse_args(["--steps", "0"])
+    with pytest.raises(SystemExit):
+        parse_args(["--schemes", "relative"])
+    settings, out, jobs, threads = parse_args(["--task", "copy", "--jobs", "2"])
+    assert settings.task == "copy" and jobs == 2 and threads == 1 and out == OUT_DIR
+
+
+def test_the_shipped_result_records_its_command_and_shows_the_schemes_differing():
+    meta, rows = load_results()
+    assert meta["command"].startswith("python -m model.training.lengths")
+    assert f"--seed {meta['seed']}" in meta["command"] and meta["settings"]["seed"] == meta["seed"]
+    assert meta["cpu_time_s"] > 0 and meta["wall_time_s"] > 0  # how long it took, beside it
+    schemes = meta["settings"]["schemes"]
+    assert sorted(schemes) == sorted(["sinusoidal", "learned", "rope", "alibi", "none"])
+    assert sorted({r["length"] for r in rows}) == [8, 16, 24, 32, 40, 48, 56, 64]
+    by = {(r["scheme"], r["length"]): r["token_accuracy"] for r in rows}
+    # Past the trained lengths the schemes come apart by more than sampling noise (100 each).
+    at_24 = [by[(s, 24)] for s in schemes]
+    assert max(at_24) - min(at_24) > 0.15, at_24
+    with open(OUT_DIR / "results.csv", newline="") as f:
+        assert next(csv.reader(f)) == ["scheme", "length", "token_accuracy", "exact_match"]
+
+
+# --- q·k against distance, RoPE's rotation ----------------------------------------------------
+
+
+def test_only_relative_schemes_give_a_score_that_depends_on_distance_alone():
+    rows = qk_by_distance(max_distance=30, query_positions=(30, 77))
+    rope = list(curves(rows, "rope").values())
+    np.testing.assert_allclose(rope[0], rope[1], atol=1e-9)
+    sinus = list(curves(rows, "sinusoidal").values())
+    assert np.abs(np.subtract(sinus[0], sinus[1])).max() > 0.1
+    none = list(curves(rows, "none").values())[0]
+    assert max(none) == min(none)
+    alibi = curves(rows, "alibi")
+    steep, gentle = alibi["h=0"], alibi["h=7"]
+    assert steep[0] - steep[10] == pytest.approx(0.5 * 10)  # slope 2^-1 for 8 heads
+    assert gentle[0] - gentle[10] == pytest.approx(2**-8 * 10)
+    assert "learned" not in {r["scheme"] for r in rows}
+    table = torch.randn(100, 16)
+    with_learned = qk_by_distance(max_distance=10, query_positions=(20, 40), learned_table=table)
+    assert len(curves(with_learned, "learned")) == 2
+
+
+def test_rope_rotation_turns_one_pair_by_position_times_theta():
+    rows = rope_rotation(pair=2, d_k=16, positions=5)
+    theta = 10000 ** (-4 / 16)
+    for r in rows:
+        assert r["angle"] == pytest.approx(r["position"] * theta)
+        assert r["x"] == pytest.approx(math.cos(r["angle"]))
+        assert r["y"] == pytest.approx(math.sin(r["angle"]))
+    with pytest.raises(ValueError, match="pair"):
+        rope_rotation(pair=8, d_k=16)
+
+
+# --- key/value cache ----------------------------------------------------------------------------------
+
+
+def test_kv_cache_bytes_for_a_real_model_and_its_grouped_variants():
+    gib = 2**30
+    assert kv_cache_bytes(32, 4096, 32, 32, 8192) == 4 * gib  # fp16, MHA
+    assert kv_cache_bytes(32, 4096, 32, 8, 8192) == 1 * gib  # GQA, 8 KV heads
+    assert kv_cache_bytes(32, 4096, 32, 1, 8192) == 128 * 2**20  # MQA
+    with pytest.raises(ValueError):
+        kv_cache_bytes(32, 4096, 32, 3, 8192)
+
+
+@pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
+def test_the_formula_equals_the_bytes_a_decoded_cache_really_holds(n_kv_heads):
+    torch.manual_seed(0)
+    cfg = TransformerConfig(kind="decoder", tgt_vocab_size=20, d_model=32, n_heads=4,
+                            n_kv_heads=n_kv_heads, dropout=0.0, positions="rope")  # fmt: skip
+    model = build_model(cfg).eval()
+    cache = model.new_cache()
+    out, _ = greedy_decode(model, torch.tensor([[5, 6, 7]]), 1, 2, 6, cache=cache)
+    rows = cache["layers"][0]["self"]["k"].shape[2]
+    assert rows == 3 + out.shape[1] - 1  # the prompt, then every token but the last fed back
+    assert cache_nbytes(cache)["self"] == kv_cache_bytes(2, 32, 4, n_kv_heads, rows, 4)
+
+
+# --- FlashAttention's online softmax ------------------------------------------------------------
+
+
+def test_the_online_softmax_example_ends_at_ordinary_attention():
+    steps, scores, out, weights = online_softmax_example(n_keys=10, block_size=4)
+    assert len(steps) == 3 and steps[-1].last
+    torch.testing.assert_close(steps[-1].partial[0], out)
+    torch.testing.assert_close(weights.sum(), torch.tensor(1.0, dtype=weights.dtype))
+    assert float(steps[-1].m_new) == pytest.approx(float(scores.max()))
+
+
+def test_the_allocation_meter_counts_what_lives_at_once_and_frees():
+    before = torch.zeros(10_000)  # made outside: not counted, nor are views of it
+    with AllocationMeter() as meter:
+        a = torch.zeros(1000)  # 4,000 bytes
+        b = torch.zeros(500)  # + 2,000 = 6,000 alive
+        _view = b[:10]  # a view: no new memory
+        _outside = before[:100]
+        del a  # 2,000 alive
+        c = torch.zeros(2000)  # + 8,000 = 10,000 alive: the peak
+        assert meter.live == 10_000
+    assert meter.peak == 10_000
+    del b, c, _view
+    assert meter.live == 0  # every free was seen
+
+
+def test_measured_attention_memory_follows_the_formulas_and_tiles_do_not_grow():
+    mem = attention_memory([16, 64, 128, 256], block_size=16)
+    assert mem["full_measured"] == mem["full_formula"]  # 3 n² floats + the output, exactly
+    assert mem["full_measured"][3] > 3.5 * mem["full_measured"][2]  # n² : 2× n -> ~4× bytes
+    above_output = [t - o for t, o in zip(mem["tiled_measured"], mem["output_bytes"])]
+    assert above_output[1] == above_output[2] == above_output[3], above_output  # not with n
+    assert mem["tiled_measured"][3] < mem["full_measured"][3] / 8
+    assert max(mem["max_diff"]) < 1e-5
+
+
+# --- attention sinks ------------------------------------------------------------------------------
+
+
+def test_sink_share_is_the_mean_weight_on_each_sink_token():
+    tokens = ["[CLS]", "a", "b", "[SEP]"]
+    att = torch.zeros(1, 2, 4, 4)
+    att[0, 0, :, 0] = 1.0  # head 1 parks everything on [CLS]
+    att[0, 1, :, :] = 0.25  # head 2 spreads evenly
+    share = sink_share(att, tokens)
+    torch.testing.assert_close(share, torch.tensor([[[1.0, 0.0], [0.25, 0.25]]]))
+    with pytest.raises(ValueError, match="keys"):
+        sink_share(att, tokens[:3])
+
+
+# --- figures ----------------------------------------------------------------------------------------
+
+
+def test_figures_escape_labels_and_shade_the_trained_lengths():
+    from viz.modern import human_bytes, length_figure, length_table, qk_distance_figure
+
+    rows = [{"scheme": s, "length": n, "token_accuracy": 0.5, "exact_match": 0.1}
+            for s in ("rope", "none") for n in (8, 16, 24)]  # fmt: skip
+    names = {"rope": "<b>RoPE</b>", "none": "none"}
+    fig = length_figure(rows, metric="token_accuracy", train_max_len=16, names=names,
+                        x_title="len", y_title="acc", trained_label="trained")  # fmt: skip
+    assert fig.data[0].name == "&lt;b&gt;RoPE&lt;/b&gt;"
+    assert fig.layout.shapes[0].x1 == 16.5
+    table = length_table(rows, metric="exact_match", names=names, length_header="L")
+    assert list(table.columns) == ["L 8", "L 16", "L 24"] and table.iloc[0, 0] == 0.1
+    qk = qk_distance_figure(qk_by_distance(max_distance=5, query_positions=(5, 9)),
+                            names={}, series_names={}, x_title="Δ", y_title="s")  # fmt: skip
+    assert len(qk.layout.annotations) == 4  # sinusoidal, rope, alibi, none
+    assert human_bytes(1536) == "1.5 KiB" and human_bytes(2**30) == "1.0 GiB"
+
+
+def test_shipped_metadata_is_valid_json_with_timings():
+    meta = json.loads((Path(OUT_DIR) / "metadata.json").read_text())
+    assert set(meta["timings_s"]) == set(meta["settings"]["schemes"])

@@ -1,0 +1,199 @@
+"""Cached runs behind "Attention since 2017", so moving a slider never reruns a model and a
+second visit costs only drawing. Plain data (numpy, lists) comes out, safe to cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+import torch
+
+from model.analysis.concepts import (
+    attention_memory,
+    cache_nbytes,
+    online_softmax_example,
+    qk_by_distance,
+    rope_rotation,
+)
+from model.analysis.summaries import sink_share
+from model.attention import MultiHeadAttention
+from model.runtime.decoding import greedy_decode
+from model.training.lengths import load_results
+from ui.concepts import try_model
+from ui.models import load_model
+from viz.modern import (
+    length_figure,
+    memory_figure,
+    online_softmax_figure,
+    qk_distance_figure,
+    rope_rotation_figure,
+    sink_figure,
+)
+
+MEMORY_NS = (64, 128, 256, 512, 1024)  # measuring every allocation: ~2 s at block 64
+
+
+@st.cache_data(show_spinner=False)
+def length_results() -> tuple[dict, list[dict]]:
+    """The shipped length-generalisation result (assets/experiments/positions)."""
+    return load_results()
+
+
+@st.cache_data(show_spinner=False)
+def minilm_position_table() -> np.ndarray | None:
+    lm, _ = try_model("minilm")
+    if lm is None:
+        return None
+    return lm.network.embed.position.table.detach().float().cpu().numpy()
+
+
+@st.cache_data(show_spinner=False)
+def qk_rows(with_learned: bool) -> list[dict]:
+    table = minilm_position_table() if with_learned else None
+    return qk_by_distance(learned_table=None if table is None else torch.from_numpy(table))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def rotation(pair: int, d_k: int, positions: int) -> list[dict]:
+    return rope_rotation(pair, d_k, positions)
+
+
+@dataclass
+class CacheRun:
+    """Greedy decoding of one input, with the cache and without, for the KV-cache section."""
+
+    generated: list[str]  # tokens chosen, one per step
+    fed: list[str]  # tokens fed to the decoder, one per cache row (prefix, then generated)
+    prefix: int  # cache rows present before the first step (1 = <bos>, or the prompt)
+    keys: list[np.ndarray]  # per layer, the final self-attention key cache [kv_heads, rows, d_k]
+    cached_logits: np.ndarray  # [steps, vocab]
+    full_logits: np.ndarray  # [steps, vocab], recomputing the whole prefix each step
+    same_tokens: bool
+    self_bytes: int  # bytes the self-attention cache holds at the end, measured
+    cross_bytes: int  # encoder keys / values, computed once (encoder-decoder only)
+    layers: int
+    d_model: int
+    n_heads: int
+    kv_heads: int
+    bytes_per_value: int
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cache_run(name: str, device: str, text: str, max_new: int = 24) -> CacheRun | None:
+    lm = load_model(name, device)
+    if lm.kind == "encoder":
+        return None
+    net, tgt = lm.network, lm.tgt_tokenizer
+    enc = lm.encode(text)
+    ids = torch.tensor([enc.ids], dtype=torch.long, device=lm.device)
+    prefix_ids = [tgt.bos_id] if lm.kind == "encoder-decoder" else list(enc.ids)
+    room = lm.max_len - len(prefix_ids)
+    budget = max(0, min(max_new, room))
+    if budget == 0:
+        return None
+    cache = net.new_cache()
+    out, cached = greedy_decode(net, ids, tgt.bos_id, tgt.eos_id, budget, True, cache)
+    full_out, full = greedy_decode(net, ids, tgt.bos_id, tgt.eos_id, budget, use_cache=False)
+    generated = out[0].tolist()
+    fed_ids = prefix_ids + generated[:-1]
+    keys = [layer["self"]["k"][0].float().cpu().numpy() for layer in cache["layers"]]
+    sizes = cache_nbytes(cache)
+    first = keys[0]
+    cfg = net.config
+    return CacheRun(
+        generated=tgt.tokens(generated),
+        fed=tgt.tokens(fed_ids),
+        prefix=len(prefix_ids),
+        keys=keys,
+        cached_logits=cached[0].float().cpu().numpy(),
+        full_logits=full[0].float().cpu().numpy(),
+        same_tokens=torch.equal(out, full_out),
+        self_bytes=sizes["self"],
+        cross_bytes=sizes.get("cross", 0),
+        layers=len(keys),
+        d_model=cfg.d_model,
+        n_heads=cfg.n_heads,
+        kv_heads=first.shape[0],
+        bytes_per_value=cache["layers"][0]["self"]["k"].element_size(),
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def gqa_demo(n_kv_heads: int, seed: int = 0) -> dict:
+    """A random 8-head attention with ``n_kv_heads`` key/value heads: its weights' shape, its
+    key/value parameter count, and (for 8) the gap to the plain multi-head module."""
+    torch.manual_seed(seed)
+    x = torch.randn(1, 6, 64)
+    grouped = MultiHeadAttention(64, 8, n_kv_heads=n_kv_heads).eval()
+    with torch.no_grad():
+        out, w = grouped(x, x, x)
+        gap = None
+        if n_kv_heads == 8:
+            plain = MultiHeadAttention(64, 8).eval()
+            plain.load_state_dict(grouped.state_dict())
+            ref, ref_w = plain(x, x, x)
+            gap = float(max((out - ref).abs().max(), (w - ref_w).abs().max()))
+    kv_params = sum(p.numel() for m in (grouped.k_proj, grouped.v_proj) for p in m.parameters())
+    return {"shape": list(w.shape), "kv_params": kv_params, "gap": gap}
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def online_example(n_keys: int, block: int, seed: int):
+    return online_softmax_example(n_keys, block, seed=seed)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def memory(block: int) -> dict[str, list[float]]:
+    return attention_memory(list(MEMORY_NS), block_size=block)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def sinks(device: str, text: str) -> tuple[list[str], np.ndarray] | None:
+    lm = load_model("minilm", device)
+    trace = lm.trace(text)
+    tokens = trace.src_tokens
+    return tokens, sink_share(trace.attention["encoder"], tokens).numpy()
+
+
+# --- figures, built once per input and language ---------------------------------------------------
+# A figure is a pure function of its (small, hashable) inputs and labels, so it is kept as one
+# shared object: a revisit then only sends it, instead of rebuilding every subplot. plotly_chart
+# only ever sets the same font on it.
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def length_chart(metric: str, names: dict, x_title: str, y_title: str, trained: str):
+    meta, rows = length_results()
+    train_max = meta.get("settings", {}).get("train_max_len", 16)
+    return length_figure(rows, metric=metric, train_max_len=train_max, names=names,
+                         x_title=x_title, y_title=y_title, trained_label=trained)  # fmt: skip
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def qk_chart(with_learned: bool, names: dict, series: dict, x_title: str, y_title: str):
+    return qk_distance_figure(qk_rows(with_learned), names=names, series_names=series,
+                              x_title=x_title, y_title=y_title)  # fmt: skip
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def rope_chart(pairs: tuple[tuple[str, int], ...], n_pos: int, position_label: str):
+    return rope_rotation_figure({name: rotation(i, 64, n_pos) for name, i in pairs},
+                                position_label=position_label)  # fmt: skip
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def flash_chart(n_keys: int, block: int, seed: int, tile: int, labels: dict):
+    steps, scores, final_out, _ = online_example(n_keys, block, seed)
+    return online_softmax_figure(steps, scores, final_out, upto=tile, **labels)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def memory_chart(block: int, names: dict, x_title: str, y_title: str):
+    return memory_figure(memory(block), names=names, x_title=x_title, y_title=y_title)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def sink_chart(device: str, text: str, labels: dict):
+    found = sinks(device, text)
+    return sink_figure(found[1], **labels)
