@@ -1,5 +1,8 @@
 # Attention Lab — the everyday commands. GNU make.
 #   make run     serve the app on http://localhost:$(PORT)  (PORT defaults to 8501)
+#   make serve   a class: REPLICAS copies of the app behind HAProxy on $(PORT) (deploy/serve.py)
+#   make stop    stop what make serve started
+#   make system-deps   the system packages: HAProxy (make serve), Chromium (browser tests)
 #   make test    lint, then the whole test suite
 #   make lint    ruff only
 #   make bench   speed and memory, written to docs/benchmarks.md + .json (bench/benchreport.py)
@@ -8,16 +11,32 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
+REPLICAS ?= 2
 
 # Stamps record the last successful install, so pip runs again only when a requirements
 # file is newer than its stamp.
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench clean
+.PHONY: run serve stop system-deps test lint bench clean
 
 run: $(RUN_STAMP)
 	$(PY) -m streamlit run app.py --server.headless true --server.port $(PORT)
+
+# Several replicas behind HAProxy (cookie-sticky, websockets, health checks); Ctrl-C or
+# `make stop` (from another terminal) ends all of it.
+serve: $(RUN_STAMP)
+	$(PY) -m deploy.serve --replicas $(REPLICAS) --port $(PORT)
+
+stop:
+	$(PY) -m deploy.serve stop
+
+# apt packages, not pip: HAProxy for make serve; Chromium and Korean fonts for the browser
+# tests (Playwright drives Debian's Chromium, never a downloaded one).
+system-deps:
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y haproxy chromium fonts-noto-cjk
 
 test: $(DEV_STAMP)
 	$(PY) -m ruff check .

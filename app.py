@@ -6,6 +6,7 @@ import streamlit as st
 
 from model.runtime.device import configure_threads
 from ui.chrome import translate_streamlit_chrome
+from ui.frame import mark_framed
 from ui.i18n import t
 from ui.preload import start_preload
 from ui.sidebar import render_sidebar
@@ -106,4 +107,5 @@ pages = {
 page = st.navigation(pages)
 render_sidebar()
 translate_streamlit_chrome()  # Streamlit's own English controls: translated or removed
+mark_framed()  # the page's require_frame() knows it runs inside this frame, not bare
 page.run()

@@ -2,12 +2,16 @@
 
     python -m bench.benchreport [--report docs/benchmarks.md] [--json docs/benchmarks.json]
                              [--repeats 3] [--sessions 16] [--quick]
+                             [--class-students 30] [--class-duration 60] [--class-only]
 
 Model paths (bench.model_speed), page re-render time and bytes beside the bare forward
 (bench.pages), one decoding step, training tokens/s (the shipped checkpoints' metrics.json),
-cold start, memory, many sessions at once (bench.loadtest) and, where installed, BertViz on
-the same inputs. Numbers taken side by side in one run on one machine: compare ratios,
-not absolute times, across machines.
+cold start, memory, many sessions at once (bench.loadtest), a class of simulated students
+through HAProxy on 1 and on 2 replicas and a replica killed mid-class (bench.classsim; needs
+HAProxy, else said and skipped) and, where installed, BertViz on the same inputs.
+``--class-only`` runs the class alone and replaces just its section of the report. Numbers
+taken side by side in one run on one machine: compare ratios, not absolute times, across
+machines.
 """
 
 from __future__ import annotations
@@ -191,6 +195,22 @@ def served(sessions: int) -> dict:
     return out
 
 
+def class_simulation(students: int, duration_s: float) -> dict:
+    """bench.classsim through HAProxy: 1 replica, 2 replicas, then 2 with r1 killed halfway."""
+    from bench import classsim
+    from deploy.serve import INSTALL_HINT, haproxy_path
+
+    if haproxy_path() is None:
+        return {"skipped": f"HAProxy is not installed ({INSTALL_HINT})"}
+    out: dict = {"students": students, "duration_s": duration_s, "runs": [],
+                 "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                 "cores": os.cpu_count()}  # fmt: skip
+    for replicas in (1, 2):
+        out["runs"].append(classsim.simulate(replicas, students, duration_s))
+    out["failover"] = classsim.simulate(2, students, duration_s, kill_after_s=duration_s / 2)
+    return out
+
+
 def process_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -230,6 +250,8 @@ def run(args) -> dict:
         if loadtest.CHROMIUM.exists()
         else f"no Chromium at {loadtest.CHROMIUM}"
     )
+    if args.class_students:
+        result["class"] = class_simulation(args.class_students, args.class_duration)
     result["load_average_after"] = load_average()
     return result
 
@@ -397,6 +419,8 @@ def markdown(r: dict) -> str:
             row("all waits", "all"),
         ]
     out += browser_markdown(r.get("browser"))
+    if r.get("class"):
+        out += ["", class_markdown(r["class"]).rstrip("\n")]
     return "\n".join(out) + "\n"
 
 
@@ -441,6 +465,129 @@ def browser_markdown(b) -> list[str]:
     return out
 
 
+CLASS_TITLE = "## A class through the balancer (bench.classsim)"
+CLASS_ROWS = (("open", "open the explorer (MiniLM, own sentence in the URL)"),
+              ("explorer", "re-type a sentence → explorer re-rendered"),
+              ("navigate", "go to another page"),
+              ("switch", "switch model (sidebar)"),
+              ("decoding_text", "type digits on the decoding page"),
+              ("step", "press Step (a fragment rerun)"),
+              ("reconnect", "websocket lost → served again"))  # fmt: skip
+
+
+def class_markdown(c: dict) -> str:
+    """The class section: 1 and 2 replicas side by side, then the failover run."""
+    from bench import classsim
+
+    out = [CLASS_TITLE, ""]
+    if c.get("skipped"):
+        return "\n".join([*out, f"Not measured: {c['skipped']}.", ""])
+    runs = c["runs"]
+    when = (f"Measured {c['measured_at']} on {c.get('cores', '?')} cores"
+            + (" (`--class-only`: this section's own run, not the rest of this report's). "
+               if c.get("class_only") else ". ")) if c.get("measured_at") else ""  # fmt: skip
+    loads = "; ".join(f"{r['replica_count']} replica(s): {r['load_average_before']} → "
+                      f"{r['load_average_after']}" for r in runs)  # fmt: skip
+    out += [
+        f"{when}{c['students']} simulated students for {c['duration_s']:.0f} s each run, through HAProxy "
+        "(`deploy/haproxy.cfg.in`, as `make serve` starts it) to 1 and then 2 replicas of "
+        "`streamlit run app.py` on this machine. No browser: each student speaks Streamlit's own "
+        "websocket protocol (BackMsg / ForwardMsg protobufs, sticky and XSRF cookies, widget "
+        "states by id, fragment reruns for Step), reads for "
+        f"{classsim.THINK_S[0]:.0f}–{classsim.THINK_S[1]:.0f} s between actions "
+        f"({classsim.STEP_THINK_S[0]:.0f}–{classsim.STEP_THINK_S[1]:.1f} s between Step presses) "
+        "and times each action from its message to the `script_finished` that ends its "
+        "answer (every element has arrived by then). The students run on the same cores as "
+        f"the replicas. Load average (1, 5, 15 min) before → after: {loads}.",
+        "",
+        "| action | "
+        + " | ".join(f"{r['replica_count']} replica(s): n, p50 / p95 / max" for r in runs)
+        + " |",  # fmt: skip
+        "|---|" + "---:|" * len(runs),
+    ]
+    for key, name in CLASS_ROWS:
+        cells = []
+        for r in runs:
+            a = r["actions"].get(key, {"n": 0})
+            cells.append("–" if not a["n"] else f"{a['n']}, {a['p50_s']:.2f} / "
+                         f"{a['p95_s']:.2f} / {a['max_s']:.2f} s")  # fmt: skip
+        if any(cell != "–" for cell in cells):
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
+    out.append("| errors, cross-talk | " + " | ".join(
+        f"{len(r['errors'])}, {len(r['crosstalk'])}" for r in runs) + " |")  # fmt: skip
+    out.append("| students per replica (first landing) | " + " | ".join(
+        ", ".join(f"{k}: {v}" for k, v in sorted(r["replicas"].items())) for r in runs) + " |")  # fmt: skip
+    problems = [x for r in runs for x in r["errors"] + r["crosstalk"]]
+    if problems:
+        out += ["", "First problems: " + "; ".join(problems[:5]) + "."]
+    out += ["", *class_targets(c)]
+    f = (c.get("failover") or {}).get("failover")
+    if f:
+        k, d = f["kill_to_served"], f["detect_to_served"]
+        fo = c["failover"]
+        out += [
+            "",
+            f"**A replica killed mid-class.** Same class on 2 replicas; {f['killed_at']:.0f} s in, "
+            f"replica {f['victim']} got SIGKILL. {f['reconnected']} of its "
+            f"{f['students_on_victim']} students were served again on {', '.join(f['moved_to']) or '–'} "
+            "(they reconnect as the frontend does: health through the balancer, a new websocket, "
+            "the page rerun with its URL and widget states)"
+            + (f", the last {k['max_s']:.1f} s after the kill (median {k['p50_s']:.1f} s; "
+               f"from noticing the lost websocket: median {d['p50_s']:.1f} s, max {d['max_s']:.1f} s)"
+               if k.get("n") else "")
+            + f". Errors among its students: {len(f['errors_on_victim'])}; among the other "
+            f"replica's: {len(f['errors_elsewhere'])} (reconnects there: "
+            f"{f['reconnects_elsewhere']}); cross-talk: {len(fo['crosstalk'])}. Load average "
+            f"{fo['load_average_before']} → {fo['load_average_after']}.",
+        ]  # fmt: skip
+        if f["errors_on_victim"] or f["errors_elsewhere"]:
+            out.append("First problems: " + "; ".join(
+                (f["errors_on_victim"] + f["errors_elsewhere"])[:5]) + ".")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+# What issue 18 asks of a class of 30 on 2 replicas, and of a replica killed mid-class.
+TARGETS = {"explorer_p95_s": 1.5, "step_p95_s": 1.0, "failover_served_s": 10.0}
+
+
+def class_targets(c: dict) -> list[str]:
+    """One line per target: the measured figure beside it, met or not."""
+    out = []
+    two = next((r for r in c.get("runs", []) if r.get("replica_count") == 2), None)
+    if two is not None:
+        for key, name, limit in (("explorer", "explorer re-render p95", "explorer_p95_s"),
+                                 ("step", "Step p95", "step_p95_s")):  # fmt: skip
+            a = two["actions"].get(key, {"n": 0})
+            if a["n"]:
+                ok = a["p95_s"] <= TARGETS[limit]
+                out.append(f"- 2 replicas, {name}: {a['p95_s']:.2f} s (target ≤ "
+                           f"{TARGETS[limit]:.1f} s: {'met' if ok else 'NOT met'})")  # fmt: skip
+        clean = not two["errors"] and not two["crosstalk"]
+        out.append(f"- 2 replicas, errors and cross-talk: {len(two['errors'])}, "
+                   f"{len(two['crosstalk'])} (target 0, 0: {'met' if clean else 'NOT met'})")  # fmt: skip
+    f = (c.get("failover") or {}).get("failover")
+    if f:
+        k = f["kill_to_served"]
+        every = f["reconnected"] == f["students_on_victim"] and not f["errors_on_victim"]
+        ok = every and k.get("n") and k["max_s"] <= TARGETS["failover_served_s"]
+        ok = ok and not f["errors_elsewhere"]
+        last = f"{k['max_s']:.1f} s" if k.get("n") else "never"
+        out.append(f"- replica killed: every student of it served again, without an error, "
+                   f"the last {last} after the kill; no error among the other replica's students (target "
+                   f"≤ {TARGETS['failover_served_s']:.0f} s: {'met' if ok else 'NOT met'})")  # fmt: skip
+    return out
+
+
+def replace_class_section(report: str, section: str) -> str:
+    """The report with its class section replaced (or added at the end)."""
+    start = report.find(CLASS_TITLE)
+    if start < 0:
+        return report.rstrip("\n") + "\n\n" + section
+    end = report.find("\n## ", start + len(CLASS_TITLE))
+    rest = report[end + 1 :] if end >= 0 else ""
+    return report[:start] + section + ("\n" + rest if rest else "")
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--report", default=str(ROOT / "docs" / "benchmarks.md"))
@@ -448,15 +595,42 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=16, help="0 skips the class run")
     parser.add_argument("--quick", action="store_true", help="fewer views and repeats (a check)")
+    parser.add_argument("--class-students", type=int, default=30,
+                        help="simulated students through HAProxy (bench.classsim); 0 skips")  # fmt: skip
+    parser.add_argument("--class-duration", type=float, default=60.0, help="seconds per class run")
+    parser.add_argument("--class-only", action="store_true",
+                        help="run only the class simulation; replace its section of the report")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.quick:
+        args.class_students = min(args.class_students, 8)
+        args.class_duration = min(args.class_duration, 20.0)
     import logging
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)
+    if args.class_only:
+        return class_only(args)
     result = run(args)
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(markdown(result), encoding="utf-8")
     Path(args.json).write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
     print(markdown(result))
+    return result
+
+
+def class_only(args) -> dict:
+    """Only the class simulation, into the existing report and json (other sections kept)."""
+    section_data = class_simulation(args.class_students or 30, args.class_duration)
+    section_data["machine"] = machine()
+    section_data["class_only"] = True
+    report, data = Path(args.report), Path(args.json)
+    old = (
+        report.read_text(encoding="utf-8") if report.exists() else "# Attention Lab — benchmarks\n"
+    )
+    report.write_text(replace_class_section(old, class_markdown(section_data)), encoding="utf-8")
+    result = json.loads(data.read_text(encoding="utf-8")) if data.exists() else {}
+    result["class"] = section_data
+    data.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    print(class_markdown(section_data))
     return result
 
 

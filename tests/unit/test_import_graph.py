@@ -3,7 +3,8 @@
 Floors, low to high (DESIGN.md, "Layout"):
   model root (the paper)  <  model.runtime's base (types, device, decoding)  <  model.hf
   <  model.runtime  <  model.training, model.analysis  <  model (the package) and the
-  ``python -m model.train`` CLI  <  viz, practice  <  ui  <  pages, app  <  bench
+  ``python -m model.train`` CLI  <  viz, practice  <  ui  <  pages, app  <  bench, deploy
+(deploy, `make serve`'s replicas behind HAProxy, imports nothing of the app; bench drives it)
 A module may import its own floor or lower, never higher; the graph has no cycle.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("model", "viz", "ui", "practice", "pages", "bench")
+PACKAGES = ("model", "viz", "ui", "practice", "pages", "bench", "deploy")
 RUNTIME_BASE = {"model.runtime.types", "model.runtime.device", "model.runtime.decoding"}
 
 
@@ -43,7 +44,7 @@ def floor(module: str) -> int:
     if top[0] == "model":
         sub = top[1] if len(top) > 1 else ""
         return {"hf": 2, "runtime": 3, "training": 4, "analysis": 4}.get(sub, 0)
-    return {"viz": 6, "practice": 6, "ui": 7, "pages": 8, "app": 8, "bench": 9}[top[0]]
+    return {"viz": 6, "practice": 6, "ui": 7, "pages": 8, "app": 8, "bench": 9, "deploy": 9}[top[0]]
 
 
 def imports_of(path: Path, known: dict[str, Path]) -> set[str]:

@@ -1,0 +1,418 @@
+"""Serve a class: N `streamlit run app.py` replicas on private loopback ports, HAProxy in front.
+
+    python -m deploy.serve [--replicas 2] [--port 8501] [--bind *]   # make serve
+    python -m deploy.serve stop                                       # make stop
+    python -m deploy.serve --print-config                             # the HAProxy config
+
+HAProxy (deploy/haproxy.cfg.in) keeps each browser on one replica with a cookie it inserts,
+spreads new browsers round robin, passes the websocket through and drops a replica whose
+/_stcore/health stops answering. The replicas listen on 127.0.0.1 only, on ports PORT+101,
+PORT+102, ... (8602, 8603 for the default 8501). Everything started is recorded in
+.run/serve/pids.json; Ctrl-C or `make stop` stops all of it. A replica that dies is started
+again. `make run` stays the one-process way to serve.
+
+HAProxy itself comes from the system: `apt-get install -y haproxy` (`make system-deps`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = Path(__file__).with_name("haproxy.cfg.in")
+RUN_DIR = ROOT / ".run" / "serve"
+REPLICA_PORT_OFFSET = 100  # replica i (1-based) listens on PORT + 100 + i
+STARTUP_S = 180.0  # a replica imports torch; N of them at once on 2 busy cores take a while
+SOCKET_PATH_MAX = 100  # a unix socket's path must fit in 108 bytes (sun_path)
+INSTALL_HINT = "install it with `sudo apt-get install -y haproxy` (or `make system-deps`)"
+
+
+class ServeError(RuntimeError):
+    """Something the person running `make serve` can fix; said in one sentence."""
+
+
+def haproxy_path() -> str | None:
+    """The haproxy binary on PATH (Debian puts it in /usr/sbin), or None."""
+    found = shutil.which("haproxy")
+    if found:
+        return found
+    return "/usr/sbin/haproxy" if os.access("/usr/sbin/haproxy", os.X_OK) else None
+
+
+def replica_name(i: int) -> str:
+    """r1, r2, ...: the HAProxy server name, the SERVERID cookie value, X-Served-By."""
+    return f"r{i + 1}"
+
+
+def render_config(port: int, replica_ports: Sequence[int], stats_socket: Path,
+                  bind: str = "*") -> str:  # fmt: skip
+    """The HAProxy configuration for these ports, from deploy/haproxy.cfg.in."""
+    servers = "\n".join(
+        f"    server {replica_name(i)} 127.0.0.1:{p} cookie {replica_name(i)}"
+        for i, p in enumerate(replica_ports)
+    )
+    text = TEMPLATE.read_text(encoding="utf-8")
+    for name, value in (("bind", bind), ("port", port), ("servers", servers),
+                        ("stats_socket", stats_socket)):  # fmt: skip
+        text = text.replace("{" + name + "}", str(value))
+    return text
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def healthy(url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=timeout) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def replica_threads(replicas: int) -> str:
+    """Torch threads per replica: the cores shared out, 1 at least, 4 at most; a value the
+    person set (ATTENTION_LAB_THREADS) wins."""
+    if os.environ.get("ATTENTION_LAB_THREADS", "").isdigit():
+        return os.environ["ATTENTION_LAB_THREADS"]
+    return str(max(1, min(4, (os.cpu_count() or 2) // max(1, replicas))))
+
+
+@dataclass
+class Replica:
+    name: str
+    port: int
+    log_path: Path
+    threads: str
+    command: list[str] = field(default_factory=list)
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, launcher: Sequence[str] = ("streamlit",)) -> None:
+        self.command = [sys.executable, "-m", *launcher, "run", "app.py",
+                        "--server.headless", "true", "--server.port", str(self.port),
+                        "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
+                        "--browser.gatherUsageStats", "false"]  # fmt: skip
+        env = {**os.environ, "ATTENTION_LAB_THREADS": self.threads}
+        with open(self.log_path, "ab") as log:
+            # Its own session: a Ctrl-C reaches `make serve` alone, which stops the
+            # replicas itself (and does not take a replica's exit for a crash).
+            self.process = subprocess.Popen(self.command, cwd=ROOT, stdout=log,
+                                            stderr=subprocess.STDOUT, env=env,
+                                            start_new_session=True)  # fmt: skip
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class Cluster:
+    """A running balancer and its replicas; ``url`` is what students open."""
+
+    url: str
+    port: int
+    run_dir: Path
+    config_path: Path
+    stats_socket: Path
+    replicas: list[Replica]
+    haproxy: subprocess.Popen | None = None
+    ready_s: float = 0.0
+
+    def replica(self, name: str) -> Replica:
+        return next(r for r in self.replicas if r.name == name)
+
+    def server_states(self) -> dict[str, str]:
+        """replica name -> HAProxy's view of it ("UP", "DOWN", "UP 1/2", ...)."""
+        states = {}
+        for line in admin_command(self.stats_socket, "show stat").splitlines():
+            cells = line.split(",")
+            if len(cells) > 17 and cells[0] == "replicas" and cells[1] not in ("BACKEND",):
+                states[cells[1]] = cells[17]
+        return states
+
+    def record(self) -> None:
+        """pids.json: what `stop` ends, and which command each pid ran (to recognise it)."""
+        pids = {"serve": os.getpid(), "url": self.url,
+                "haproxy": self.haproxy.pid if self.haproxy else None,
+                "replicas": {r.name: r.process.pid for r in self.replicas if r.process}}  # fmt: skip
+        (self.run_dir / "pids.json").write_text(json.dumps(pids, indent=2), encoding="utf-8")
+
+
+def admin_command(stats_socket: Path, command: str, timeout: float = 2.0) -> str:
+    """One command on HAProxy's admin socket; its whole answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(str(stats_socket))
+        sock.sendall(command.encode() + b"\n")
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def _stop_process(process: subprocess.Popen | None, timeout: float = 15.0) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def wait_healthy(replicas: Sequence[Replica], startup_s: float) -> None:
+    """Until every replica answers /_stcore/health; a clear error naming the one that died."""
+    start = time.perf_counter()
+    waiting = list(replicas)
+    while waiting:
+        for r in list(waiting):
+            if not r.alive():
+                tail = r.log_path.read_text(errors="replace")[-2000:]
+                raise ServeError(f"replica {r.name} exited (code {r.process.poll()}):\n{tail}")
+            if healthy(r.url, timeout=1.0):
+                waiting.remove(r)
+        if waiting and time.perf_counter() - start > startup_s:
+            names = ", ".join(r.name for r in waiting)
+            raise ServeError(
+                f"replicas {names} did not answer /_stcore/health in {startup_s:.0f} s"
+            )
+        if waiting:
+            time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def cluster(
+    replicas: int = 2,
+    port: int | None = None,
+    replica_ports: Sequence[int] | None = None,
+    bind: str = "127.0.0.1",
+    run_dir: Path | None = None,
+    startup_s: float = STARTUP_S,
+    launcher: Sequence[str] = ("streamlit",),
+) -> Iterator[Cluster]:
+    """Start the replicas (in parallel) and HAProxy; stop them all on leaving.
+
+    Free ports are picked where none are given; logs go to ``run_dir`` (a temporary folder
+    by default): replica-r1.log, ..., haproxy.log.
+    """
+    haproxy = haproxy_path()
+    if haproxy is None:
+        raise ServeError(f"HAProxy is not installed: {INSTALL_HINT}")
+    if replicas < 1:
+        raise ServeError("at least one replica is needed")
+    port = free_port() if port is None else port
+    replica_ports = list(replica_ports or [free_port() for _ in range(replicas)])
+    if len(replica_ports) != replicas:
+        raise ServeError(f"{replicas} replicas need {replicas} ports, got {len(replica_ports)}")
+    busy = [p for p in [port, *replica_ports] if port_in_use(p)]
+    if busy:
+        raise ServeError(f"port(s) {busy} are in use: stop what runs there or pick another PORT")
+    with contextlib.ExitStack() as stack:
+        if run_dir is None:
+            run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lab-serve-")))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        stats_socket = run_dir / "haproxy.sock"
+        if len(str(stats_socket)) > SOCKET_PATH_MAX:  # a deep checkout (CI): a short one
+            short = stack.enter_context(tempfile.TemporaryDirectory(prefix="lab-"))
+            stats_socket = Path(short) / "haproxy.sock"
+        config_path = run_dir / "haproxy.cfg"
+        config_path.write_text(render_config(port, replica_ports, stats_socket, bind), "utf-8")
+        check = subprocess.run([haproxy, "-c", "-q", "-f", str(config_path)],
+                               capture_output=True, text=True)  # fmt: skip
+        if check.returncode != 0:
+            raise ServeError(f"HAProxy rejects {config_path}:\n{check.stderr or check.stdout}")
+        threads = replica_threads(replicas)
+        members = [Replica(replica_name(i), p, run_dir / f"replica-{replica_name(i)}.log", threads)
+                   for i, p in enumerate(replica_ports)]  # fmt: skip
+        host = "127.0.0.1" if bind in ("*", "0.0.0.0", "") else bind
+        lab = Cluster(f"http://{host}:{port}", port, run_dir, config_path, stats_socket, members)
+        try:
+            start = time.perf_counter()
+            for r in members:  # all at once: each spends its first seconds importing torch
+                r.start(launcher)
+            lab.record()
+            wait_healthy(members, startup_s)
+            log = stack.enter_context(open(run_dir / "haproxy.log", "ab"))
+            lab.haproxy = subprocess.Popen([haproxy, "-db", "-f", str(config_path)],
+                                           stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=True)  # fmt: skip
+            lab.record()
+            while not healthy(lab.url, timeout=1.0):
+                if lab.haproxy.poll() is not None:
+                    tail = (run_dir / "haproxy.log").read_text(errors="replace")[-2000:]
+                    raise ServeError(f"HAProxy exited (code {lab.haproxy.poll()}):\n{tail}")
+                if time.perf_counter() - start > startup_s:
+                    raise ServeError(f"HAProxy did not answer on {lab.url}")
+                time.sleep(0.1)
+            # The balancer answers once one replica is up; wait until it counts them all.
+            deadline, states = time.perf_counter() + 10, {}
+            while time.perf_counter() < deadline:
+                with contextlib.suppress(OSError):
+                    states = lab.server_states()
+                if len(states) == replicas and all(s.startswith("UP") for s in states.values()):
+                    break
+                time.sleep(0.2)
+            lab.ready_s = time.perf_counter() - start
+            yield lab
+        finally:
+            _stop_process(lab.haproxy, timeout=5)
+            for r in members:  # terminate all first, then wait: they stop in parallel
+                if r.alive():
+                    r.process.terminate()
+            for r in members:
+                _stop_process(r.process)
+
+
+# ---- the command line: make serve / make stop ----
+
+
+def _recorded(pid: int, *needles: str) -> bool:
+    """Whether ``pid`` still runs a command containing one of ``needles``: a pid from an old
+    pids.json may since belong to someone else's process."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    return any(n in cmdline for n in needles)
+
+
+def stop(run_dir: Path = RUN_DIR, timeout: float = 20.0) -> list[int]:
+    """End what a `make serve` recorded: its own process (which stops its children), then
+    any child left over. Returns the pids signalled."""
+    path = run_dir / "pids.json"
+    if not path.exists():
+        print(f"nothing to stop: no {_shown(path)}")
+        return []
+    pids = json.loads(path.read_text(encoding="utf-8"))
+    signalled = []
+    serve_pid = pids.get("serve")
+    if serve_pid and serve_pid != os.getpid() and _recorded(serve_pid, "deploy.serve"):
+        os.kill(serve_pid, signal.SIGTERM)
+        signalled.append(serve_pid)
+        deadline = time.monotonic() + timeout
+        while _recorded(serve_pid, "deploy.serve") and time.monotonic() < deadline:
+            time.sleep(0.2)
+    children = [(pids.get("haproxy"), "haproxy")] + [
+        (pid, "streamlit") for pid in (pids.get("replicas") or {}).values()
+    ]
+    for pid, needle in children:
+        if pid and _recorded(pid, needle):
+            os.kill(pid, signal.SIGTERM)
+            signalled.append(pid)
+    path.unlink(missing_ok=True)
+    print(f"stopped {len(signalled)} process(es)" if signalled else "nothing was running")
+    return signalled
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def serve_forever(args) -> int:
+    run_dir = Path(args.run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    old = run_dir / "pids.json"
+    if old.exists():
+        recorded = json.loads(old.read_text(encoding="utf-8")).get("serve")
+        if recorded and _recorded(recorded, "deploy.serve"):
+            print(f"make serve is already running (pid {recorded}): `make stop` first",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+    ports = [args.port + REPLICA_PORT_OFFSET + i + 1 for i in range(args.replicas)]
+    stopping = False
+
+    def on_signal(signum, frame):  # Ctrl-C and `make stop` alike: leave the with-block
+        nonlocal stopping
+        stopping = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    print(f"starting {args.replicas} replica(s) on 127.0.0.1:{ports[0]}..{ports[-1]} "
+          f"and HAProxy on {args.bind}:{args.port} ...", flush=True)  # fmt: skip
+    try:
+        with cluster(args.replicas, args.port, ports, bind=args.bind, run_dir=run_dir) as lab:
+            shown = f"http://localhost:{args.port}" if args.bind in ("*", "0.0.0.0") else lab.url
+            print(f"ready in {lab.ready_s:.0f} s: open {shown}  (Ctrl-C or `make stop` ends it; "
+                  f"logs in {_shown(run_dir)})", flush=True)  # fmt: skip
+            while not stopping:
+                time.sleep(1)
+                for r in lab.replicas:
+                    if not r.alive():  # HAProxy has dropped it already; bring it back
+                        print(f"replica {r.name} exited (code {r.process.poll()}); starting it "
+                              "again", flush=True)  # fmt: skip
+                        r.start()
+                        lab.record()
+                if lab.haproxy.poll() is not None:
+                    print(f"HAProxy exited (code {lab.haproxy.poll()}); stopping",
+                          file=sys.stderr)  # fmt: skip
+                    return 1
+    except KeyboardInterrupt:
+        print("stopping ...", flush=True)
+    except ServeError as err:
+        print(f"make serve: {err}", file=sys.stderr)
+        return 1
+    finally:
+        (run_dir / "pids.json").unlink(missing_ok=True)
+    print("stopped")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("command", nargs="?", choices=["serve", "stop"], default="serve")
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--port", type=int, default=8501, help="where students connect")
+    parser.add_argument("--bind", default="*", help="HAProxy's address; * = every interface")
+    parser.add_argument("--run-dir", default=str(RUN_DIR),
+                        help="where pids, logs and the generated config go (serve and stop)")  # fmt: skip
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the HAProxy configuration and exit")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.command == "stop":
+        stop(Path(args.run_dir).resolve())
+        return 0
+    if args.print_config:
+        ports = [args.port + REPLICA_PORT_OFFSET + i + 1 for i in range(args.replicas)]
+        print(
+            render_config(args.port, ports, Path(args.run_dir) / "haproxy.sock", args.bind), end=""
+        )
+        return 0
+    if haproxy_path() is None:
+        print(f"make serve: HAProxy is not installed: {INSTALL_HINT}", file=sys.stderr)
+        return 1
+    return serve_forever(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
