@@ -296,8 +296,11 @@ def memory_figure(
             mode="lines", showlegend=False,
             line=dict(color=colour, dash="dash"), hoverinfo="skip",
         ))  # fmt: skip
-    fig.update_xaxes(title=_esc(x_title), type="log")
-    fig.update_yaxes(title=_esc(y_title), type="log")
+    # One label a decade on y and the measured n on x: plotly's default minor labels on
+    # log axes read as a column of "1"s.
+    fig.update_xaxes(title=_esc(x_title), type="log", tickvals=list(memory["n"]),
+                     ticktext=[str(int(n)) for n in memory["n"]])  # fmt: skip
+    fig.update_yaxes(title=_esc(y_title), type="log", dtick=1, exponentformat="SI")
     return _legend_top(fig, height)
 
 

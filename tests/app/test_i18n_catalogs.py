@@ -139,3 +139,15 @@ def test_a_broken_catalog_fails_with_its_path(tmp_path, monkeypatch):
     monkeypatch.setattr(i18n, "CATALOG_DIR", tmp_path)
     with pytest.raises(RuntimeError, match="en.json"):
         i18n.translate("anything", "en")
+
+
+# Markdown closes "**" only where the run is right-flanking: after punctuation it must be
+# followed by a space or punctuation. Korean particles attach directly ("**[CLS]**나"), so
+# such a string shows its asterisks instead of bold text.
+_STUCK_BOLD = re.compile(r"\*\*[^*\n]*?[\]).,:;!?\"'’”>`]\*\*[\uac00-\ud7a3]")
+
+
+def test_korean_bold_never_ends_in_punctuation_glued_to_a_particle():
+    stuck = {key: m.group(0) for key, text in read("ko").items() if (m := _STUCK_BOLD.search(text))}
+    assert stuck == {}
+    assert _STUCK_BOLD.search("가중치를 **[CLS]**나 둡니다")  # the case that showed asterisks
