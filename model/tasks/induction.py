@@ -18,7 +18,7 @@ from model.tasks import BOS, Vocabulary
 
 KIND = "decoder"
 SYMBOLS = tuple(string.ascii_lowercase)
-MIN_BLOCK, MAX_BLOCK = 4, 16
+MIN_BLOCK, MAX_BLOCK = 2, 16
 # Random letters before the block: the repeat starts anywhere, so only the letters (not the
 # positions) can say where to copy from.
 MAX_FILLER = 8

@@ -59,11 +59,12 @@ DEFAULTS = {
         d_ff=0,
         batch=64,
         warmup=200,
-        steps=2000,
+        steps=5000,
         dropout=0.0,
         lr_factor=1.0,
         norm="pre",
         label_smoothing=0.0,
+        positions="learned",  # sinusoids let it copy through lagged pairs of heads instead
     ),
 }
 MAX_LEN = {"en2ko": 64, "reverse": 32, "sort": 32, "induction": 64}
