@@ -155,6 +155,7 @@ with induction_tab:
                         key=f"mech_att_{name}", where=col,
                     )  # fmt: skip
                 st.caption(t("mech.induction.stripe"))
+                st.caption(t("mech.induction.eos"))
 
 # ---- the model for the other three tabs --------------------------------------------------
 device = selected_device()
@@ -171,7 +172,7 @@ def pick_model(where, key: str):
 # ---- 2. Logit lens -----------------------------------------------------------------------
 with lens_tab:
     st.markdown(t("mech.lens.plain"))
-    lm, name = pick_model(st, "mlens_model")
+    lm, name = pick_model(st, "mlens_m")
     text = sentence_input(lm, name, key="mlens") if lm is not None else None
     if text is not None:
         k = st.slider(t("mech.lens.k"), 1, 10, 5, key="mlens_k")
@@ -200,7 +201,7 @@ with patch_tab:
     st.markdown(t("mech.patch.plain"))
     st.latex(r"\text{recovered} = \frac{LD_{patched} - LD_{corrupted}}{LD_{clean} - LD_{corrupted}},"
              r"\quad LD = \text{logit}(A) - \text{logit}(B)")  # fmt: skip
-    lm, name = pick_model(st, "mpatch_model")
+    lm, name = pick_model(st, "mpatch_m")
     if lm is not None:
         if st.session_state.get("mpatch_for") != name:  # a new model starts from its example
             st.session_state["mclean"], st.session_state["mcorrupt"] = PATCH_DEFAULTS[name]
@@ -251,7 +252,7 @@ with patch_tab:
 # ---- 4. What a head contributes ----------------------------------------------------------
 with heads_tab:
     st.markdown(t("mech.heads.plain"))
-    lm, name = pick_model(st, "mheads_model")
+    lm, name = pick_model(st, "mheads_m")
     text = sentence_input(lm, name, key="mheads") if lm is not None else None
     if text is not None:
         with st.spinner(t("explorer.running")):

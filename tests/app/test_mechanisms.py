@@ -44,7 +44,7 @@ def test_the_page_renders_every_tab_in_both_languages(lang):
     check = translate("mech.patch.check", lang, nothing="0.000", whole="1.000")
     assert check in [c.value for c in at.caption]
     # the induction model continues the default prompt
-    assert "e r t y u i o" in texts(at)
+    assert "` e r t y u `" in texts(at)
     if lang == "ko":
         assert HANGUL.search(" ".join(m.value for m in at.markdown))
 
@@ -73,18 +73,19 @@ def test_patching_empty_or_unchanged_input_is_explained(clean, corrupted, key):
 
 
 def test_patching_unknown_words_are_named_on_en2ko():
-    at = open_page(mpatch_model="en2ko")
+    at = open_page(mpatch_m="en2ko")
     ok(at)
     assert chart(at, "mech_patch_cross") is not None  # encoder-decoder: cross heads too
     at.text_input(key="mcorrupt").set_value("I study xylophone at school").run()
     ok(at)
-    warning = " ".join(w.value for w in at.warning)
-    assert "xylophone" in warning and "unknown" in warning
+    which = translate("mech.patch.which.corrupted", "en")
+    expected = translate("mech.patch.error.unknown", "en", which=which, words="` xylophone `")
+    assert expected in [w.value for w in at.warning]
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_the_lens_explains_unknown_words_and_empty_input(lang):
-    at = open_page(lang=lang, mlens_model="sort")
+    at = open_page(lang=lang, mlens_m="sort")
     ok(at)
     at.text_input(key="mlens").set_value("3 x 1").run()
     ok(at)
@@ -95,7 +96,7 @@ def test_the_lens_explains_unknown_words_and_empty_input(lang):
 
 
 def test_the_head_tab_follows_the_chosen_position_on_sort():
-    at = open_page(mheads_model="sort", mheads="3 1 2")
+    at = open_page(mheads_m="sort", mheads="3 1 2")
     ok(at)
     before = chart(at, "mech_sc_dla")
     at.selectbox(key="mheads_pos").set_value(6).run()  # after "1": predicts "2"
