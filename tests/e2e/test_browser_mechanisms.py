@@ -14,10 +14,11 @@ HANGUL = re.compile(r"[\uac00-\ud7a3]")
 TIMEOUT_MS = 120_000
 
 
+VISIBLE_CHART = "[data-testid=stPlotlyChart] .main-svg >> visible=true"  # the open tab's
+
+
 def wait_until_drawn(page) -> None:
-    page.get_by_test_id("stPlotlyChart").last.locator(".main-svg").first.wait_for(
-        timeout=TIMEOUT_MS
-    )
+    page.locator(VISIBLE_CHART).first.wait_for(timeout=TIMEOUT_MS)
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
     )
@@ -41,10 +42,7 @@ def test_every_tab_draws_in_both_languages(page, artifacts_dir, screenshot_whole
         ("mech.tab.heads", "heads"),
     ):
         open_tab(page, tab, lang)
-        panel = page.get_by_role("tabpanel").filter(visible=True)
-        panel.get_by_test_id("stPlotlyChart").first.locator(".main-svg").first.wait_for(
-            timeout=TIMEOUT_MS
-        )
+        wait_until_drawn(page)
         screenshot_whole_page(page, artifacts_dir / f"mechanisms-{name}-{lang}.png")
     text = page.get_by_test_id("stMain").inner_text()
     if lang == "ko":
