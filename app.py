@@ -50,6 +50,12 @@ pages = {
             icon=":material/model_training:",
             url_path="training",
         ),
+        st.Page(
+            "pages/mechanisms.py",
+            title=t("nav.mechanisms"),
+            icon=":material/psychology:",
+            url_path="mechanisms",
+        ),
     ],
     t("nav.section.concepts"): [
         st.Page(

@@ -25,7 +25,7 @@ class TransformerConfig:
     n_heads: int = 4
     n_encoder_layers: int = 2
     n_decoder_layers: int = 2
-    d_ff: int = 256
+    d_ff: int = 256  # 0: attention-only, no feed-forward sub-layer at all
     dropout: float = 0.1
     activation: Literal["relu", "gelu"] = "relu"
     norm_placement: Literal["post", "pre"] = "post"  # post-LN as in the paper; pre-LN as GPT-2
@@ -54,6 +54,8 @@ class TransformerConfig:
             raise ValueError(f"unknown model kind {self.kind!r}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.d_ff < 0:
+            raise ValueError(f"d_ff must be 0 (attention-only) or positive, not {self.d_ff}")
         if self.activation not in ("relu", "gelu"):
             raise ValueError(f"activation must be 'relu' or 'gelu', not {self.activation!r}")
         if self.norm_placement not in ("post", "pre"):

@@ -79,6 +79,16 @@ def self_attention(cfg: TransformerConfig) -> MultiHeadAttention:
     )
 
 
+def _feed_forward(cfg: TransformerConfig) -> tuple[FeedForward | None, AddNorm | None]:
+    """The FFN sub-layer and its Add & Norm; none at all for an attention-only model (d_ff 0,
+    as in Elhage et al. 2021's "attention-only transformers", where induction heads are read)."""
+    if cfg.d_ff == 0:
+        return None, None
+    pre = cfg.norm_placement == "pre"
+    ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
+    return ffn, AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
+
+
 class EncoderLayer(nn.Module):
     """Self-attention over the whole input, then the FFN; each wrapped in Add & Norm."""
 
@@ -86,9 +96,8 @@ class EncoderLayer(nn.Module):
         super().__init__()
         pre = cfg.norm_placement == "pre"
         self.self_attn = self_attention(cfg)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.attn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
-        self.ffn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
+        self.ffn, self.ffn_norm = _feed_forward(cfg)
 
     def forward(
         self,
@@ -115,6 +124,8 @@ class EncoderLayer(nn.Module):
             return out
 
         x = self.attn_norm(x, attend, rec, f"{name}.self_attn")
+        if self.ffn is None:  # attention-only (d_ff = 0)
+            return x
         return self.ffn_norm(x, recorded(self.ffn, rec, "encoder_ffn"), rec, f"{name}.ffn")
 
 
@@ -134,8 +145,7 @@ class DecoderLayer(nn.Module):
         self.cross_norm = (
             AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre) if cross else None
         )
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
-        self.ffn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
+        self.ffn, self.ffn_norm = _feed_forward(cfg)
 
     def forward(
         self,
@@ -192,4 +202,6 @@ class DecoderLayer(nn.Module):
             if memory is None:
                 raise ValueError("this decoder layer needs the encoder output (memory)")
             y = self.cross_norm(y, cross_attend, rec, f"{name}.cross_attn")
+        if self.ffn is None:  # attention-only (d_ff = 0)
+            return y
         return self.ffn_norm(y, recorded(self.ffn, rec, "decoder_ffn"), rec, f"{name}.ffn")

@@ -21,7 +21,7 @@ from viz.concepts import lines_figure
 
 require_frame()
 
-TASKS = ("reverse", "sort", "en2ko")
+TASKS = ("reverse", "sort", "en2ko", "induction")
 LR_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 POLL_SECONDS = 1.0  # the live view's refresh; each refresh is also the run's heartbeat
 RUN_KEY, DIR_KEY, UPLOADS_KEY = "training_run", "training_dir", "training_uploads"
@@ -141,6 +141,17 @@ def curves(p: Progress) -> None:
         x_title=step, y_title=t("training.lr"), title=t("training.lr_title"), height=240,
     )  # fmt: skip
     plotly_chart(lr, key="tr_lr_curve", where=c3)
+    if p.heads:  # induction: watch the heads' scores jump when the loss drops
+        heads = lines_figure(
+            [s for s, _, _ in p.heads],
+            {t("training.heads.prefix"): [v for _, v, _ in p.heads],
+             t("training.heads.previous"): [v for _, _, v in p.heads]},
+            x_title=step, y_title=t("training.heads.score"), title=t("training.heads.title"),
+            markers=True, height=260,
+        )  # fmt: skip
+        heads.update_yaxes(range=[0, 1])
+        plotly_chart(heads, key="tr_heads")
+        st.caption(t("training.heads.caption"))
 
 
 def snapshot_figure(snap: Snapshot, layer: int, key: str) -> None:

@@ -12,12 +12,15 @@ from model.runtime.types import ModelLoadError
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINTS = ROOT / "assets" / "checkpoints"
-SHIPPED = ("en2ko", "reverse", "sort")
+SHIPPED = ("en2ko", "reverse", "sort", "induction")
+# Shipped for comparison only (not offered in the model picker): the one-layer induction
+# model that cannot form an induction head.
+CONTRAST = ("induction-1layer",)
 PRETRAINED = ("minilm",)
 
 
 def load(name_or_path: str | Path, device: str | torch.device = "auto") -> LabModel:
-    """A ready model: "en2ko" | "reverse" | "sort" | "minilm" | a folder path.
+    """A ready model: "en2ko" | "reverse" | "sort" | "induction" | "minilm" | a folder path.
 
     A folder is either a project checkpoint (model.safetensors + config.json + vocab.json)
     or a local Hugging Face model folder. Nothing is ever downloaded, and
@@ -26,12 +29,13 @@ def load(name_or_path: str | Path, device: str | torch.device = "auto") -> LabMo
     name = str(name_or_path)
     if name in PRETRAINED:
         return load_minilm(device)
-    if name in SHIPPED:
+    if name in SHIPPED or name in CONTRAST:
         folder = CHECKPOINTS / name
         if not (folder / "config.json").is_file():
+            task = name.split("-", 1)[0]
             raise ModelLoadError(
                 f"the shipped checkpoint {name!r} is missing from {folder}; "
-                f"retrain it with: python -m model.train --task {name} --out {folder}"
+                f"retrain it with: python -m model.train --task {task} --out {folder}"
             )
         return _load_folder(folder, device, name)
     folder = Path(name).expanduser()

@@ -36,7 +36,7 @@ class Vocabulary:
     prompt_suffix: tuple[str, ...] = ()
     suffixes: tuple[str, ...] = ()
 
-TASKS = ("en2ko", "reverse", "sort")
+TASKS = ("en2ko", "reverse", "sort", "induction")
 TEST_PERCENT = 10  # share of the sentence space held out for evaluation
 
 
@@ -73,7 +73,7 @@ def words(items: Iterable[str]) -> tuple[str, ...]:
 
 
 def get_task(name: str) -> ModuleType:
-    """The task module by name ("en2ko" | "reverse" | "sort")."""
+    """The task module by name ("en2ko" | "reverse" | "sort" | "induction")."""
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
     import importlib

@@ -16,8 +16,16 @@ from pathlib import Path
 
 import torch
 
+from model.analysis.induction import (
+    SNAPSHOT_LENGTH,
+    SNAPSHOT_N,
+    SNAPSHOT_SEED,
+    head_scores,
+    repeated_ids,
+)
 from model.runtime.checkpoint import save_checkpoint
 from model.runtime.lab import LabModel
+from model.tasks import induction
 from model.training.evaluate import EVAL_SEED, evaluate
 from model.training.trainer import TrainConfig, Trainer
 
@@ -37,6 +45,7 @@ PROBES = {
     "reverse": ("a 3 k 7 b", "b 7 k 3 a"),
     "sort": ("7 2 9 4 1", "1 2 4 7 9"),
     "en2ko": ("I study math at school", "나 는 학교 에서 수학 을 공부한다"),
+    "induction": ("q w e r t y u i o q w", "e r t y u i o"),
 }
 # Process-wide: every session's runs share these slots (a module is imported once).
 _SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT)
@@ -80,17 +89,25 @@ class Settings:
         return max(1, min(400, self.steps // 4)) if self.warmup else 1
 
     def train_config(self) -> TrainConfig:
-        """The run as the Trainer reads it: the task's recipe at this size and these settings."""
+        """The run as the Trainer reads it: the task's recipe at this size and these settings.
+
+        Induction keeps its recipe's shape (attention-only, no label smoothing) at every size:
+        "tiny" has one layer, so it shows the model that cannot form an induction head.
+        """
+        size = dict(SIZES[self.size])
+        attention_only = self.task == "induction"
+        if attention_only:
+            size["d_ff"] = 0
         return TrainConfig.for_task(
             self.task,
-            **SIZES[self.size],
+            **size,
             norm=self.norm,
             steps=self.steps,
             batch=self.batch,
             warmup=self.warmup_steps,
             lr_factor=self.lr_factor,
             dropout=0.0,  # short runs: dropout only slows the picture down
-            label_smoothing=0.1,
+            label_smoothing=0.0 if attention_only else 0.1,
             seed=self.seed,
             progress=False,
         )
@@ -119,6 +136,8 @@ class Progress:
     lr: list[tuple[int, float]] = field(default_factory=list)
     accuracy: list[tuple[int, float]] = field(default_factory=list)  # held-out token accuracy
     snapshots: list[Snapshot] = field(default_factory=list)
+    # induction only: (step, best prefix-matching score, best previous-token score)
+    heads: list[tuple[int, float, float]] = field(default_factory=list)
     folder: str | None = None  # the saved checkpoint, once there is one
     error: str = ""
     elapsed_s: float = 0.0
@@ -150,6 +169,7 @@ class LiveRun:
         self._cancel = threading.Event()
         self._beat = time.monotonic()
         self._thread: threading.Thread | None = None
+        self._repeats: torch.Tensor | None = None  # induction: the head-score probe
 
     # ---- called from the page -------------------------------------------------------------
     def start(self) -> None:
@@ -180,6 +200,7 @@ class LiveRun:
                 lr=list(p.lr),
                 accuracy=list(p.accuracy),
                 snapshots=list(p.snapshots),
+                heads=list(p.heads),
             )
 
     def join(self, timeout: float | None = None) -> None:
@@ -254,9 +275,22 @@ class LiveRun:
         snap = Snapshot(
             step, kind, trace.attention[kind].clone(), trace.tgt_tokens, keys, trace.mask(kind)
         )
+        heads = None
+        if task == "induction":
+            scores = head_scores(network, self._probe_ids(trainer))
+            heads = (step, scores["prefix_matching"].max().item(),
+                     scores["previous_token"].max().item())  # fmt: skip
         with self._lock:
             self._progress.accuracy.append((step, acc["token_accuracy"]))
             self._progress.snapshots.append(snap)
+            if heads is not None:
+                self._progress.heads.append(heads)
+
+    def _probe_ids(self, trainer: Trainer) -> torch.Tensor:
+        if self._repeats is None:
+            sequences = induction.repeated(SNAPSHOT_N, SNAPSHOT_SEED, SNAPSHOT_LENGTH)
+            self._repeats = repeated_ids(trainer.tgt_tok, sequences)
+        return self._repeats
 
     def _save(self, trainer: Trainer) -> str:
         root = self.out_root or Path(tempfile.gettempdir())

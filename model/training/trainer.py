@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from model.analysis.induction import SnapshotLog, measure
 from model.config import TransformerConfig
 from model.positional import SCHEMES
 from model.runtime.checkpoint import CURVE, WEIGHTS, save_checkpoint, write_metrics
@@ -37,6 +38,7 @@ from model.runtime.tokenizer import WordTokenizer, task_tokenizers
 from model.runtime.types import Network
 from model.schedule import noam_lambda
 from model.tasks import TASKS, get_task
+from model.tasks.induction import TEST_BLOCKS
 from model.training.evaluate import EVAL_SEED, evaluate
 from model.transformer import build_model
 
@@ -49,8 +51,24 @@ DEFAULTS = {
     "en2ko": dict(SMALL, steps=3000, dropout=0.1, lr_factor=1.0),
     "reverse": dict(SMALL, steps=8000, dropout=0.0, lr_factor=0.5),
     "sort": dict(SMALL, steps=5000, dropout=0.0, lr_factor=0.5),
+    # Two attention-only, pre-LN layers (Elhage et al. 2021), no label smoothing: the
+    # induction head forms with a sudden drop of the loss (the phase change).
+    "induction": dict(
+        d_model=64,
+        heads=4,
+        layers=2,
+        d_ff=0,
+        batch=64,
+        warmup=200,
+        steps=5000,
+        dropout=0.0,
+        lr_factor=1.0,
+        norm="pre",
+        label_smoothing=0.0,
+        positions="learned",  # sinusoids let it copy through lagged pairs of heads instead
+    ),
 }
-MAX_LEN = {"en2ko": 64, "reverse": 32, "sort": 32}
+MAX_LEN = {"en2ko": 64, "reverse": 32, "sort": 32, "induction": 64}
 
 
 @dataclass
@@ -113,17 +131,17 @@ def parse_args(argv: list[str]) -> TrainConfig:
     p.add_argument("--d-model", type=int, help="model width (default per task)")
     p.add_argument("--heads", type=int, help="attention heads")
     p.add_argument("--layers", type=int, help="encoder and decoder layers each")
-    p.add_argument("--d-ff", type=int, help="feed-forward inner width")
+    p.add_argument("--d-ff", type=int, help="feed-forward inner width (0: attention-only)")
     p.add_argument("--dropout", type=float, help="dropout rate (default per task)")
-    p.add_argument("--norm", choices=("post", "pre"), default="post", help="LayerNorm placement")
-    p.add_argument("--positions", choices=SCHEMES, default="sinusoidal",
-                   help="where order comes from (rope / alibi: inside self-attention)")  # fmt: skip
+    p.add_argument("--norm", choices=("post", "pre"), help="LayerNorm placement (default per task)")
+    p.add_argument("--positions", choices=SCHEMES,
+                   help="where order comes from (default per task; rope / alibi: inside self-attention)")  # fmt: skip
     p.add_argument("--kv-heads", type=int, help="key/value heads (grouped-query; 1 = multi-query)")
     p.add_argument("--steps", type=int, help="optimizer steps")
     p.add_argument("--batch", type=int, help="examples per step (per process under torchrun)")
     p.add_argument("--warmup", type=int, help="warm-up steps of the Noam schedule")
     p.add_argument("--lr-factor", type=float, help="scales the Noam learning rate")
-    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--label-smoothing", type=float, help="default per task (0.1 for most)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu | cuda | mps | auto")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: cores / processes)")
@@ -307,6 +325,10 @@ def main(argv: list[str] | None = None) -> dict | None:
     config, network = trainer.config, trainer.network
     curve: list[tuple[int, float, float]] = []
     tokens, interval_loss, interval_steps = 0, 0.0, 0
+    # The induction task also logs its heads' scores as it trains (snapshots.json).
+    heads = SnapshotLog(tgt_tok, every=2 * args.log_every) if args.task == "induction" else None
+    if heads is not None and rank == 0:
+        heads(0, network)
     start = time.perf_counter()
     bar = tqdm(
         total=args.steps,
@@ -325,6 +347,8 @@ def main(argv: list[str] | None = None) -> dict | None:
             curve.append((step, mean, lr))
             bar.set_postfix(loss=f"{mean:.3f}", lr=f"{lr:.2e}", refresh=False)
             interval_loss, interval_steps = 0.0, 0
+        if heads is not None and rank == 0:
+            heads(step, network, force=step == args.steps)
         bar.update(1)
     train_time = time.perf_counter() - start
     bar.close()
@@ -338,6 +362,12 @@ def main(argv: list[str] | None = None) -> dict | None:
             "kind": config.kind,
             **result,
             "eval_time_s": round(time.perf_counter() - eval_start, 2),
+            # 500 fresh "block block" sequences of a held-out block length (README).
+            **(
+                {"induction": measure(network, tgt_tok, 500, TEST_BLOCKS[1], EVAL_SEED)}
+                if args.task == "induction"
+                else {}
+            ),
             "steps": args.steps,
             "batch_size": args.batch,
             "world_size": world,
@@ -363,6 +393,8 @@ def main(argv: list[str] | None = None) -> dict | None:
         save_checkpoint(args.out, network, src_save, tgt_tok, metrics)
         metrics["size_bytes"] = (args.out / WEIGHTS).stat().st_size
         write_metrics(args.out, metrics)
+        if heads is not None:
+            heads.write(args.out)
         with open(args.out / CURVE, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
             writer.writerow(["step", "loss", "lr"])

@@ -73,6 +73,18 @@ def test_the_sort_task_snapshots_masked_decoder_self_attention(tmp_path):
     assert snap.attention[0, 0].triu(1).abs().max() == 0  # never looks ahead
 
 
+def test_an_induction_run_is_attention_only_and_logs_its_head_scores(tmp_path):
+    cfg = Settings(task="induction", size="small").train_config()
+    assert cfg.d_ff == 0 and cfg.positions == "learned" and cfg.label_smoothing == 0.0
+    run = LiveRun(Settings(task="induction", size="small", steps=10), out_root=tmp_path)
+    run.start()
+    run.join(60)
+    p = run.snapshot()
+    assert p.state == "done" and [s for s, _, _ in p.heads] == [0, 5, 10]
+    assert all(0 <= prefix <= 1 and 0 <= prev <= 1 for _, prefix, prev in p.heads)
+    assert p.snapshots[-1].kind == "decoder"
+
+
 def test_cancel_stops_the_run_and_keeps_no_model(tmp_path):
     run = LiveRun(Settings(steps=2000), out_root=tmp_path)
     run.start()

@@ -1,0 +1,177 @@
+"""Activation patching: run the corrupted input, put back one clean activation, see what returns.
+
+Clean and corrupted inputs differ in a word (or digit, or letter) and have the same length.
+Both are continued with the clean output up to the first token where the two runs part;
+there the clean run says A, the corrupted one B. The logit difference LD = logit(A) -
+logit(B) is measured on the corrupted run with one activation restored from the clean run:
+
+    recovered = (LD_patched - LD_corrupted) / (LD_clean - LD_corrupted)
+
+0 = restoring it changes nothing, 1 = it brings the whole clean answer back. Restoring
+nothing gives 0 and restoring the whole stream after the last layer gives 1, exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from model.analysis.circuit import Site, check_network, run
+from model.analysis.lens import Inputs, decoder_inputs
+from model.runtime.lab import LabModel
+
+
+class PatchingError(ValueError):
+    """Inputs patching cannot compare; ``key`` names the message for the page's catalogs."""
+
+    def __init__(self, key: str, message: str, **details):
+        super().__init__(message)
+        self.key, self.details = key, details
+
+
+@dataclass
+class Pair:
+    """Clean and corrupted inputs, continued alike up to the token where the answers part."""
+
+    clean: Inputs
+    corrupted: Inputs
+    answer: str  # the clean run's token (A)
+    other: str  # the corrupted run's token (B)
+    answer_id: int
+    other_id: int
+    position: int  # the decoder position whose prediction is read
+    changed: list[int]  # positions (of the patched stream) where the two inputs differ
+    stream: str  # the stream patched by position: "decoder" or "encoder"
+
+
+def _continuation(lm: LabModel, text: str) -> list[int]:
+    eos = lm.tgt_tokenizer.eos_id
+    ids = [s.token_id for s in lm.decode(text)]
+    return ids if ids and ids[-1] == eos else [*ids, eos]
+
+
+def make_pair(lm: LabModel, clean: str, corrupted: str) -> Pair:
+    """Check the two inputs and find the first token where the model's answers differ."""
+    check_network(lm.network)
+    a, b = lm.encode(clean), lm.encode(corrupted)
+    for which, enc, text in (("clean", a, clean), ("corrupted", b, corrupted)):
+        if not text.strip() or len(enc.ids) == len(lm.encode("").ids):
+            raise PatchingError("empty", f"the {which} input is empty", which=which)
+        if enc.unknown:
+            raise PatchingError(
+                "unknown", f"the {which} input has unknown words: {', '.join(enc.unknown)}",
+                which=which, words=enc.unknown,
+            )  # fmt: skip
+        if enc.truncated:
+            raise PatchingError("too_long", f"the {which} input is too long", which=which)
+    if len(a.ids) != len(b.ids):
+        raise PatchingError(
+            "length",
+            f"the inputs must have the same length: {len(a.ids)} and {len(b.ids)} tokens",
+            clean=len(a.ids), corrupted=len(b.ids),
+        )  # fmt: skip
+    changed = [i for i, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y]
+    if not changed:
+        raise PatchingError("same", "the corrupted input is the same as the clean one")
+    out_a, out_b = _continuation(lm, clean), _continuation(lm, corrupted)
+    part = next((i for i, (x, y) in enumerate(zip(out_a, out_b)) if x != y), None)
+    if part is None:
+        raise PatchingError("same_answer", "both inputs get the same answer: nothing to restore")
+    prefix = out_a[:part]
+    ci, ki = decoder_inputs(lm, clean, prefix), decoder_inputs(lm, corrupted, prefix)
+    if ci.ids.shape[1] >= lm.max_len:
+        raise PatchingError("too_long", "the answers part too late for this model's length")
+    tok = lm.tgt_tokenizer
+    stream = "encoder" if lm.kind == "encoder-decoder" else "decoder"
+    return Pair(
+        clean=ci, corrupted=ki,
+        answer=tok.tokens([out_a[part]])[0], other=tok.tokens([out_b[part]])[0],
+        answer_id=out_a[part], other_id=out_b[part],
+        position=ci.ids.shape[1] - 1, changed=changed, stream=stream,
+    )  # fmt: skip
+
+
+@dataclass
+class Patching:
+    """Recovered fraction of the logit difference for every restoration tried."""
+
+    pair: Pair
+    ld_clean: float
+    ld_corrupted: float
+    stream_tokens: list[str]  # the positions of the patched stream (clean tokens)
+    corrupted_tokens: list[str]
+    by_position: torch.Tensor  # [layers + 1, positions]: row 0 = embeddings, i = after layer i
+    by_head: dict[str, torch.Tensor]  # kind -> [layers, heads], head output at all positions
+    whole_last_layer: float  # the whole stream after the last layer restored (1 by design)
+    nothing: float  # nothing restored (0 by design)
+
+
+def _ld(logits: torch.Tensor, pair: Pair) -> float:
+    row = logits[0, pair.position].double()
+    return float(row[pair.answer_id] - row[pair.other_id])
+
+
+@torch.no_grad()
+def patch(lm: LabModel, clean: str, corrupted: str) -> Patching:
+    """Every (layer, position) of the stream the inputs differ in, and every head's output."""
+    pair = make_pair(lm, clean, corrupted)
+    net = lm.network
+    c, k = pair.clean, pair.corrupted
+    clean_run = run(net, c.ids, c.src_ids)
+    stored = clean_run.resid, clean_run.heads
+    ld_clean = _ld(clean_run.logits, pair)
+    ld_corr = _ld(run(net, k.ids, k.src_ids).logits, pair)
+    span = ld_clean - ld_corr  # > 0: A wins the clean run, B the corrupted one
+
+    def recovered(edit) -> float:
+        return (_ld(run(net, k.ids, k.src_ids, edit=edit).logits, pair) - ld_corr) / span
+
+    def restore_resid(layer: int, position: int | None):
+        def edit(site: Site, x: torch.Tensor) -> torch.Tensor:
+            if site != ("resid", pair.stream, layer):
+                return x
+            clean_x = stored[0][pair.stream][layer]
+            if position is None:
+                return clean_x
+            x = x.clone()
+            x[:, position] = clean_x[:, position]
+            return x
+
+        return edit
+
+    def restore_head(kind: str, layer: int, head: int):
+        def edit(site: Site, x: torch.Tensor) -> torch.Tensor:
+            if site != ("heads", kind, layer):
+                return x
+            x = x.clone()
+            x[:, head] = stored[1][(kind, layer)][:, head]
+            return x
+
+        return edit
+
+    n_layers = len(stored[0][pair.stream]) - 1
+    n_pos = stored[0][pair.stream][0].shape[1]
+    grid = torch.tensor(
+        [[recovered(restore_resid(i, p)) for p in range(n_pos)] for i in range(n_layers + 1)]
+    )
+    n_heads = net.config.n_heads
+    kinds = sorted({kind for kind, _ in stored[1]}, key=("encoder", "decoder", "cross").index)
+    by_head = {
+        kind: torch.tensor(
+            [
+                [recovered(restore_head(kind, i, h)) for h in range(n_heads)]
+                for i in range(sum(1 for kk, _ in stored[1] if kk == kind))
+            ]
+        )
+        for kind in kinds
+    }
+    tokens = c.src_tokens if pair.stream == "encoder" else c.tokens
+    corr_tokens = k.src_tokens if pair.stream == "encoder" else k.tokens
+    return Patching(
+        pair=pair, ld_clean=ld_clean, ld_corrupted=ld_corr,
+        stream_tokens=tokens, corrupted_tokens=corr_tokens,
+        by_position=grid, by_head=by_head,
+        whole_last_layer=recovered(restore_resid(n_layers, None)),
+        nothing=recovered(lambda site, x: x),
+    )  # fmt: skip

@@ -1,0 +1,304 @@
+"""Mechanisms: induction heads forming, the logit lens, activation patching, what a head does."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from model.analysis.attribution import Attribution, attribute
+from model.analysis.induction import load_snapshots
+from model.analysis.lens import Lens, logit_lens
+from model.analysis.patching import Patching, PatchingError, patch
+from model.runtime.checkpoint import CURVE, METRICS
+from model.runtime.loading import CHECKPOINTS, CONTRAST
+from model.training.warmup import load_curve
+from ui.charts import plotly_chart
+from ui.concepts import try_model
+from ui.frame import require_frame
+from ui.i18n import t
+from ui.models import load_model, model_label, selected_device
+from ui.permalink import linked
+from ui.sentence import clean_text, code_span, sentence_input
+from viz.attention import attention_heatmap
+from viz.concepts import lines_figure
+from viz.mechanisms import grid_heatmap, head_lines_figure, head_scatter, lens_table
+
+require_frame()
+
+MODELS = ("induction", "sort", "en2ko", "reverse")  # decoders that run our own code
+ONE_LAYER = CONTRAST[0]
+PATCH_DEFAULTS = {
+    "induction": ("q w e r t y u q w", "q w e r z y u q w"),
+    "sort": ("3 1 4 1 5 9 2 6", "3 1 4 1 5 0 2 6"),
+    "en2ko": ("I study math at school", "I study music at school"),
+    "reverse": ("a b c d e f g", "a b c x e f g"),
+}
+
+
+@st.cache_data(show_spinner=False, ttl=60)
+def shipped_run(name: str) -> dict | None:
+    """metrics, loss curve and head snapshots of a shipped induction checkpoint."""
+    folder = CHECKPOINTS / name
+    try:
+        metrics = json.loads((folder / METRICS).read_text(encoding="utf-8"))
+        curve = load_curve(folder / CURVE)
+    except (OSError, ValueError, KeyError):
+        return None
+    return {"metrics": metrics, "curve": curve, "snapshots": load_snapshots(folder)}
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_lens(name: str, device: str, text: str, k: int) -> Lens:
+    return logit_lens(load_model(name, device), text, k=k)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_patch(name: str, device: str, clean: str, corrupted: str) -> Patching:
+    return patch(load_model(name, device), clean, corrupted)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_attribution(
+    name: str, device: str, text: str, position: int | None, relevant: int | None,
+    relevant_src: int | None,
+) -> Attribution:  # fmt: skip
+    return attribute(load_model(name, device), text, position, relevant, relevant_src)
+
+
+def layer_labels(n_layers: int) -> list[str]:
+    return [t("mech.embeddings"), *[t("common.layer_n", n=i + 1) for i in range(n_layers)]]
+
+
+def head_label(kind: str, layer: int, head: int) -> str:
+    short = t(f"mech.kind_short.{kind}")
+    return t("mech.head_label", kind=short, layer=layer + 1, head=head + 1)
+
+
+def positions_label(tokens: list[str]):
+    return lambda i: f"{i} · {tokens[i]}"
+
+
+st.title(t("mech.title"))
+st.caption(t("mech.intro"))
+induction_tab, lens_tab, patch_tab, heads_tab = st.tabs(
+    [t("mech.tab.induction"), t("mech.tab.lens"), t("mech.tab.patching"), t("mech.tab.heads")]
+)
+
+# ---- 1. Induction heads ------------------------------------------------------------------
+with induction_tab:
+    st.markdown(t("mech.induction.plain"))
+    two, one = shipped_run("induction"), shipped_run(ONE_LAYER)
+    if two is None or one is None:
+        st.info(t("mech.induction.missing"), icon=":material/hourglass_empty:")
+    else:
+        names = {"induction": t("mech.two_layer"), ONE_LAYER: t("mech.one_layer")}
+        cols = st.columns(2)
+        for col, (name, run) in zip(cols, (("induction", two), (ONE_LAYER, one))):
+            m = run["metrics"].get("induction", {})
+            col.subheader(names[name])
+            if m:
+                a, b, c = col.columns(3)
+                a.metric(t("mech.metric.repeat"), f"{m['repeat_accuracy']:.1%}")
+                b.metric(t("mech.metric.first_half"), f"{m['first_half_accuracy']:.1%}")
+                c.metric(t("mech.metric.prefix"), f"{m['best_prefix_matching']:.2f}")
+                col.caption(t("mech.metric.caption", n=m["n"], length=m["block_length"],
+                              chance=f"{m['chance']:.1%}"))  # fmt: skip
+        plotly_chart(
+            lines_figure(
+                {names["induction"]: two["curve"]["step"], names[ONE_LAYER]: one["curve"]["step"]},
+                {names["induction"]: two["curve"]["loss"], names[ONE_LAYER]: one["curve"]["loss"]},
+                x_title=t("mech.step"), y_title=t("mech.loss"), title=t("mech.induction.loss"),
+            ),
+            key="mech_loss",
+        )  # fmt: skip
+        st.caption(t("mech.induction.loss_caption"))
+        snaps = two["snapshots"]
+        if snaps:
+            rows = snaps["snapshots"]
+            steps = [r["step"] for r in rows]
+            c1, c2 = st.columns(2)
+            for where, score in ((c1, "prefix_matching"), (c2, "previous_token")):
+                plotly_chart(
+                    head_lines_figure(
+                        steps, [r[score] for r in rows], head_label=t("mech.head_lh", layer="{layer}",
+                                                             head="{head}"),
+                        x_title=t("mech.step"), y_title=t(f"mech.score.{score}"),
+                        title=t(f"mech.score.{score}"),
+                    ),
+                    key=f"mech_{score}", where=where,
+                )  # fmt: skip
+            st.caption(t("mech.induction.scores_caption", n=snaps["probe"]["n"],
+                         length=snaps["probe"]["block_length"]))  # fmt: skip
+
+        st.subheader(t("mech.induction.try"))
+        lm2, why = try_model("induction")
+        lm1, why1 = try_model(ONE_LAYER)
+        if lm2 is None or lm1 is None:
+            st.error(t("model.load_failed", name="induction"), icon=":material/error:")
+        else:
+            text = sentence_input(lm2, "induction", key="mind")
+            if text is not None:
+                cols = st.columns(2)
+                for col, lm, name in ((cols[0], lm2, "induction"), (cols[1], lm1, ONE_LAYER)):
+                    m = shipped_run(name)["metrics"].get("induction", {})
+                    layer, head = m.get("best_head", [lm.config.n_decoder_layers - 1, 0])
+                    trace = lm.trace(text)
+                    q = trace.tgt_tokens
+                    col.markdown(t("mech.induction.continues", model=names[name],
+                                   text=code_span(lm.translate(text) or "∅")))  # fmt: skip
+                    plotly_chart(
+                        attention_heatmap(trace.attention["decoder"][layer, head], q, q,
+                                          mask=trace.mask("decoder"),
+                                          title=head_label("decoder", layer, head)),
+                        key=f"mech_att_{name}", where=col,
+                    )  # fmt: skip
+                st.caption(t("mech.induction.stripe"))
+                st.caption(t("mech.induction.eos"))
+
+# ---- the model for the other three tabs --------------------------------------------------
+device = selected_device()
+
+
+def pick_model(where, key: str):
+    name = linked(where.selectbox, t("mech.model"), MODELS, key=key, format_func=model_label)
+    lm, why = try_model(name)
+    if lm is None:
+        where.error(t("model.load_failed", name=model_label(name)), icon=":material/error:")
+    return lm, name
+
+
+# ---- 2. Logit lens -----------------------------------------------------------------------
+with lens_tab:
+    st.markdown(t("mech.lens.plain"))
+    lm, name = pick_model(st, "mlens_m")
+    text = sentence_input(lm, name, key="mlens") if lm is not None else None
+    if text is not None:
+        k = st.slider(t("mech.lens.k"), 1, 10, 5, key="mlens_k")
+        with st.spinner(t("explorer.running")):
+            lens = cached_lens(name, device, text, k)
+        labels = layer_labels(len(lens.probs) - 1)
+        top1 = [[row[0] for row in layer] for layer in lens.top_tokens]
+        plotly_chart(
+            grid_heatmap(
+                lens.answer_prob, labels, lens.tokens, probability=True,
+                value_name=t("mech.lens.prob"), x_title=t("mech.lens.positions"),
+                title=t("mech.lens.heatmap"), text=top1,
+            ),
+            key="mech_lens",
+        )  # fmt: skip
+        st.caption(t("mech.lens.caption"))
+        pos = st.select_slider(t("mech.lens.position"), list(range(len(lens.tokens))),
+                               value=len(lens.tokens) - 1, key="mlens_pos",
+                               format_func=positions_label(lens.tokens))  # fmt: skip
+        st.markdown(t("mech.lens.answer", token=code_span(lens.tokens[pos]),
+                      answer=code_span(lens.answer[pos])))  # fmt: skip
+        st.dataframe(lens_table(lens.top_tokens, lens.top_probs, labels, pos))
+
+# ---- 3. Activation patching --------------------------------------------------------------
+with patch_tab:
+    st.markdown(t("mech.patch.plain"))
+    st.latex(r"\text{recovered} = \frac{LD_{patched} - LD_{corrupted}}{LD_{clean} - LD_{corrupted}},"
+             r"\quad LD = \text{logit}(A) - \text{logit}(B)")  # fmt: skip
+    lm, name = pick_model(st, "mpatch_m")
+    if lm is not None:
+        if st.session_state.get("mpatch_for") != name:  # a new model starts from its example
+            st.session_state["mclean"], st.session_state["mcorrupt"] = PATCH_DEFAULTS[name]
+            st.session_state["mpatch_for"] = name
+        c1, c2 = st.columns(2)
+        clean, _ = clean_text(c1.text_input(t("mech.patch.clean"), key="mclean"))
+        corrupted, _ = clean_text(c2.text_input(t("mech.patch.corrupted"), key="mcorrupt"))
+        try:
+            with st.spinner(t("explorer.running")):
+                result = cached_patch(name, device, clean, corrupted)
+        except PatchingError as err:
+            d = err.details
+            which = t(f"mech.patch.which.{d['which']}") if "which" in d else ""
+            words = ", ".join(code_span(w) for w in d.get("words", []))
+            st.warning(t(f"mech.patch.error.{err.key}", which=which, words=words,
+                         clean=d.get("clean", ""), corrupted=d.get("corrupted", "")),
+                       icon=":material/block:")  # fmt: skip
+            result = None
+        if result is not None:
+            p = result.pair
+            st.markdown(t("mech.patch.answers", a=code_span(p.answer), b=code_span(p.other),
+                          clean=f"{result.ld_clean:.2f}", corrupted=f"{result.ld_corrupted:.2f}"))  # fmt: skip
+            cols = [f"{tok}→{bad}" if tok != bad else tok
+                    for tok, bad in zip(result.stream_tokens, result.corrupted_tokens)]  # fmt: skip
+            plotly_chart(
+                grid_heatmap(
+                    result.by_position, layer_labels(len(result.by_position) - 1), cols,
+                    probability=False, value_name=t("mech.patch.recovered"),
+                    x_title=t(f"mech.patch.stream.{p.stream}"),
+                    title=t("mech.patch.by_position"),
+                ),
+                key="mech_patch_pos",
+            )  # fmt: skip
+            st.caption(t("mech.patch.check", nothing=f"{result.nothing:.3f}",
+                         whole=f"{result.whole_last_layer:.3f}"))  # fmt: skip
+            for kind, grid in result.by_head.items():
+                plotly_chart(
+                    grid_heatmap(
+                        grid, [t("common.layer_n", n=i + 1) for i in range(len(grid))],
+                        [t("common.head_n", n=h + 1) for h in range(grid.shape[1])],
+                        probability=False, value_name=t("mech.patch.recovered"),
+                        title=t("mech.patch.by_head", kind=t(f"mech.kind.{kind}")),
+                    ),
+                    key=f"mech_patch_{kind}",
+                )  # fmt: skip
+            st.caption(t("mech.patch.heads_caption"))
+
+# ---- 4. What a head contributes ----------------------------------------------------------
+with heads_tab:
+    st.markdown(t("mech.heads.plain"))
+    lm, name = pick_model(st, "mheads_m")
+    text = sentence_input(lm, name, key="mheads") if lm is not None else None
+    if text is not None:
+        with st.spinner(t("explorer.running")):
+            first = cached_attribution(name, device, text, None, None, None)
+        tokens = first.tokens
+        c1, c2 = st.columns(2)
+        pos = c1.selectbox(t("mech.heads.position"), list(range(len(tokens))), index=first.position,
+                           key="mheads_pos", format_func=positions_label(tokens))  # fmt: skip
+        base = (
+            first
+            if pos == first.position
+            else cached_attribution(name, device, text, pos, None, None)
+        )
+        rel = c2.selectbox(t("mech.heads.relevant"), list(range(pos + 1)), index=base.relevant,
+                           key=f"mheads_rel_{pos}", format_func=positions_label(tokens))  # fmt: skip
+        rel_src = None
+        if base.relevant_src is not None:
+            src = base.src_tokens
+            rel_src = st.selectbox(t("mech.heads.relevant_src"), list(range(len(src))),
+                                   index=base.relevant_src, key=f"mheads_src_{pos}",
+                                   format_func=positions_label(src))  # fmt: skip
+        a = cached_attribution(name, device, text, pos, rel, rel_src)
+        st.markdown(t("mech.heads.answer", token=code_span(tokens[pos]), answer=code_span(a.answer),
+                      logit=f"{a.logit:.2f}", heads=f"{sum(h.direct for h in a.heads):.2f}",
+                      rest=f"{a.rest:.2f}"))  # fmt: skip
+        labels = [head_label(h.kind, h.layer, h.head) for h in a.heads]
+        x_att, x_roll = t("mech.heads.attention"), t("mech.heads.rollout")
+        c1, c2, c3 = st.columns(3)
+        plotly_chart(head_scatter([h.attention for h in a.heads], [h.ablation_logit for h in a.heads],
+                                  labels, x_title=x_att, y_title=t("mech.heads.ablation")),
+                     key="mech_sc_abl", where=c1)  # fmt: skip
+        plotly_chart(head_scatter([h.attention for h in a.heads], [h.direct for h in a.heads],
+                                  labels, x_title=x_att, y_title=t("mech.heads.direct")),
+                     key="mech_sc_dla", where=c2)  # fmt: skip
+        plotly_chart(head_scatter([h.rollout for h in a.heads], [h.ablation_logit for h in a.heads],
+                                  labels, x_title=x_roll, y_title=t("mech.heads.ablation")),
+                     key="mech_sc_roll", where=c3)  # fmt: skip
+        st.caption(t("mech.heads.caption"))
+        frame = pd.DataFrame(
+            {
+                t("mech.heads.col.head"): labels,
+                t("mech.heads.attention"): [h.attention for h in a.heads],
+                t("mech.heads.rollout"): [h.rollout for h in a.heads],
+                t("mech.heads.ablation"): [h.ablation_logit for h in a.heads],
+                t("mech.heads.loss"): [h.ablation_loss for h in a.heads],
+                t("mech.heads.direct"): [h.direct for h in a.heads],
+            }
+        )
+        st.dataframe(frame.round(3), hide_index=True)

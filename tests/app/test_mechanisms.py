@@ -1,0 +1,106 @@
+"""The Mechanisms page, headless through AppTest, in both languages, good input and bad."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.app import helpers
+from tests.app.helpers import chart, figures, ok
+from ui.i18n import translate
+
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+
+def open_page(**query: str):
+    return helpers.open_page("mechanisms", timeout=240, **query)
+
+
+def texts(at) -> str:
+    return " ".join(
+        [m.value for m in at.markdown]
+        + [w.value for w in at.warning]
+        + [c.value for c in at.caption]
+    )
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_page_renders_every_tab_in_both_languages(lang):
+    at = open_page(lang=lang)
+    ok(at)
+    assert at.title[0].value == translate("mech.title", lang)
+    assert not at.warning
+    keys = ["mech_loss", "mech_prefix_matching", "mech_previous_token", "mech_att_induction",
+            "mech_lens", "mech_patch_pos", "mech_patch_decoder", "mech_sc_abl", "mech_sc_dla",
+            "mech_sc_roll"]  # fmt: skip
+    for key in keys:
+        assert chart(at, key) is not None, key
+    # the logit lens: rows = embeddings + 2 layers, probabilities on a fixed [0, 1] scale
+    lens = chart(at, "mech_lens")
+    assert lens["data"][0]["zmin"] == 0 and lens["data"][0]["zmax"] == 1
+    assert lens["layout"]["yaxis"]["ticktext"][0] == translate("mech.embeddings", lang)
+    # patching: the checks are shown, and read exactly 0 and 1
+    check = translate("mech.patch.check", lang, nothing="0.000", whole="1.000")
+    assert check in [c.value for c in at.caption]
+    # the induction model continues the default prompt
+    assert "` e r t y u `" in texts(at)
+    if lang == "ko":
+        assert HANGUL.search(" ".join(m.value for m in at.markdown))
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_patching_inputs_of_different_length_get_a_clear_message(lang):
+    at = open_page(lang=lang)
+    at.text_input(key="mcorrupt").set_value("q w e r t y u i q w").run()
+    ok(at)
+    expected = translate("mech.patch.error.length", lang, clean=10, corrupted=11)
+    assert expected in [w.value for w in at.warning]
+    assert chart(at, "mech_patch_pos") is None
+
+
+@pytest.mark.parametrize(
+    "clean, corrupted, key",
+    [("q w e r t", "", "empty"), ("q w e r t y u q w", "q w e r t y u q w", "same")],
+)
+def test_patching_empty_or_unchanged_input_is_explained(clean, corrupted, key):
+    at = open_page(lang="ko")
+    at.text_input(key="mclean").set_value(clean)
+    at.text_input(key="mcorrupt").set_value(corrupted).run()
+    ok(at)
+    which = translate("mech.patch.which.corrupted", "ko")
+    assert translate(f"mech.patch.error.{key}", "ko", which=which) in [w.value for w in at.warning]
+
+
+def test_patching_unknown_words_are_named_on_en2ko():
+    at = open_page(mpatch_m="en2ko")
+    ok(at)
+    assert chart(at, "mech_patch_cross") is not None  # encoder-decoder: cross heads too
+    at.text_input(key="mcorrupt").set_value("I study xylophone at school").run()
+    ok(at)
+    which = translate("mech.patch.which.corrupted", "en")
+    expected = translate("mech.patch.error.unknown", "en", which=which, words="` xylophone `")
+    assert expected in [w.value for w in at.warning]
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_lens_explains_unknown_words_and_empty_input(lang):
+    at = open_page(lang=lang, mlens_m="sort")
+    ok(at)
+    at.text_input(key="mlens").set_value("3 x 1").run()
+    ok(at)
+    assert any(translate("input.unknown", lang, n=1) in w.value for w in at.warning)
+    at.text_input(key="mlens").set_value("   ").run()
+    ok(at)
+    assert translate("input.empty", lang) in [w.value for w in at.warning]
+
+
+def test_the_head_tab_follows_the_chosen_position_on_sort():
+    at = open_page(mheads_m="sort", mheads="3 1 2")
+    ok(at)
+    before = chart(at, "mech_sc_dla")
+    at.selectbox(key="mheads_pos").set_value(6).run()  # after "1": predicts "2"
+    ok(at)
+    after = chart(at, "mech_sc_dla")
+    assert before["data"][0]["y"] != after["data"][0]["y"]
+    assert len(figures(at)) >= 3

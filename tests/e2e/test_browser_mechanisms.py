@@ -1,0 +1,74 @@
+"""The Mechanisms page in a real browser, in English and Korean, with bad patching input."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+TIMEOUT_MS = 120_000
+
+
+VISIBLE_CHART = "[data-testid=stPlotlyChart] .main-svg >> visible=true"  # the open tab's
+
+
+def wait_until_drawn(page) -> None:
+    page.locator(VISIBLE_CHART).first.wait_for(timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
+    )
+    page.evaluate("document.fonts.ready")
+
+
+def open_tab(page, key: str, lang: str) -> None:
+    page.get_by_role("tab", name=translate(key, lang)).click()
+    page.wait_for_timeout(300)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_every_tab_draws_in_both_languages(page, artifacts_dir, screenshot_whole_page, lang):
+    page.goto(f"/mechanisms?lang={lang}")
+    page.locator("h1", has_text=translate("mech.title", lang)).wait_for(timeout=TIMEOUT_MS)
+    wait_until_drawn(page)
+    screenshot_whole_page(page, artifacts_dir / f"mechanisms-induction-{lang}.png")
+    for tab, name in (
+        ("mech.tab.lens", "lens"),
+        ("mech.tab.patching", "patching"),
+        ("mech.tab.heads", "heads"),
+    ):
+        open_tab(page, tab, lang)
+        wait_until_drawn(page)
+        screenshot_whole_page(page, artifacts_dir / f"mechanisms-{name}-{lang}.png")
+    text = page.get_by_test_id("stMain").inner_text()
+    if lang == "ko":
+        assert HANGUL.search(text)
+        assert translate("mech.title", "en") not in text
+    assert "Traceback" not in text
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_corrupted_input_of_another_length_is_explained(page, artifacts_dir, lang):
+    page.goto(f"/mechanisms?lang={lang}")
+    page.locator("h1", has_text=translate("mech.title", lang)).wait_for(timeout=TIMEOUT_MS)
+    wait_until_drawn(page)
+    open_tab(page, "mech.tab.patching", lang)
+    box = page.get_by_label(translate("mech.patch.corrupted", lang))
+    box.fill("q w e r t y u i q w")
+    box.press("Enter")
+    message = translate("mech.patch.error.length", lang, clean=10, corrupted=11)
+    page.get_by_text(message).wait_for(timeout=TIMEOUT_MS)
+    box.fill("")
+    box.press("Enter")
+    which = translate("mech.patch.which.corrupted", lang)
+    page.get_by_text(translate("mech.patch.error.empty", lang, which=which)).wait_for(
+        timeout=TIMEOUT_MS
+    )
+    page.screenshot(path=str(artifacts_dir / f"mechanisms-bad-input-{lang}.png"))
+    assert "Traceback" not in page.get_by_test_id("stMain").inner_text()
+    assert page.problems == []

@@ -1,0 +1,140 @@
+"""Figures for the Mechanisms page: logit lens, patching maps, head scores, head scatter plots.
+
+Pure functions (arrays in, plotly Figure or DataFrame out); every visible string is passed
+in already translated; tokens are escaped with ``token_label``.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from viz.attention import PROBABILITY_SCALE, SCORE_SCALE, _as_array, token_label
+from viz.concepts import SERIES_COLOURS
+
+
+def _esc(text: str) -> str:
+    return html.escape(text or "", quote=False)
+
+
+def grid_heatmap(
+    values,
+    row_labels: list[str],
+    col_labels: list[str],
+    *,
+    probability: bool,
+    value_name: str,
+    x_title: str = "",
+    y_title: str = "",
+    title: str = "",
+    text=None,
+    height: int | None = None,
+) -> go.Figure:
+    """Rows × columns with integer axes (repeated tokens stay apart), numbers in the cells.
+
+    ``probability``: fixed [0, 1] scale; otherwise a diverging scale centred at 0 whose
+    range covers at least [-1, 1] (a recovered fraction reads 0 none, 1 all).
+    """
+    z = _as_array(values).astype(float)
+    n_rows, n_cols = z.shape
+    if probability:
+        scale, zmin, zmax, zmid = PROBABILITY_SCALE, 0.0, 1.0, None
+    else:
+        bound = max(1.0, float(np.nanmax(np.abs(z))) if z.size else 1.0)
+        scale, zmin, zmax, zmid = SCORE_SCALE, -bound, bound, 0.0
+    cells = (
+        np.vectorize(lambda v: f"{v:.2f}")(z) if text is None else np.asarray(text, dtype=object)
+    )
+    rows = [token_label(r) for r in row_labels]
+    cols = [token_label(c) for c in col_labels]
+    hover = np.array([[f"{rows[i]} · {cols[j]}" for j in range(n_cols)] for i in range(n_rows)])
+    trace = go.Heatmap(
+        z=z, x=list(range(n_cols)), y=list(range(n_rows)), colorscale=scale, zmin=zmin,
+        zmax=zmax, zmid=zmid, text=cells, texttemplate="%{text}" if n_cols * n_rows <= 600 else None,
+        customdata=hover, hovertemplate="%{customdata}<br>" + _esc(value_name) + ": %{z:.3f}<extra></extra>",
+        colorbar=dict(title=_esc(value_name)),
+    )  # fmt: skip
+    fig = go.Figure(trace)
+    fig.update_xaxes(tickmode="array", tickvals=list(range(n_cols)), ticktext=cols,
+                     title=_esc(x_title), side="top")  # fmt: skip
+    fig.update_yaxes(tickmode="array", tickvals=list(range(n_rows)), ticktext=rows,
+                     title=_esc(y_title), autorange="reversed")  # fmt: skip
+    fig.update_layout(
+        title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
+        height=height or min(900, max(220, 130 + 34 * n_rows)),
+        margin=dict(l=10, r=10, t=100 if title else 70, b=10),
+    )
+    return fig
+
+
+def lens_table(top_tokens, top_probs, layer_labels: list[str], position: int) -> pd.DataFrame:
+    """The top-k tokens each layer reads at one position: layers as rows, "token (p)" cells."""
+    rows = {}
+    for label, toks, probs in zip(layer_labels, top_tokens, _as_array(top_probs)):
+        rows[label] = [f"{tok} ({p:.2f})" for tok, p in zip(toks[position], probs[position])]
+    k = len(next(iter(rows.values()))) if rows else 0
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[str(i + 1) for i in range(k)])
+
+
+def head_lines_figure(
+    steps: list[int],
+    scores,
+    *,
+    head_label: str,
+    x_title: str,
+    y_title: str,
+    title: str = "",
+    height: int = 320,
+) -> go.Figure:
+    """One line per head over training, scores [steps, layers, heads]; ``head_label`` is a
+    format string with {layer} and {head} (1-based)."""
+    z = _as_array(scores)
+    fig = go.Figure()
+    n_layers, n_heads = z.shape[1], z.shape[2]
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            fig.add_trace(go.Scatter(
+                x=np.asarray(steps, dtype=float), y=z[:, layer, head], mode="lines",
+                name=_esc(head_label.format(layer=layer + 1, head=head + 1)),
+                line=dict(color=SERIES_COLOURS[head % len(SERIES_COLOURS)],
+                          dash="solid" if layer == n_layers - 1 else "dot"),
+            ))  # fmt: skip
+    fig.update_xaxes(title=_esc(x_title))
+    fig.update_yaxes(title=_esc(y_title), range=[0, 1])
+    fig.update_layout(
+        title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
+        height=height, margin=dict(l=10, r=10, t=60 if title else 20, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+    )  # fmt: skip
+    return fig
+
+
+def head_scatter(
+    x,
+    y,
+    labels: list[str],
+    *,
+    x_title: str,
+    y_title: str,
+    title: str = "",
+    height: int = 360,
+) -> go.Figure:
+    """One point per head, labelled; a dotted zero line, since effects can have either sign."""
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    fig = go.Figure(go.Scatter(
+        x=xs, y=ys, mode="markers+text", text=[_esc(s) for s in labels],
+        textposition="top center", marker=dict(size=10, color="#1f77b4"),
+        hovertemplate="%{text}<br>" + _esc(x_title) + ": %{x:.3f}<br>" + _esc(y_title)
+        + ": %{y:.3f}<extra></extra>",
+    ))  # fmt: skip
+    fig.add_hline(y=0, line=dict(color="#999", dash="dot"))
+    fig.update_xaxes(title=_esc(x_title), range=[-0.05, 1.05])
+    fig.update_yaxes(title=_esc(y_title))
+    fig.update_layout(
+        title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
+        height=height, margin=dict(l=10, r=10, t=60 if title else 20, b=10), showlegend=False,
+    )  # fmt: skip
+    return fig
