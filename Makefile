@@ -4,7 +4,7 @@
 #   make stop    stop what make serve started
 #   make system-deps   the system packages: HAProxy (make serve), Chromium (browser tests)
 #   make test    lint, then the whole test suite
-#   make lint    ruff only
+#   make lint    ruff only (lint rules, then formatting)
 #   make bench   speed and memory, written to docs/benchmarks.md + .json (bench/benchreport.py)
 
 PYTHON ?= python3
@@ -40,10 +40,12 @@ system-deps:
 
 test: $(DEV_STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest
 
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 bench: $(DEV_STAMP)
 	$(PY) -m bench.benchreport --report docs/benchmarks.md --json docs/benchmarks.json

@@ -65,11 +65,15 @@ json.dump(out, sys.stdout)
 
 def machine() -> dict:
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model_names = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
-                   if line.startswith("model name")]  # fmt: skip
+    model_names = [
+        line.split(":", 1)[1].strip()
+        for line in cpuinfo.splitlines()
+        if line.startswith("model name")
+    ]
     meminfo = Path("/proc/meminfo").read_text() if Path("/proc/meminfo").exists() else ""
-    total_kb = next((int(line.split()[1]) for line in meminfo.splitlines()
-                     if line.startswith("MemTotal:")), 0)  # fmt: skip
+    total_kb = next(
+        (int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("MemTotal:")), 0
+    )
     return {
         "cpu": model_names[0] if model_names else platform.processor() or platform.machine(),
         "cores": os.cpu_count(),
@@ -88,8 +92,14 @@ def load_average() -> list[float]:
 
 def memory() -> dict:
     """RSS of a fresh process after imports, then after each model (MiB)."""
-    done = subprocess.run([sys.executable, "-c", MEMORY_PROBE], cwd=ROOT, capture_output=True,
-                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     raw = json.loads(done.stdout)
     return {k: (round(v / 2**20, 1) if isinstance(v, int) else v) for k, v in raw.items()}
 
@@ -103,10 +113,25 @@ def training() -> list[dict]:
             rows.append({"model": name, "missing": True})
             continue
         m = json.loads(path.read_text(encoding="utf-8"))
-        rows.append({k: m.get(k) for k in ("tokens_per_s", "train_tokens", "wall_time_s",
-                                            "steps", "batch_size", "params", "device", "threads",
-                                            "world_size", "load_average_before", "created")}
-                    | {"model": name})  # fmt: skip
+        rows.append(
+            {
+                k: m.get(k)
+                for k in (
+                    "tokens_per_s",
+                    "train_tokens",
+                    "wall_time_s",
+                    "steps",
+                    "batch_size",
+                    "params",
+                    "device",
+                    "threads",
+                    "world_size",
+                    "load_average_before",
+                    "created",
+                )
+            }
+            | {"model": name}
+        )
     return rows
 
 
@@ -123,9 +148,11 @@ def trace_seconds(model_name: str, text: str, repeats: int = 5) -> float:
 
 
 def explorer(repeats: int, quick: bool) -> list[dict]:
-    plan = [("en2ko", 8, ["heatmap", "heads"]),
-            ("minilm", 18, ["heatmap", "heads", "model", "lines", "focus", "stats"]),
-            ("minilm", 254, ["heatmap", "heads", "model"])]  # fmt: skip
+    plan = [
+        ("en2ko", 8, ["heatmap", "heads"]),
+        ("minilm", 18, ["heatmap", "heads", "model", "lines", "focus", "stats"]),
+        ("minilm", 254, ["heatmap", "heads", "model"]),
+    ]
     if quick:
         plan = [("en2ko", 8, ["heatmap"]), ("minilm", 18, ["heatmap"])]
     rows = []
@@ -148,10 +175,15 @@ def head_views(quick: bool) -> list[dict]:
         q, k = trace.tokens("encoder")
         att = trace.attention["encoder"]  # [L, H, n, n]
         start = time.perf_counter()
-        html = head_view_html(att[0], q, k, head_labels=[str(h) for h in range(att.shape[1])],
-                              hint="")  # fmt: skip
-        row = {"tokens": len(q), "ours_ms": (time.perf_counter() - start) * 1000,
-               "ours_bytes": len(html.encode()), "bertviz": "not installed"}  # fmt: skip
+        html = head_view_html(
+            att[0], q, k, head_labels=[str(h) for h in range(att.shape[1])], hint=""
+        )
+        row = {
+            "tokens": len(q),
+            "ours_ms": (time.perf_counter() - start) * 1000,
+            "ours_bytes": len(html.encode()),
+            "bertviz": "not installed",
+        }
         if has_bertviz:
             from bertviz import head_view
 
@@ -179,8 +211,9 @@ def served(sessions: int) -> dict:
             out["first_page"] = f"no Chromium at {loadtest.CHROMIUM}"
             return out
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(loadtest.CHROMIUM),
-                                         args=loadtest.CHROMIUM_ARGS)  # fmt: skip
+            browser = pw.chromium.launch(
+                executable_path=str(loadtest.CHROMIUM), args=loadtest.CHROMIUM_ARGS
+            )
             page = browser.new_page()
             page.goto(f"{url}/explorer?model=minilm")
             page.get_by_test_id("stPlotlyChart").first.locator(".xtick text").first.wait_for(
@@ -202,9 +235,13 @@ def class_simulation(students: int, duration_s: float) -> dict:
 
     if haproxy_path() is None:
         return {"skipped": f"HAProxy is not installed ({INSTALL_HINT})"}
-    out: dict = {"students": students, "duration_s": duration_s, "runs": [],
-                 "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                 "cores": os.cpu_count()}  # fmt: skip
+    out: dict = {
+        "students": students,
+        "duration_s": duration_s,
+        "runs": [],
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+    }
     for replicas in (1, 2):
         out["runs"].append(classsim.simulate(replicas, students, duration_s))
     out["failover"] = classsim.simulate(2, students, duration_s, kill_after_s=duration_s / 2)
@@ -222,13 +259,18 @@ def run(args) -> dict:
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load_before = load_average()
     threads = configure_threads()
-    result: dict = {"started": started, "load_average_before": load_before,
-                    "machine": machine(), "app_threads": threads}  # fmt: skip
+    result: dict = {
+        "started": started,
+        "load_average_before": load_before,
+        "machine": machine(),
+        "app_threads": threads,
+    }
     repeats = 1 if args.quick else args.repeats
     lengths = "20" if args.quick else "20,256"
     with contextlib.redirect_stdout(io.StringIO()):
-        result["model"] = model_bench.main(["--repeats", str(max(3, repeats * 2)),
-                                            "--minilm-lengths", lengths])  # fmt: skip
+        result["model"] = model_bench.main(
+            ["--repeats", str(max(3, repeats * 2)), "--minilm-lengths", lengths]
+        )
     configure_threads()  # bench.model_speed sets all cores; the pages run as the app would
     result["explorer"] = explorer(repeats, args.quick)
     result["decoding_step"] = ui_bench.bench_decoding_step(
@@ -278,9 +320,12 @@ def markdown(r: dict) -> str:
         f"{r['load_average_after']}",
     ]
     if max(r["load_average_before"][0], r["load_average_after"][0]) > (m["cores"] or 1):
-        out += ["", f"**The machine was busy** (a load average above its {m['cores']} cores): "
-                "other work ran beside this benchmark, and the times, above all the class run's "
-                "waits, are slower than on a quiet machine. Ratios within one table hold better."]  # fmt: skip
+        out += [
+            "",
+            f"**The machine was busy** (a load average above its {m['cores']} cores): "
+            "other work ran beside this benchmark, and the times, above all the class run's "
+            "waits, are slower than on a quiet machine. Ratios within one table hold better.",
+        ]
     out += [
         "",
         "## Explorer: re-render after Enter, beside the model",
@@ -310,8 +355,11 @@ def markdown(r: dict) -> str:
     ]
     sv = r["decoding_step_served"]
     if isinstance(sv, dict):
-        only = ("every press reran the step fragment alone" if sv["full_page_runs"] == 0
-                else f"**{sv['full_page_runs']} presses reran the whole page**")  # fmt: skip
+        only = (
+            "every press reran the step fragment alone"
+            if sv["full_page_runs"] == 0
+            else f"**{sv['full_page_runs']} presses reran the whole page**"
+        )
         out += [
             f"- **Server time of one Step press: {_ms(sv['server_ms'])}** (median of "
             f"{sv['presses'] - 1} presses; p90 {_ms(sv['server_p90_ms'])}), on a real server "
@@ -335,8 +383,10 @@ def markdown(r: dict) -> str:
         "|---|---:|---:|---:|",
     ]
     for f in r["model"]["forward"]:
-        out.append(f"| {f['what']} | {f['fast_tok_s']:,.0f} | {f['traced_tok_s']:,.0f} | "
-                   f"{f['traced_over_fast']:.2f}x |")  # fmt: skip
+        out.append(
+            f"| {f['what']} | {f['fast_tok_s']:,.0f} | {f['traced_tok_s']:,.0f} | "
+            f"{f['traced_over_fast']:.2f}x |"
+        )
     dec = r["model"]["decoding"]
     out += [
         "",
@@ -347,10 +397,17 @@ def markdown(r: dict) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     for x in r["model"]["minilm"]:
-        out.append(f"| {x['tokens']} tokens | {_ms(x['ours_fast_ms'])} | {_ms(x['ours_traced_ms'])} "
-                   f"| {_ms(x['transformers_ms'])} | {x['traced_over_transformers']:.2f}x |")  # fmt: skip
-    out += ["", "## Head view beside BertViz", "",
-            "| tokens | ours: build | ours: HTML | BertViz |", "|---:|---:|---:|---|"]  # fmt: skip
+        out.append(
+            f"| {x['tokens']} tokens | {_ms(x['ours_fast_ms'])} | {_ms(x['ours_traced_ms'])} "
+            f"| {_ms(x['transformers_ms'])} | {x['traced_over_transformers']:.2f}x |"
+        )
+    out += [
+        "",
+        "## Head view beside BertViz",
+        "",
+        "| tokens | ours: build | ours: HTML | BertViz |",
+        "|---:|---:|---:|---|",
+    ]
     for h in r["head_view"]:
         bv = h["bertviz"]
         if "bertviz_ms" in h:
@@ -359,11 +416,18 @@ def markdown(r: dict) -> str:
             f"| {h['tokens']} | {_ms(h['ours_ms'])} | {h['ours_bytes'] / 1e6:.2f} MB | {bv} |"
         )
     if r["head_view"] and r["head_view"][0]["bertviz"] == "not installed":
-        out += ["", "BertViz is not installed here (`import bertviz` fails), so it was not "
-                "measured; nothing is claimed about it from this run."]  # fmt: skip
-    out += ["", "## Training (recorded in the shipped checkpoints' metrics.json)", "",
-            "| model | tokens/s | steps × batch | parameters | device, threads | wall time | load avg before |",
-            "|---|---:|---:|---:|---|---:|---|"]  # fmt: skip
+        out += [
+            "",
+            "BertViz is not installed here (`import bertviz` fails), so it was not "
+            "measured; nothing is claimed about it from this run.",
+        ]
+    out += [
+        "",
+        "## Training (recorded in the shipped checkpoints' metrics.json)",
+        "",
+        "| model | tokens/s | steps × batch | parameters | device, threads | wall time | load avg before |",
+        "|---|---:|---:|---:|---|---:|---|",
+    ]
     for t in r["training"]:
         if t.get("missing"):
             out.append(f"| {t['model']} | (no metrics.json) | | | | | |")
@@ -401,8 +465,10 @@ def markdown(r: dict) -> str:
 
         def row(name: str, key: str) -> str:
             x = c[key]
-            return (f"| {name} | {x['n']} | {x['p50_s']:.2f} s | {x['p95_s']:.2f} s | "
-                    f"{x['max_s']:.2f} s |")  # fmt: skip
+            return (
+                f"| {name} | {x['n']} | {x['p50_s']:.2f} s | {x['p95_s']:.2f} s | "
+                f"{x['max_s']:.2f} s |"
+            )
 
         out += [
             f"- {c['sessions']} browser sessions (one Chromium, {c['sessions']} contexts) at once, "
@@ -459,20 +525,23 @@ def browser_markdown(b) -> list[str]:
         by_view.setdefault(r["view"], {})[r["tokens"]] = r["enter_to_drawn_s"]
     for view, cells in by_view.items():
         out.append(
-            f"| {view} | " + " | ".join(f"{cells[n]:.2f} s" if n in cells else "—" for n in sizes)
+            f"| {view} | "
+            + " | ".join(f"{cells[n]:.2f} s" if n in cells else "—" for n in sizes)
             + " |"
         )
     return out
 
 
 CLASS_TITLE = "## A class through the balancer (bench.classsim)"
-CLASS_ROWS = (("open", "open the explorer (MiniLM, own sentence in the URL)"),
-              ("explorer", "re-type a sentence → explorer re-rendered"),
-              ("navigate", "go to another page"),
-              ("switch", "switch model (sidebar)"),
-              ("decoding_text", "type digits on the decoding page"),
-              ("step", "press Step (a fragment rerun)"),
-              ("reconnect", "websocket lost → served again"))  # fmt: skip
+CLASS_ROWS = (
+    ("open", "open the explorer (MiniLM, own sentence in the URL)"),
+    ("explorer", "re-type a sentence → explorer re-rendered"),
+    ("navigate", "go to another page"),
+    ("switch", "switch model (sidebar)"),
+    ("decoding_text", "type digits on the decoding page"),
+    ("step", "press Step (a fragment rerun)"),
+    ("reconnect", "websocket lost → served again"),
+)
 
 
 def class_markdown(c: dict) -> str:
@@ -483,11 +552,22 @@ def class_markdown(c: dict) -> str:
     if c.get("skipped"):
         return "\n".join([*out, f"Not measured: {c['skipped']}.", ""])
     runs = c["runs"]
-    when = (f"Measured {c['measured_at']} on {c.get('cores', '?')} cores"
-            + (" (`--class-only`: this section's own run, not the rest of this report's). "
-               if c.get("class_only") else ". ")) if c.get("measured_at") else ""  # fmt: skip
-    loads = "; ".join(f"{r['replica_count']} replica(s): {r['load_average_before']} → "
-                      f"{r['load_average_after']}" for r in runs)  # fmt: skip
+    when = (
+        (
+            f"Measured {c['measured_at']} on {c.get('cores', '?')} cores"
+            + (
+                " (`--class-only`: this section's own run, not the rest of this report's). "
+                if c.get("class_only")
+                else ". "
+            )
+        )
+        if c.get("measured_at")
+        else ""
+    )
+    loads = "; ".join(
+        f"{r['replica_count']} replica(s): {r['load_average_before']} → {r['load_average_after']}"
+        for r in runs
+    )
     out += [
         f"{when}{c['students']} simulated students for {c['duration_s']:.0f} s each run, through HAProxy "
         "(`deploy/haproxy.cfg.in`, as `make serve` starts it) to 1 and then 2 replicas of "
@@ -502,21 +582,30 @@ def class_markdown(c: dict) -> str:
         "",
         "| action | "
         + " | ".join(f"{r['replica_count']} replica(s): n, p50 / p95 / max" for r in runs)
-        + " |",  # fmt: skip
+        + " |",
         "|---|" + "---:|" * len(runs),
     ]
     for key, name in CLASS_ROWS:
         cells = []
         for r in runs:
             a = r["actions"].get(key, {"n": 0})
-            cells.append("–" if not a["n"] else f"{a['n']}, {a['p50_s']:.2f} / "
-                         f"{a['p95_s']:.2f} / {a['max_s']:.2f} s")  # fmt: skip
+            cells.append(
+                "–"
+                if not a["n"]
+                else f"{a['n']}, {a['p50_s']:.2f} / {a['p95_s']:.2f} / {a['max_s']:.2f} s"
+            )
         if any(cell != "–" for cell in cells):
             out.append(f"| {name} | " + " | ".join(cells) + " |")
-    out.append("| errors, cross-talk | " + " | ".join(
-        f"{len(r['errors'])}, {len(r['crosstalk'])}" for r in runs) + " |")  # fmt: skip
-    out.append("| students per replica (first landing) | " + " | ".join(
-        ", ".join(f"{k}: {v}" for k, v in sorted(r["replicas"].items())) for r in runs) + " |")  # fmt: skip
+    out.append(
+        "| errors, cross-talk | "
+        + " | ".join(f"{len(r['errors'])}, {len(r['crosstalk'])}" for r in runs)
+        + " |"
+    )
+    out.append(
+        "| students per replica (first landing) | "
+        + " | ".join(", ".join(f"{k}: {v}" for k, v in sorted(r["replicas"].items())) for r in runs)
+        + " |"
+    )
     problems = [x for r in runs for x in r["errors"] + r["crosstalk"]]
     if problems:
         out += ["", "First problems: " + "; ".join(problems[:5]) + "."]
@@ -532,17 +621,23 @@ def class_markdown(c: dict) -> str:
             f"{f['students_on_victim']} students were served again on {', '.join(f['moved_to']) or '–'} "
             "(they reconnect as the frontend does: health through the balancer, a new websocket, "
             "the page rerun with its URL and widget states)"
-            + (f", the last {k['max_s']:.1f} s after the kill (median {k['p50_s']:.1f} s; "
-               f"from noticing the lost websocket: median {d['p50_s']:.1f} s, max {d['max_s']:.1f} s)"
-               if k.get("n") else "")
+            + (
+                f", the last {k['max_s']:.1f} s after the kill (median {k['p50_s']:.1f} s; "
+                f"from noticing the lost websocket: median {d['p50_s']:.1f} s, max {d['max_s']:.1f} s)"
+                if k.get("n")
+                else ""
+            )
             + f". Errors among its students: {len(f['errors_on_victim'])}; among the other "
             f"replica's: {len(f['errors_elsewhere'])} (reconnects there: "
             f"{f['reconnects_elsewhere']}); cross-talk: {len(fo['crosstalk'])}. Load average "
             f"{fo['load_average_before']} → {fo['load_average_after']}.",
-        ]  # fmt: skip
+        ]
         if f["errors_on_victim"] or f["errors_elsewhere"]:
-            out.append("First problems: " + "; ".join(
-                (f["errors_on_victim"] + f["errors_elsewhere"])[:5]) + ".")  # fmt: skip
+            out.append(
+                "First problems: "
+                + "; ".join((f["errors_on_victim"] + f["errors_elsewhere"])[:5])
+                + "."
+            )
     return "\n".join(out) + "\n"
 
 
@@ -555,16 +650,22 @@ def class_targets(c: dict) -> list[str]:
     out = []
     two = next((r for r in c.get("runs", []) if r.get("replica_count") == 2), None)
     if two is not None:
-        for key, name, limit in (("explorer", "explorer re-render p95", "explorer_p95_s"),
-                                 ("step", "Step p95", "step_p95_s")):  # fmt: skip
+        for key, name, limit in (
+            ("explorer", "explorer re-render p95", "explorer_p95_s"),
+            ("step", "Step p95", "step_p95_s"),
+        ):
             a = two["actions"].get(key, {"n": 0})
             if a["n"]:
                 ok = a["p95_s"] <= TARGETS[limit]
-                out.append(f"- 2 replicas, {name}: {a['p95_s']:.2f} s (target ≤ "
-                           f"{TARGETS[limit]:.1f} s: {'met' if ok else 'NOT met'})")  # fmt: skip
+                out.append(
+                    f"- 2 replicas, {name}: {a['p95_s']:.2f} s (target ≤ "
+                    f"{TARGETS[limit]:.1f} s: {'met' if ok else 'NOT met'})"
+                )
         clean = not two["errors"] and not two["crosstalk"]
-        out.append(f"- 2 replicas, errors and cross-talk: {len(two['errors'])}, "
-                   f"{len(two['crosstalk'])} (target 0, 0: {'met' if clean else 'NOT met'})")  # fmt: skip
+        out.append(
+            f"- 2 replicas, errors and cross-talk: {len(two['errors'])}, "
+            f"{len(two['crosstalk'])} (target 0, 0: {'met' if clean else 'NOT met'})"
+        )
     f = (c.get("failover") or {}).get("failover")
     if f:
         k = f["kill_to_served"]
@@ -572,9 +673,11 @@ def class_targets(c: dict) -> list[str]:
         ok = every and k.get("n") and k["max_s"] <= TARGETS["failover_served_s"]
         ok = ok and not f["errors_elsewhere"]
         last = f"{k['max_s']:.1f} s" if k.get("n") else "never"
-        out.append(f"- replica killed: every student of it served again, without an error, "
-                   f"the last {last} after the kill; no error among the other replica's students (target "
-                   f"≤ {TARGETS['failover_served_s']:.0f} s: {'met' if ok else 'NOT met'})")  # fmt: skip
+        out.append(
+            f"- replica killed: every student of it served again, without an error, "
+            f"the last {last} after the kill; no error among the other replica's students (target "
+            f"≤ {TARGETS['failover_served_s']:.0f} s: {'met' if ok else 'NOT met'})"
+        )
     return out
 
 
@@ -595,11 +698,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=16, help="0 skips the class run")
     parser.add_argument("--quick", action="store_true", help="fewer views and repeats (a check)")
-    parser.add_argument("--class-students", type=int, default=30,
-                        help="simulated students through HAProxy (bench.classsim); 0 skips")  # fmt: skip
+    parser.add_argument(
+        "--class-students",
+        type=int,
+        default=30,
+        help="simulated students through HAProxy (bench.classsim); 0 skips",
+    )
     parser.add_argument("--class-duration", type=float, default=60.0, help="seconds per class run")
-    parser.add_argument("--class-only", action="store_true",
-                        help="run only the class simulation; replace its section of the report")  # fmt: skip
+    parser.add_argument(
+        "--class-only",
+        action="store_true",
+        help="run only the class simulation; replace its section of the report",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.class_students = min(args.class_students, 8)

@@ -25,9 +25,16 @@ from bench.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
 
 WAIT_MS = 120_000
 PAGES = (
-    "", "explorer", "decoding", "training", "concept_attention", "concept_positional",
-    "concept_layernorm", "concept_warmup", "concept_family",
-)  # fmt: skip
+    "",
+    "explorer",
+    "decoding",
+    "training",
+    "concept_attention",
+    "concept_positional",
+    "concept_layernorm",
+    "concept_warmup",
+    "concept_family",
+)
 EXPLORER_VIEWS = ("heatmap", "heads", "model", "lines", "focus", "stages", "stats")
 TEXT = (
     "the student reads the lecture notes about attention and then opens the lab to see "
@@ -133,10 +140,20 @@ def page_visits(base: str, browser, timing_log: Path) -> list[dict]:
             seconds = settle_after(page, timing_log, seen) - start
             runs = scripttiming.read_runs(timing_log)[seen:]
             server_ms = sum(r["ms"] for r in runs)
-            rows.append({"page": name or "home", "visit": visit, "drawn_s": round(seconds, 3),
-                         "server_ms": round(server_ms, 1), "script_runs": len(runs)})  # fmt: skip
-            print(f"{visit} {name or 'home':20s} drawn {seconds:6.2f} s, server {server_ms:7.1f} ms"
-                  f" in {len(runs)} runs", file=sys.stderr)  # fmt: skip
+            rows.append(
+                {
+                    "page": name or "home",
+                    "visit": visit,
+                    "drawn_s": round(seconds, 3),
+                    "server_ms": round(server_ms, 1),
+                    "script_runs": len(runs),
+                }
+            )
+            print(
+                f"{visit} {name or 'home':20s} drawn {seconds:6.2f} s, server {server_ms:7.1f} ms"
+                f" in {len(runs)} runs",
+                file=sys.stderr,
+            )
             page.close()
     return rows
 
@@ -174,10 +191,11 @@ def summary(result: dict) -> dict:
         "worst_cold_drawn_s": max(r["drawn_s"] for r in cold),
         "worst_warm_server_ms": max(r["server_ms"] for r in warm),
         "median_warm_drawn_s": statistics.median(r["drawn_s"] for r in warm),
-        "heatmap_256_s": next((r["enter_to_drawn_s"] for r in at_256 if r["view"] == "heatmap"),
-                              None),
+        "heatmap_256_s": next(
+            (r["enter_to_drawn_s"] for r in at_256 if r["view"] == "heatmap"), None
+        ),
         "worst_view_256_s": max((r["enter_to_drawn_s"] for r in at_256), default=None),
-    }  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -140,9 +140,11 @@ FINISHED = {0: "ok", 1: "compile error", 3: "ok"}  # ForwardMsg.ScriptFinishedSt
 
 def sentence(marker: str, rng: random.Random) -> str:
     """About 20 MiniLM tokens with the student's marker; new words each time (no cache hit)."""
-    return (f"the {marker} that a student saw near the old {rng.choice(PLACES)} was "
-            f"{rng.choice(MOODS)} and very {rng.choice(MOODS)} after the long "
-            f"{rng.choice(TIMES)} class")  # fmt: skip
+    return (
+        f"the {marker} that a student saw near the old {rng.choice(PLACES)} was "
+        f"{rng.choice(MOODS)} and very {rng.choice(MOODS)} after the long "
+        f"{rng.choice(TIMES)} class"
+    )
 
 
 def digits_for(i: int, rng: random.Random) -> list[str]:
@@ -159,8 +161,13 @@ def percentile(values: list[float], q: float) -> float:
 def summary(waits: list[float]) -> dict:
     if not waits:
         return {"n": 0}
-    return {"n": len(waits), "p50_s": percentile(waits, 50), "p95_s": percentile(waits, 95),
-            "max_s": max(waits), "mean_s": statistics.fmean(waits)}  # fmt: skip
+    return {
+        "n": len(waits),
+        "p50_s": percentile(waits, 50),
+        "p95_s": percentile(waits, 95),
+        "max_s": max(waits),
+        "mean_s": statistics.fmean(waits),
+    }
 
 
 class Disconnected(Exception):
@@ -455,8 +462,9 @@ class Student:
         for data in result.raw:
             hit = self.others.search(data)
             if hit:
-                self.crosstalk.append(f"{action}: received another student's word "
-                                      f"{hit.group(1).decode()!r}")  # fmt: skip
+                self.crosstalk.append(
+                    f"{action}: received another student's word {hit.group(1).decode()!r}"
+                )
         self.progress = (progress_texts(result.elements) or [self.progress])[-1]
         if not result.fragment:
             self.elements = result.elements  # a full run; a fragment run keeps the page's
@@ -474,8 +482,10 @@ class Student:
                 break
             except (Disconnected, OSError, TimeoutError) as err:
                 if time.perf_counter() > deadline:
-                    self.errors.append(f"reconnect: gave up after {RECONNECT_GIVE_UP_S:.0f} s "
-                                       f"({type(err).__name__}: {err})")  # fmt: skip
+                    self.errors.append(
+                        f"reconnect: gave up after {RECONNECT_GIVE_UP_S:.0f} s "
+                        f"({type(err).__name__}: {err})"
+                    )
                     raise Disconnected("gave up") from err
                 await asyncio.sleep(RECONNECT_POLL_S)
             except Exception as err:  # a refused handshake (the balancer had no replica)
@@ -487,10 +497,15 @@ class Student:
         served = time.perf_counter()
         self.waits["reconnect"].append(served - lost)
         self.history.append(f"reconnect[{self.query_string}]")
-        self.reconnects.append({"from": lost_on, "to": self.conn.served_by,
-                                "lost_at": self.clock.since(lost),
-                                "served_at": self.clock.since(served),
-                                "seconds": served - lost})  # fmt: skip
+        self.reconnects.append(
+            {
+                "from": lost_on,
+                "to": self.conn.served_by,
+                "lost_at": self.clock.since(lost),
+                "served_at": self.clock.since(served),
+                "seconds": served - lost,
+            }
+        )
         if self.page_check is not None:  # the page came back with this student's input
             self.page_check(result)
 
@@ -537,9 +552,11 @@ class Student:
         if tokens is None:
             self.errors.append("explorer: no heatmap came")
         elif self.marker not in tokens:
-            self.errors.append(f"explorer: heatmap without the own word {self.marker!r} "
-                               f"(it shows {' '.join(tokens[:8])} ..., after "
-                               f"{' > '.join(self.history[-3:])})")  # fmt: skip
+            self.errors.append(
+                f"explorer: heatmap without the own word {self.marker!r} "
+                f"(it shows {' '.join(tokens[:8])} ..., after "
+                f"{' > '.join(self.history[-3:])})"
+            )
 
     def check_decoding(self, expect_step: int | None):
         prefix = translate("decoding.decoder_input", "en", tokens="")
@@ -555,8 +572,10 @@ class Student:
                 j = self.others_digits[" ".join(run)]
                 self.crosstalk.append(f"decoding shows student {j}'s digits {run}")
             elif run != self.digits:
-                self.errors.append(f"decoding shows {run}, typed {self.digits} (after "
-                                   f"{' > '.join(self.history[-4:])})")  # fmt: skip
+                self.errors.append(
+                    f"decoding shows {run}, typed {self.digits} (after "
+                    f"{' > '.join(self.history[-4:])})"
+                )
             if expect_step is not None:
                 want = translate("decoding.position", "en", step=expect_step, total="")
                 if not any(p.startswith(want) for p in progress_texts(result.elements)):
@@ -648,8 +667,15 @@ class Clock:
         return round(t - self.start, 3)
 
 
-async def _class(base: str, n: int, duration_s: float, seed: int, arrival_s: float,
-                 kill=None, kill_after_s: float | None = None) -> tuple[list[Student], dict]:  # fmt: skip
+async def _class(
+    base: str,
+    n: int,
+    duration_s: float,
+    seed: int,
+    arrival_s: float,
+    kill=None,
+    kill_after_s: float | None = None,
+) -> tuple[list[Student], dict]:
     clock = Clock()
     students = [Student(i, base, MARKERS, seed, clock) for i in range(n)]
     stop_at = clock.start + duration_s
@@ -690,16 +716,24 @@ def run_async(coroutine):
     return box["result"]
 
 
-def run_class(base_url: str, students: int = 30, duration_s: float = 60.0, seed: int = 0,
-              arrival_s: float = 0.2, kill=None, kill_after_s: float | None = None) -> dict:  # fmt: skip
+def run_class(
+    base_url: str,
+    students: int = 30,
+    duration_s: float = 60.0,
+    seed: int = 0,
+    arrival_s: float = 0.2,
+    kill=None,
+    kill_after_s: float | None = None,
+) -> dict:
     """Drive a class against ``base_url`` (the balancer); ``kill()`` -> (replica, pid) ends one
     replica ``kill_after_s`` into the class. Waits in seconds."""
     if not 1 <= students <= MAX_STUDENTS:
         raise ValueError(f"1 to {MAX_STUDENTS} students (one marker word each)")
     started = time.perf_counter()
     load_before = [round(x, 2) for x in os.getloadavg()]
-    people, failover = run_async(_class(base_url.rstrip("/"), students, duration_s, seed,
-                                        arrival_s, kill, kill_after_s))  # fmt: skip
+    people, failover = run_async(
+        _class(base_url.rstrip("/"), students, duration_s, seed, arrival_s, kill, kill_after_s)
+    )
     out = {
         "students": students,
         "duration_s": duration_s,
@@ -720,16 +754,18 @@ def run_class(base_url: str, students: int = 30, duration_s: float = 60.0, seed:
         hit = [s for s in people if s.replicas and s.replicas[0] == victim]
         spared = [s for s in people if s.replicas and s.replicas[0] != victim]
         served = [r["served_at"] - failover["killed_at"] for s in hit for r in s.reconnects[:1]]
-        failover.update({
-            "students_on_victim": len(hit),
-            "reconnected": sum(1 for s in hit if s.reconnects),
-            "kill_to_served": summary(served),
-            "detect_to_served": summary([r["seconds"] for s in hit for r in s.reconnects[:1]]),
-            "moved_to": sorted({r["to"] for s in hit for r in s.reconnects if r["to"]}),
-            "errors_on_victim": [f"student {s.i}: {e}" for s in hit for e in s.errors],
-            "errors_elsewhere": [f"student {s.i}: {e}" for s in spared for e in s.errors],
-            "reconnects_elsewhere": sum(len(s.reconnects) for s in spared),
-        })  # fmt: skip
+        failover.update(
+            {
+                "students_on_victim": len(hit),
+                "reconnected": sum(1 for s in hit if s.reconnects),
+                "kill_to_served": summary(served),
+                "detect_to_served": summary([r["seconds"] for s in hit for r in s.reconnects[:1]]),
+                "moved_to": sorted({r["to"] for s in hit for r in s.reconnects if r["to"]}),
+                "errors_on_victim": [f"student {s.i}: {e}" for s in hit for e in s.errors],
+                "errors_elsewhere": [f"student {s.i}: {e}" for s in spared for e in s.errors],
+                "reconnects_elsewhere": sum(len(s.reconnects) for s in spared),
+            }
+        )
         out["failover"] = failover
     return out
 
@@ -777,8 +813,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def settle(pids: list[int], quiet: float = 0.1, window_s: float = 2.0,
-           limit_s: float = 180.0) -> float:  # fmt: skip
+def settle(
+    pids: list[int], quiet: float = 0.1, window_s: float = 2.0, limit_s: float = 180.0
+) -> float:
     """Wait until the replicas' start-up work (ui.preload: models, the concept pages'
     numbers, on a background thread after the first page) is done: until they used less than
     ``quiet`` of a core over ``window_s``. The class starts on servers at rest, as it does
@@ -794,8 +831,14 @@ def settle(pids: list[int], quiet: float = 0.1, window_s: float = 2.0,
     return time.perf_counter() - start
 
 
-def simulate(replicas: int, students: int, duration_s: float, kill_after_s: float | None = None,
-             seed: int = 0, log_dir=None) -> dict:  # fmt: skip
+def simulate(
+    replicas: int,
+    students: int,
+    duration_s: float,
+    kill_after_s: float | None = None,
+    seed: int = 0,
+    log_dir=None,
+) -> dict:
     """Start ``replicas`` behind HAProxy (deploy.serve), warm them, let their start-up work
     finish, run the class, stop."""
     from deploy.serve import cluster
@@ -812,13 +855,17 @@ def simulate(replicas: int, students: int, duration_s: float, kill_after_s: floa
 
 
 def describe(r: dict) -> str:
-    lines = [f"{r['students']} students, {r.get('replica_count', '?')} replica(s), "
-             f"{r['duration_s']:.0f} s; first replicas {r['replicas']}; load average "
-             f"{r['load_average_before']} -> {r['load_average_after']}"]  # fmt: skip
+    lines = [
+        f"{r['students']} students, {r.get('replica_count', '?')} replica(s), "
+        f"{r['duration_s']:.0f} s; first replicas {r['replicas']}; load average "
+        f"{r['load_average_before']} -> {r['load_average_after']}"
+    ]
     for a, s in r["actions"].items():
         if s["n"]:
-            lines.append(f"  {a:14s} n={s['n']:4d}  p50 {s['p50_s']:.2f} s  p95 {s['p95_s']:.2f} s"
-                         f"  max {s['max_s']:.2f} s")  # fmt: skip
+            lines.append(
+                f"  {a:14s} n={s['n']:4d}  p50 {s['p50_s']:.2f} s  p95 {s['p95_s']:.2f} s"
+                f"  max {s['max_s']:.2f} s"
+            )
     lines.append(f"  errors: {len(r['errors'])}, cross-talk: {len(r['crosstalk'])}")
     lines += [f"    {x}" for x in (r["errors"] + r["crosstalk"])[:20]]
     f = r.get("failover")
@@ -838,8 +885,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of class")
-    parser.add_argument("--kill-after", type=float, default=None,
-                        help="SIGKILL replica r1 this many seconds into the class")  # fmt: skip
+    parser.add_argument(
+        "--kill-after",
+        type=float,
+        default=None,
+        help="SIGKILL replica r1 this many seconds into the class",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--url", default=None, help="a running balancer; default: start one")
     parser.add_argument("--json", default=None, help="write the result here")

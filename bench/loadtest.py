@@ -32,13 +32,43 @@ from ui.i18n import translate
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 # One single-token MiniLM word per session, so a heatmap says whose sentence it drew.
-WORDS = ("apple", "river", "planet", "music", "tiger", "castle", "ocean", "robot", "garden",
-         "dragon", "piano", "island", "rocket", "forest", "bridge", "winter", "candle", "desert",
-         "violin", "harbor", "meadow", "comet", "lantern", "glacier")  # fmt: skip
+WORDS = (
+    "apple",
+    "river",
+    "planet",
+    "music",
+    "tiger",
+    "castle",
+    "ocean",
+    "robot",
+    "garden",
+    "dragon",
+    "piano",
+    "island",
+    "rocket",
+    "forest",
+    "bridge",
+    "winter",
+    "candle",
+    "desert",
+    "violin",
+    "harbor",
+    "meadow",
+    "comet",
+    "lantern",
+    "glacier",
+)
 STEPS = 3  # Step presses per session on the decoding page
 WAIT_MS = 120_000
 ARRIVAL_S = 0.5  # students open the page this far apart; then all press Enter together
@@ -67,10 +97,16 @@ async def _student(browser, base: str, i: int, barrier, n: int) -> dict:
     page = await context.new_page()
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
-    page.on("console", lambda m: m.type == "error" and "404" not in m.text
-            and problems.append(m.text))  # fmt: skip
-    page.on("request", lambda r: not r.url.startswith((base, "data:", "blob:", "about:"))
-            and problems.append(f"off-site: {r.url}"))  # fmt: skip
+    page.on(
+        "console", lambda m: m.type == "error" and "404" not in m.text and problems.append(m.text)
+    )
+    page.on(
+        "request",
+        lambda r: (
+            not r.url.startswith((base, "data:", "blob:", "about:"))
+            and problems.append(f"off-site: {r.url}")
+        ),
+    )
     waits: dict[str, list[float]] = {"explorer": [], "step": []}
     result = {"session": i, "problems": problems, "waits": waits, "mixed": []}
     try:
@@ -165,8 +201,13 @@ def run_sessions(base_url: str, n: int = 16) -> dict:
     def summary(waits: list[float]) -> dict:
         if not waits:
             return {"n": 0}
-        return {"n": len(waits), "p50_s": percentile(waits, 50), "p95_s": percentile(waits, 95),
-                "max_s": max(waits), "mean_s": statistics.fmean(waits)}  # fmt: skip
+        return {
+            "n": len(waits),
+            "p50_s": percentile(waits, 50),
+            "p95_s": percentile(waits, 95),
+            "max_s": max(waits),
+            "mean_s": statistics.fmean(waits),
+        }
 
     return {
         "sessions": n,
@@ -220,9 +261,23 @@ def serve(
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     launcher = ["streamlit"] if timing_log is None else ["bench.scripttiming", str(timing_log)]
-    command = [sys.executable, "-m", *launcher, "run", "app.py", "--server.headless", "true",
-               "--server.port", str(port), "--server.address", "127.0.0.1",
-               "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        *launcher,
+        "run",
+        "app.py",
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     log = open(log_path or os.devnull, "w")  # noqa: SIM115 - closed in finally
     start = time.perf_counter()
     env = {**os.environ, "ATTENTION_LAB_PRELOAD": "1"}  # a server as `make run` starts it

@@ -125,11 +125,17 @@ def bench_explorer(model_name: str, n_words: int, views: list[str], repeats: int
         n_tokens = len(load(model_name, "cpu").encode(text).ids)
         forward = bare_forward_seconds(model_name, text)
         render = statistics.median(r[0] for r in runs)
-        rows.append({
-            "model": model_name, "tokens": n_tokens, "view": view,
-            "render_ms": render * 1000, "forward_ms": forward * 1000,
-            "budget_ms": (5 * forward + 0.1) * 1000, "bytes": statistics.median(r[1] for r in runs),
-        })  # fmt: skip
+        rows.append(
+            {
+                "model": model_name,
+                "tokens": n_tokens,
+                "view": view,
+                "render_ms": render * 1000,
+                "forward_ms": forward * 1000,
+                "budget_ms": (5 * forward + 0.1) * 1000,
+                "bytes": statistics.median(r[1] for r in runs),
+            }
+        )
     return rows
 
 
@@ -158,9 +164,11 @@ def bench_decoding_step(model_name: str, text: str, repeats: int) -> dict:
     n = len(list(lm.decode(text)))
     per_token = (time.perf_counter() - start) / max(1, n)
     return {
-        "model": model_name, "step_ms": statistics.median(times) * 1000,
-        "model_per_token_ms": per_token * 1000, "tokens": n,
-    }  # fmt: skip
+        "model": model_name,
+        "step_ms": statistics.median(times) * 1000,
+        "model_per_token_ms": per_token * 1000,
+        "tokens": n,
+    }
 
 
 def bench_decoding_step_served(model_name: str, text: str, rounds: int) -> dict:
@@ -207,13 +215,17 @@ def bench_decoding_step_served(model_name: str, text: str, rounds: int) -> dict:
                 scripttiming.runs_after(log, seen)
             chromium.close()
     return {
-        "model": model_name, "text": text, "tokens": total, "presses": len(browser_s) + 1,
-        "first_ms": first_ms, "first_browser_ms": first_browser_ms,
+        "model": model_name,
+        "text": text,
+        "tokens": total,
+        "presses": len(browser_s) + 1,
+        "first_ms": first_ms,
+        "first_browser_ms": first_browser_ms,
         "server_ms": statistics.median(server),
         "server_p90_ms": statistics.quantiles(server, n=10)[-1] if len(server) > 1 else server[0],
         "browser_ms": statistics.median(browser_s) * 1000,
         "full_page_runs": full_page_runs,
-    }  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -251,10 +263,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
         )
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"explorer": rows, "decoding_step": step, "decoding_step_served": served},
-                       indent=2),
+            json.dumps(
+                {"explorer": rows, "decoding_step": step, "decoding_step_served": served}, indent=2
+            ),
             encoding="utf-8",
-        )  # fmt: skip
+        )
     return rows
 
 

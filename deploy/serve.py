@@ -59,16 +59,21 @@ def replica_name(i: int) -> str:
     return f"r{i + 1}"
 
 
-def render_config(port: int, replica_ports: Sequence[int], stats_socket: Path,
-                  bind: str = "*") -> str:  # fmt: skip
+def render_config(
+    port: int, replica_ports: Sequence[int], stats_socket: Path, bind: str = "*"
+) -> str:
     """The HAProxy configuration for these ports, from deploy/haproxy.cfg.in."""
     servers = "\n".join(
         f"    server {replica_name(i)} 127.0.0.1:{p} cookie {replica_name(i)}"
         for i, p in enumerate(replica_ports)
     )
     text = TEMPLATE.read_text(encoding="utf-8")
-    for name, value in (("bind", bind), ("port", port), ("servers", servers),
-                        ("stats_socket", stats_socket)):  # fmt: skip
+    for name, value in (
+        ("bind", bind),
+        ("port", port),
+        ("servers", servers),
+        ("stats_socket", stats_socket),
+    ):
         text = text.replace("{" + name + "}", str(value))
     return text
 
@@ -119,17 +124,35 @@ class Replica:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, launcher: Sequence[str] = ("streamlit",)) -> None:
-        self.command = [sys.executable, "-m", *launcher, "run", "app.py",
-                        "--server.headless", "true", "--server.port", str(self.port),
-                        "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
-                        "--browser.gatherUsageStats", "false"]  # fmt: skip
+        self.command = [
+            sys.executable,
+            "-m",
+            *launcher,
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(self.port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.fileWatcherType",
+            "none",
+            "--browser.gatherUsageStats",
+            "false",
+        ]
         env = {**os.environ, "ATTENTION_LAB_THREADS": self.threads}
         with open(self.log_path, "ab") as log:
             # Its own session: a Ctrl-C reaches `make serve` alone, which stops the
             # replicas itself (and does not take a replica's exit for a crash).
-            self.process = subprocess.Popen(self.command, cwd=ROOT, stdout=log,
-                                            stderr=subprocess.STDOUT, env=env,
-                                            start_new_session=True)  # fmt: skip
+            self.process = subprocess.Popen(
+                self.command,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -162,9 +185,12 @@ class Cluster:
 
     def record(self) -> None:
         """pids.json: what `stop` ends, and which command each pid ran (to recognise it)."""
-        pids = {"serve": os.getpid(), "url": self.url,
-                "haproxy": self.haproxy.pid if self.haproxy else None,
-                "replicas": {r.name: r.process.pid for r in self.replicas if r.process}}  # fmt: skip
+        pids = {
+            "serve": os.getpid(),
+            "url": self.url,
+            "haproxy": self.haproxy.pid if self.haproxy else None,
+            "replicas": {r.name: r.process.pid for r in self.replicas if r.process},
+        }
         (self.run_dir / "pids.json").write_text(json.dumps(pids, indent=2), encoding="utf-8")
 
 
@@ -248,13 +274,16 @@ def cluster(
             stats_socket = Path(short) / "haproxy.sock"
         config_path = run_dir / "haproxy.cfg"
         config_path.write_text(render_config(port, replica_ports, stats_socket, bind), "utf-8")
-        check = subprocess.run([haproxy, "-c", "-q", "-f", str(config_path)],
-                               capture_output=True, text=True)  # fmt: skip
+        check = subprocess.run(
+            [haproxy, "-c", "-q", "-f", str(config_path)], capture_output=True, text=True
+        )
         if check.returncode != 0:
             raise ServeError(f"HAProxy rejects {config_path}:\n{check.stderr or check.stdout}")
         threads = replica_threads(replicas)
-        members = [Replica(replica_name(i), p, run_dir / f"replica-{replica_name(i)}.log", threads)
-                   for i, p in enumerate(replica_ports)]  # fmt: skip
+        members = [
+            Replica(replica_name(i), p, run_dir / f"replica-{replica_name(i)}.log", threads)
+            for i, p in enumerate(replica_ports)
+        ]
         host = "127.0.0.1" if bind in ("*", "0.0.0.0", "") else bind
         lab = Cluster(f"http://{host}:{port}", port, run_dir, config_path, stats_socket, members)
         try:
@@ -264,9 +293,12 @@ def cluster(
             lab.record()
             wait_healthy(members, startup_s)
             log = stack.enter_context(open(run_dir / "haproxy.log", "ab"))
-            lab.haproxy = subprocess.Popen([haproxy, "-db", "-f", str(config_path)],
-                                           stdout=log, stderr=subprocess.STDOUT,
-                                           start_new_session=True)  # fmt: skip
+            lab.haproxy = subprocess.Popen(
+                [haproxy, "-db", "-f", str(config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             lab.record()
             while not healthy(lab.url, timeout=1.0):
                 if lab.haproxy.poll() is not None:
@@ -346,8 +378,10 @@ def serve_forever(args) -> int:
     if old.exists():
         recorded = json.loads(old.read_text(encoding="utf-8")).get("serve")
         if recorded and _recorded(recorded, "deploy.serve"):
-            print(f"make serve is already running (pid {recorded}): `make stop` first",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"make serve is already running (pid {recorded}): `make stop` first",
+                file=sys.stderr,
+            )
             return 1
     ports = [args.port + REPLICA_PORT_OFFSET + i + 1 for i in range(args.replicas)]
     stopping = False
@@ -358,24 +392,31 @@ def serve_forever(args) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
-    print(f"starting {args.replicas} replica(s) on 127.0.0.1:{ports[0]}..{ports[-1]} "
-          f"and HAProxy on {args.bind}:{args.port} ...", flush=True)  # fmt: skip
+    print(
+        f"starting {args.replicas} replica(s) on 127.0.0.1:{ports[0]}..{ports[-1]} "
+        f"and HAProxy on {args.bind}:{args.port} ...",
+        flush=True,
+    )
     try:
         with cluster(args.replicas, args.port, ports, bind=args.bind, run_dir=run_dir) as lab:
             shown = f"http://localhost:{args.port}" if args.bind in ("*", "0.0.0.0") else lab.url
-            print(f"ready in {lab.ready_s:.0f} s: open {shown}  (Ctrl-C or `make stop` ends it; "
-                  f"logs in {_shown(run_dir)})", flush=True)  # fmt: skip
+            print(
+                f"ready in {lab.ready_s:.0f} s: open {shown}  (Ctrl-C or `make stop` ends it; "
+                f"logs in {_shown(run_dir)})",
+                flush=True,
+            )
             while not stopping:
                 time.sleep(1)
                 for r in lab.replicas:
                     if not r.alive():  # HAProxy has dropped it already; bring it back
-                        print(f"replica {r.name} exited (code {r.process.poll()}); starting it "
-                              "again", flush=True)  # fmt: skip
+                        print(
+                            f"replica {r.name} exited (code {r.process.poll()}); starting it again",
+                            flush=True,
+                        )
                         r.start()
                         lab.record()
                 if lab.haproxy.poll() is not None:
-                    print(f"HAProxy exited (code {lab.haproxy.poll()}); stopping",
-                          file=sys.stderr)  # fmt: skip
+                    print(f"HAProxy exited (code {lab.haproxy.poll()}); stopping", file=sys.stderr)
                     return 1
     except KeyboardInterrupt:
         print("stopping ...", flush=True)
@@ -394,10 +435,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--port", type=int, default=8501, help="where students connect")
     parser.add_argument("--bind", default="*", help="HAProxy's address; * = every interface")
-    parser.add_argument("--run-dir", default=str(RUN_DIR),
-                        help="where pids, logs and the generated config go (serve and stop)")  # fmt: skip
-    parser.add_argument("--print-config", action="store_true",
-                        help="print the HAProxy configuration and exit")  # fmt: skip
+    parser.add_argument(
+        "--run-dir",
+        default=str(RUN_DIR),
+        help="where pids, logs and the generated config go (serve and stop)",
+    )
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the HAProxy configuration and exit"
+    )
     args = parser.parse_args(argv)
     if args.command == "stop":
         stop(Path(args.run_dir).resolve())

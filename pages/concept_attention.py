@@ -60,28 +60,41 @@ n_layers = len(lm.network.decoder.layers if lm.kind == "decoder" else lm.network
 c1, c2 = st.columns(2)
 with c1:
     layer = linked(
-        st.selectbox, t("common.layer"), list(range(n_layers)), key="clayer",
+        st.selectbox,
+        t("common.layer"),
+        list(range(n_layers)),
+        key="clayer",
         format_func=lambda i: t("common.layer_n", n=i + 1),
-    )  # fmt: skip
+    )
 with st.spinner(t("explorer.running")):
     wt = cached_walkthrough(name, device, text, layer)
 tokens, n_heads, d_k = wt.tokens, wt.n_heads, wt.d_k
 with c2:
     head = linked(
-        st.selectbox, t("common.head"), list(range(n_heads)), key="chead",
+        st.selectbox,
+        t("common.head"),
+        list(range(n_heads)),
+        key="chead",
         format_func=lambda i: t("common.head_n", n=i + 1),
-    )  # fmt: skip
+    )
 options = list(range(len(tokens)))
 if len(tokens) <= PILLS_MAX_TOKENS:
     query = linked(
-        st.pills, t("concepts.attention.query_token"), options, key="cquery", required=True,
+        st.pills,
+        t("concepts.attention.query_token"),
+        options,
+        key="cquery",
+        required=True,
         format_func=lambda i: code_span(tokens[i]),
-    )  # fmt: skip
+    )
 else:
     query = linked(
-        st.selectbox, t("concepts.attention.query_token"), options, key="cquery",
+        st.selectbox,
+        t("concepts.attention.query_token"),
+        options,
+        key="cquery",
         format_func=lambda i: f"{i}: {tokens[i]}",
-    )  # fmt: skip
+    )
 query = query if query in options else 0
 if wt.kind == "decoder":
     st.caption(t("concepts.attention.decoder_note"))
@@ -97,21 +110,31 @@ else:
 value = t("concepts.value")
 dims = t("concepts.dimension")
 plotly_chart(
-    matrix_heatmap(wt.q[head, query], [tokens[query]], title=t("concepts.attention.q_title"),
-                   value_name=value, col_title=dims, height=190),
+    matrix_heatmap(
+        wt.q[head, query],
+        [tokens[query]],
+        title=t("concepts.attention.q_title"),
+        value_name=value,
+        col_title=dims,
+        height=190,
+    ),
     key="q_chart",
-)  # fmt: skip
+)
 k1, k2 = st.columns(2)
-plotly_chart(where=k1, fig=
-    matrix_heatmap(wt.k[head], tokens, title=t("concepts.attention.k_title"), value_name=value,
-                   col_title=dims),
+plotly_chart(
+    where=k1,
+    fig=matrix_heatmap(
+        wt.k[head], tokens, title=t("concepts.attention.k_title"), value_name=value, col_title=dims
+    ),
     key="k_chart",
-)  # fmt: skip
-plotly_chart(where=k2, fig=
-    matrix_heatmap(wt.v[head], tokens, title=t("concepts.attention.v_title"), value_name=value,
-                   col_title=dims),
+)
+plotly_chart(
+    where=k2,
+    fig=matrix_heatmap(
+        wt.v[head], tokens, title=t("concepts.attention.v_title"), value_name=value, col_title=dims
+    ),
     key="v_chart",
-)  # fmt: skip
+)
 
 # ---- 2. scores, scale, mask, softmax ------------------------------------------------------------
 st.header(t("concepts.attention.step2"))
@@ -150,18 +173,29 @@ st.latex(r"w_{j} = \frac{\exp(s_j)}{\sum_{j'} \exp(s_{j'})}, \qquad z = \sum_j w
 row = query if query < len(tokens) - 1 else 0
 fill = mask_fill_weights(wt.scaled[head, row], causal_mask(len(tokens))[row])
 st.warning(
-    t("concepts.attention.mask_fill", token=code_span(tokens[row]), n=fill["n_masked"],
-      zero=f"{fill['zero']:.1%}", inf=f"{fill['inf']:.0%}"),
+    t(
+        "concepts.attention.mask_fill",
+        token=code_span(tokens[row]),
+        n=fill["n_masked"],
+        zero=f"{fill['zero']:.1%}",
+        inf=f"{fill['inf']:.0%}",
+    ),
     icon=":material/priority_high:",
-)  # fmt: skip
+)
 
 # ---- 3. weighted sum, and the model's own numbers -----------------------------------------------
 st.header(t("concepts.attention.step3"))
 plotly_chart(
-    matrix_heatmap(wt.heads[head, query], [tokens[query]], title=t("concepts.attention.z_title"),
-                   value_name=value, col_title=dims, height=190),
+    matrix_heatmap(
+        wt.heads[head, query],
+        [tokens[query]],
+        title=t("concepts.attention.z_title"),
+        value_name=value,
+        col_title=dims,
+        height=190,
+    ),
     key="z_chart",
-)  # fmt: skip
+)
 error = wt.weights_error()
 if wt.agrees():
     st.success(t("concepts.attention.match", error=f"{error:.1e}"), icon=":material/check_circle:")
@@ -178,22 +212,41 @@ st.latex(  # two lines, so a narrow screen does not cut the formula off
 n, d_model = wt.x.shape
 st.markdown(t("concepts.attention.shapes", n=n, d_model=d_model, h=n_heads, d_k=d_k))
 plotly_chart(
-    heads_figure(wt.weights, tokens, tokens, mask=wt.allowed,
-                 titles=head_titles(n_heads),
-                 labels=axis_labels()),
+    heads_figure(
+        wt.weights,
+        tokens,
+        tokens,
+        mask=wt.allowed,
+        titles=head_titles(n_heads),
+        labels=axis_labels(),
+    ),
     key="heads_chart",
-)  # fmt: skip
+)
 m1, m2 = st.columns(2)
-plotly_chart(where=m1, fig=
-    matrix_heatmap(wt.concat, tokens, title=t("concepts.attention.concat_title", d=d_model),
-                   numbers=False, value_name=value, col_title=dims),
+plotly_chart(
+    where=m1,
+    fig=matrix_heatmap(
+        wt.concat,
+        tokens,
+        title=t("concepts.attention.concat_title", d=d_model),
+        numbers=False,
+        value_name=value,
+        col_title=dims,
+    ),
     key="concat_chart",
-)  # fmt: skip
-plotly_chart(where=m2, fig=
-    matrix_heatmap(wt.out, tokens, title=t("concepts.attention.out_title", d=d_model),
-                   numbers=False, value_name=value, col_title=dims),
+)
+plotly_chart(
+    where=m2,
+    fig=matrix_heatmap(
+        wt.out,
+        tokens,
+        title=t("concepts.attention.out_title", d=d_model),
+        numbers=False,
+        value_name=value,
+        col_title=dims,
+    ),
     key="out_chart",
-)  # fmt: skip
+)
 if wt.out_agrees():
     st.caption(t("concepts.attention.out_match", error=f"{wt.out_error():.1e}"))
 else:
@@ -214,46 +267,86 @@ else:
         x1, x2 = st.columns(2)
         with x1:
             xlayer = linked(
-                st.selectbox, t("common.layer"), list(range(n_dec)), key="xlayer",
+                st.selectbox,
+                t("common.layer"),
+                list(range(n_dec)),
+                key="xlayer",
                 format_func=lambda i: t("common.layer_n", n=i + 1),
-            )  # fmt: skip
+            )
         with st.spinner(t("explorer.running")):
             xw = cached_cross_walkthrough("en2ko", device, xtext, xlayer)
         with x2:
             xhead = linked(
-                st.selectbox, t("common.head"), list(range(xw.n_heads)), key="xhead",
+                st.selectbox,
+                t("common.head"),
+                list(range(xw.n_heads)),
+                key="xhead",
                 format_func=lambda i: t("common.head_n", n=i + 1),
-            )  # fmt: skip
+            )
         dec_tokens, src_tokens = xw.tokens, xw.key_tokens or []
         xoptions = list(range(len(dec_tokens)))
         xquery = linked(
-            st.pills, t("concepts.attention.cross_query"), xoptions, key="xquery", required=True,
+            st.pills,
+            t("concepts.attention.cross_query"),
+            xoptions,
+            key="xquery",
+            required=True,
             format_func=lambda i: code_span(dec_tokens[i]),
-        )  # fmt: skip
+        )
         xquery = xquery if xquery in xoptions else 0
-        st.markdown(t("concepts.attention.cross_shapes", lt=len(dec_tokens), ls=len(src_tokens),
-                      d_k=xw.d_k, d_model=xw.x.shape[1]))  # fmt: skip
+        st.markdown(
+            t(
+                "concepts.attention.cross_shapes",
+                lt=len(dec_tokens),
+                ls=len(src_tokens),
+                d_k=xw.d_k,
+                d_model=xw.x.shape[1],
+            )
+        )
         st.latex(r"q_t = y_t W_Q + b_Q,\quad k_s = m_s W_K + b_K,\quad v_s = m_s W_V + b_V")
         plotly_chart(
-            matrix_heatmap(xw.q[xhead, xquery], [dec_tokens[xquery]],
-                           title=t("concepts.attention.cross_q_title"), value_name=value,
-                           col_title=dims, height=190),
+            matrix_heatmap(
+                xw.q[xhead, xquery],
+                [dec_tokens[xquery]],
+                title=t("concepts.attention.cross_q_title"),
+                value_name=value,
+                col_title=dims,
+                height=190,
+            ),
             key="xq_chart",
-        )  # fmt: skip
+        )
         xk1, xk2 = st.columns(2)
-        plotly_chart(where=xk1, fig=
-            matrix_heatmap(xw.k[xhead], src_tokens, title=t("concepts.attention.cross_k_title"),
-                           value_name=value, col_title=dims),
+        plotly_chart(
+            where=xk1,
+            fig=matrix_heatmap(
+                xw.k[xhead],
+                src_tokens,
+                title=t("concepts.attention.cross_k_title"),
+                value_name=value,
+                col_title=dims,
+            ),
             key="xk_chart",
-        )  # fmt: skip
-        plotly_chart(where=xk2, fig=
-            matrix_heatmap(xw.v[xhead], src_tokens, title=t("concepts.attention.cross_v_title"),
-                           value_name=value, col_title=dims),
+        )
+        plotly_chart(
+            where=xk2,
+            fig=matrix_heatmap(
+                xw.v[xhead],
+                src_tokens,
+                title=t("concepts.attention.cross_v_title"),
+                value_name=value,
+                col_title=dims,
+            ),
             key="xv_chart",
-        )  # fmt: skip
+        )
         st.dataframe(
-            step_frame(src_tokens, xw.scores[xhead, xquery], xw.scaled[xhead, xquery],
-                       xw.allowed[xquery], xw.weights[xhead, xquery], columns),
+            step_frame(
+                src_tokens,
+                xw.scores[xhead, xquery],
+                xw.scaled[xhead, xquery],
+                xw.allowed[xquery],
+                xw.weights[xhead, xquery],
+                columns,
+            ),
             hide_index=True,
             column_config={
                 columns["weight"]: st.column_config.ProgressColumn(
@@ -263,73 +356,120 @@ else:
                 columns["scaled"]: st.column_config.NumberColumn(format="%.3f"),
                 columns["masked"]: st.column_config.NumberColumn(format="%.3f"),
             },
-        )  # fmt: skip
+        )
         plotly_chart(
-            heads_figure(xw.weights, dec_tokens, src_tokens, mask=xw.allowed,
-                         titles=head_titles(xw.n_heads), labels=axis_labels()),
+            heads_figure(
+                xw.weights,
+                dec_tokens,
+                src_tokens,
+                mask=xw.allowed,
+                titles=head_titles(xw.n_heads),
+                labels=axis_labels(),
+            ),
             key="xheads_chart",
-        )  # fmt: skip
+        )
         st.caption(t("concepts.attention.cross_caption", lt=len(dec_tokens), ls=len(src_tokens)))
         if xw.agrees():
-            st.success(t("concepts.attention.cross_match", error=f"{xw.weights_error():.1e}",
-                         out=f"{xw.out_error():.1e}"), icon=":material/check_circle:")  # fmt: skip
+            st.success(
+                t(
+                    "concepts.attention.cross_match",
+                    error=f"{xw.weights_error():.1e}",
+                    out=f"{xw.out_error():.1e}",
+                ),
+                icon=":material/check_circle:",
+            )
         else:
-            st.error(t("concepts.attention.mismatch", error=f"{xw.weights_error():.1e}"),
-                     icon=":material/error:")  # fmt: skip
+            st.error(
+                t("concepts.attention.mismatch", error=f"{xw.weights_error():.1e}"),
+                icon=":material/error:",
+            )
 
 # ---- why √d_k ------------------------------------------------------------------------------------
 st.header(t("concepts.attention.why_scale"))
 st.markdown(t("concepts.attention.why_scale_text"))
 st.latex(r"\operatorname{Var}(q\cdot k) = \sum_{i=1}^{d_k} \operatorname{Var}(q_i k_i) = d_k")
 exp_dk = st.select_slider(
-    t("concepts.attention.dk_slider"), options=[2**i for i in range(11)], value=64, key="cdk",
+    t("concepts.attention.dk_slider"),
+    options=[2**i for i in range(11)],
+    value=64,
+    key="cdk",
     bind="query-params",
-)  # fmt: skip
+)
 var = cached_qk_variance()
 v1, v2 = st.columns(2)
-plotly_chart(where=v1, fig=
-    lines_figure(
+plotly_chart(
+    where=v1,
+    fig=lines_figure(
         var["d_k"],
-        {t("concepts.attention.var_raw"): var["raw"], t("concepts.attention.var_scaled"): var["scaled"],
-         "d_k": var["d_k"]},
-        x_title="d_k", y_title=t("concepts.attention.variance"), log_x=True, log_y=True,
-        dashed=("d_k",), markers=True, vline=exp_dk, vline_label=f"d_k = {exp_dk}",
+        {
+            t("concepts.attention.var_raw"): var["raw"],
+            t("concepts.attention.var_scaled"): var["scaled"],
+            "d_k": var["d_k"],
+        },
+        x_title="d_k",
+        y_title=t("concepts.attention.variance"),
+        log_x=True,
+        log_y=True,
+        dashed=("d_k",),
+        markers=True,
+        vline=exp_dk,
+        vline_label=f"d_k = {exp_dk}",
     ),
     key="var_chart",
-)  # fmt: skip
+)
 dots = cached_qk_products(exp_dk)
-plotly_chart(where=v2, fig=
-    histogram_pair(dots, dots / math.sqrt(exp_dk),
-                   names=("q·k", "q·k / √d_k"), x_title=t("concepts.value"),
-                   y_title=t("concepts.density")),
+plotly_chart(
+    where=v2,
+    fig=histogram_pair(
+        dots,
+        dots / math.sqrt(exp_dk),
+        names=("q·k", "q·k / √d_k"),
+        x_title=t("concepts.value"),
+        y_title=t("concepts.density"),
+    ),
     key="hist_chart",
-)  # fmt: skip
+)
 st.caption(
-    t("concepts.attention.var_measured", d_k=exp_dk, raw=f"{np.var(dots):.2f}",
-      scaled=f"{np.var(dots / math.sqrt(exp_dk)):.3f}")
-)  # fmt: skip
+    t(
+        "concepts.attention.var_measured",
+        d_k=exp_dk,
+        raw=f"{np.var(dots):.2f}",
+        scaled=f"{np.var(dots / math.sqrt(exp_dk)):.3f}",
+    )
+)
 sat = cached_saturation()
 example = cached_softmax_example(exp_dk)
 s1, s2 = st.columns(2)
-plotly_chart(where=s1, fig=
-    grouped_bars(
+plotly_chart(
+    where=s1,
+    fig=grouped_bars(
         [f"k{i + 1}" for i in range(len(example["raw"]))],
-        {t("concepts.attention.softmax_raw"): example["raw"],
-         t("concepts.attention.softmax_scaled"): example["scaled"]},
-        y_title=t("common.axis.weight"), probability=True,
+        {
+            t("concepts.attention.softmax_raw"): example["raw"],
+            t("concepts.attention.softmax_scaled"): example["scaled"],
+        },
+        y_title=t("common.axis.weight"),
+        probability=True,
     ),
     key="softmax_chart",
-)  # fmt: skip
-plotly_chart(where=s2, fig=
-    lines_figure(
+)
+plotly_chart(
+    where=s2,
+    fig=lines_figure(
         sat["d_k"],
-        {t("concepts.attention.grad_raw"): sat["grad_raw"],
-         t("concepts.attention.grad_scaled"): sat["grad_scaled"]},
-        x_title="d_k", y_title=t("concepts.attention.grad_axis"), log_x=True, markers=True,
-        vline=exp_dk, vline_label=f"d_k = {exp_dk}",
+        {
+            t("concepts.attention.grad_raw"): sat["grad_raw"],
+            t("concepts.attention.grad_scaled"): sat["grad_scaled"],
+        },
+        x_title="d_k",
+        y_title=t("concepts.attention.grad_axis"),
+        log_x=True,
+        markers=True,
+        vline=exp_dk,
+        vline_label=f"d_k = {exp_dk}",
     ),
     key="grad_chart",
-)  # fmt: skip
+)
 st.caption(t("concepts.attention.grad_caption"))
 
 # ---- cost ----------------------------------------------------------------------------------------
@@ -337,24 +477,52 @@ st.header(t("concepts.attention.cost"))
 st.markdown(t("concepts.attention.table"))
 n_small, n_large = len(tokens), 4 * d_model
 st.info(
-    t("concepts.attention.n_below_d", d=d_model, n_small=n_small, n_large=n_large,
-      sa_small=f"{n_small**2 * d_model:,}", rnn_small=f"{n_small * d_model**2:,}",
-      sa_large=f"{n_large**2 * d_model:,}", rnn_large=f"{n_large * d_model**2:,}"),
+    t(
+        "concepts.attention.n_below_d",
+        d=d_model,
+        n_small=n_small,
+        n_large=n_large,
+        sa_small=f"{n_small**2 * d_model:,}",
+        rnn_small=f"{n_small * d_model**2:,}",
+        sa_large=f"{n_large**2 * d_model:,}",
+        rnn_large=f"{n_large * d_model**2:,}",
+    ),
     icon=":material/balance:",
-)  # fmt: skip
+)
 cost = cached_attention_cost()
 c_1, c_2 = st.columns(2)
 n2 = [cost["ms"][-1] * (n / cost["n"][-1]) ** 2 for n in cost["n"]]
-plotly_chart(where=c_1, fig=
-    lines_figure(cost["n"], {t("concepts.attention.measured"): cost["ms"], "∝ n²": n2},
-                 x_title="n", y_title=t("concepts.attention.time_ms"), log_x=True, log_y=True,
-                 dashed=("∝ n²",), markers=True),
+plotly_chart(
+    where=c_1,
+    fig=lines_figure(
+        cost["n"],
+        {t("concepts.attention.measured"): cost["ms"], "∝ n²": n2},
+        x_title="n",
+        y_title=t("concepts.attention.time_ms"),
+        log_x=True,
+        log_y=True,
+        dashed=("∝ n²",),
+        markers=True,
+    ),
     key="time_chart",
-)  # fmt: skip
-plotly_chart(where=c_2, fig=
-    lines_figure(cost["n"], {t("concepts.attention.weights_mib"): [b / 2**20 for b in cost["bytes"]]},
-                 x_title="n", y_title="MiB", log_x=True, log_y=True, markers=True),
+)
+plotly_chart(
+    where=c_2,
+    fig=lines_figure(
+        cost["n"],
+        {t("concepts.attention.weights_mib"): [b / 2**20 for b in cost["bytes"]]},
+        x_title="n",
+        y_title="MiB",
+        log_x=True,
+        log_y=True,
+        markers=True,
+    ),
     key="memory_chart",
-)  # fmt: skip
+)
 st.caption(t("concepts.attention.cost_caption"))
-st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "attention"})  # fmt: skip
+st.page_link(
+    "pages/practice.py",
+    label=t("practice.check_yourself"),
+    icon=":material/quiz:",
+    query_params={"topic": "attention"},
+)

@@ -67,12 +67,16 @@ plotly_chart(
         [np.ones((n_src, n_src), bool), causal_mask(n_tgt).numpy(), np.ones((n_tgt, n_src), bool)],
         [SOURCE, TARGET, TARGET],
         [SOURCE, TARGET, SOURCE],
-        titles=[t("concepts.family.mask.encoder"), t("concepts.family.mask.decoder"),
-                t("concepts.family.mask.cross")],
-        allowed_label=t("concepts.family.allowed"), blocked_label=t("concepts.family.blocked"),
+        titles=[
+            t("concepts.family.mask.encoder"),
+            t("concepts.family.mask.decoder"),
+            t("concepts.family.mask.cross"),
+        ],
+        allowed_label=t("concepts.family.allowed"),
+        blocked_label=t("concepts.family.blocked"),
     ),
     key="masks_chart",
-)  # fmt: skip
+)
 st.caption(t("concepts.family.mask_caption"))
 
 device = selected_device()
@@ -88,30 +92,61 @@ for col, family, name in zip(cols, ("encoder", "decoder", "encdec"), ("minilm", 
             continue
         if name == "minilm":
             tokens = minilm_tokens(device, EXAMPLES["en2ko"])
-            st.markdown(t("concepts.family.encoder.live", text=code_span(EXAMPLES["en2ko"]),
-                          n=len(tokens), tokens=code_span(" ".join(tokens))))  # fmt: skip
+            st.markdown(
+                t(
+                    "concepts.family.encoder.live",
+                    text=code_span(EXAMPLES["en2ko"]),
+                    n=len(tokens),
+                    tokens=code_span(" ".join(tokens)),
+                )
+            )
         else:
             out = live_output(name, device, EXAMPLES[name])
-            st.markdown(t("concepts.family.generated", text=code_span(EXAMPLES[name]),
-                          output=code_span(out or "∅")))  # fmt: skip
+            st.markdown(
+                t(
+                    "concepts.family.generated",
+                    text=code_span(EXAMPLES[name]),
+                    output=code_span(out or "∅"),
+                )
+            )
 
 # ---- the paper's base model beside the ones shipped here ------------------------------------------
 st.header(t("concepts.family.base"))
 st.markdown(t("concepts.family.base_text"))
-PAPER_BASE = {"layers": "6 + 6", "d_model": 512, "heads": 8, "d_k": 64, "d_ff": 2048,
-              "dropout": 0.1, "scale": True, "positions": "sinusoidal", "norm": "post",
-              "output": (True, 37000, True)}  # fmt: skip
+PAPER_BASE = {
+    "layers": "6 + 6",
+    "d_model": 512,
+    "heads": 8,
+    "d_k": 64,
+    "d_ff": 2048,
+    "dropout": 0.1,
+    "scale": True,
+    "positions": "sinusoidal",
+    "norm": "post",
+    "output": (True, 37000, True),
+}
 
 
 def settings_of(cfg) -> dict:
     layers = {"encoder": f"{cfg.n_encoder_layers}", "decoder": f"{cfg.n_decoder_layers}"}.get(
         cfg.kind, f"{cfg.n_encoder_layers} + {cfg.n_decoder_layers}"
     )
-    return {"layers": layers, "d_model": cfg.d_model, "heads": cfg.n_heads,
-            "d_k": cfg.d_model // cfg.n_heads, "d_ff": cfg.d_ff, "dropout": cfg.dropout,
-            "scale": cfg.scale_embedding, "positions": cfg.positions, "norm": cfg.norm_placement,
-            "output": (cfg.output_head and cfg.kind != "encoder", cfg.tgt_vocab_size,
-                       cfg.tie_embeddings)}  # fmt: skip
+    return {
+        "layers": layers,
+        "d_model": cfg.d_model,
+        "heads": cfg.n_heads,
+        "d_k": cfg.d_model // cfg.n_heads,
+        "d_ff": cfg.d_ff,
+        "dropout": cfg.dropout,
+        "scale": cfg.scale_embedding,
+        "positions": cfg.positions,
+        "norm": cfg.norm_placement,
+        "output": (
+            cfg.output_head and cfg.kind != "encoder",
+            cfg.tgt_vocab_size,
+            cfg.tie_embeddings,
+        ),
+    }
 
 
 def setting_text(row: str, value) -> str:
@@ -154,8 +189,10 @@ st.caption(t("concepts.family.base_caption"))
 
 st.header(t("concepts.family.head"))
 st.markdown(t("concepts.family.head_text"))
-st.latex(r"\begin{gathered} p(y \mid x) = \mathrm{softmax}(W \tanh(W_p\, h_{[\mathrm{CLS}]} + b_p)"
-         r" + b) \\ e(x) = \frac{1}{n}\sum_{i=1}^{n} h_i \end{gathered}")  # fmt: skip
+st.latex(
+    r"\begin{gathered} p(y \mid x) = \mathrm{softmax}(W \tanh(W_p\, h_{[\mathrm{CLS}]} + b_p)"
+    r" + b) \\ e(x) = \frac{1}{n}\sum_{i=1}^{n} h_i \end{gathered}"
+)
 minilm, why = try_model("minilm")
 if minilm is None:
     st.info(t("concepts.family.missing", name="minilm"), icon=":material/info:")
@@ -164,23 +201,46 @@ else:
     short = [f"{i + 1}" for i in range(len(PROBE_SENTENCES))]
     st.markdown("\n".join(f"{i + 1}. {code_span(s)}" for i, s in enumerate(PROBE_SENTENCES)))
     plotly_chart(
-        matrix_heatmap(np.stack([vectors["cls"][0], vectors["mean"][0]]),
-                       [t("concepts.family.cls_vector"), t("concepts.family.mean_vector")],
-                       numbers=False, value_name=t("concepts.value"),
-                       col_title=t("concepts.dimension"), height=210,
-                       title=t("concepts.family.vectors_title")),
+        matrix_heatmap(
+            np.stack([vectors["cls"][0], vectors["mean"][0]]),
+            [t("concepts.family.cls_vector"), t("concepts.family.mean_vector")],
+            numbers=False,
+            value_name=t("concepts.value"),
+            col_title=t("concepts.dimension"),
+            height=210,
+            title=t("concepts.family.vectors_title"),
+        ),
         key="vectors_chart",
-    )  # fmt: skip
+    )
     p1, p2 = st.columns(2)
-    plotly_chart(where=p1, fig=
-        matrix_heatmap(cosine_matrix(vectors["mean"]), short, short, bound=1.0, value_name="cos",
-                       title=t("concepts.family.sim_mean")),
+    plotly_chart(
+        where=p1,
+        fig=matrix_heatmap(
+            cosine_matrix(vectors["mean"]),
+            short,
+            short,
+            bound=1.0,
+            value_name="cos",
+            title=t("concepts.family.sim_mean"),
+        ),
         key="sim_mean_chart",
-    )  # fmt: skip
-    plotly_chart(where=p2, fig=
-        matrix_heatmap(cosine_matrix(vectors["cls"]), short, short, bound=1.0, value_name="cos",
-                       title=t("concepts.family.sim_cls")),
+    )
+    plotly_chart(
+        where=p2,
+        fig=matrix_heatmap(
+            cosine_matrix(vectors["cls"]),
+            short,
+            short,
+            bound=1.0,
+            value_name="cos",
+            title=t("concepts.family.sim_cls"),
+        ),
         key="sim_cls_chart",
-    )  # fmt: skip
+    )
     st.caption(t("concepts.family.sim_caption"))
-st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "family"})  # fmt: skip
+st.page_link(
+    "pages/practice.py",
+    label=t("practice.check_yourself"),
+    icon=":material/quiz:",
+    query_params={"topic": "family"},
+)

@@ -43,8 +43,10 @@ st.latex(
     r" + \beta \\ \mu = \frac{1}{d}\sum_{i=1}^{d} x_i,\quad"
     r" \sigma^2 = \frac{1}{d}\sum_{i=1}^{d}(x_i-\mu)^2 \end{gathered}"
 )
-st.latex(r"\begin{aligned} \text{post-LN: }& \mathrm{LayerNorm}(x + \mathrm{Sublayer}(x)) \\ "
-         r"\text{pre-LN: }& x + \mathrm{Sublayer}(\mathrm{LayerNorm}(x)) \end{aligned}")  # fmt: skip
+st.latex(
+    r"\begin{aligned} \text{post-LN: }& \mathrm{LayerNorm}(x + \mathrm{Sublayer}(x)) \\ "
+    r"\text{pre-LN: }& x + \mathrm{Sublayer}(\mathrm{LayerNorm}(x)) \end{aligned}"
+)
 st.markdown(t("concepts.layernorm.plain"))
 
 lm, name = concept_model()
@@ -63,41 +65,70 @@ names = list(trace.norms)
 if not names:
     st.info(t("concepts.layernorm.no_norms"), icon=":material/info:")
     st.stop()
-chosen = linked(st.selectbox, t("concepts.layernorm.which"), names, key="lnorm",
-                format_func=norm_title)  # fmt: skip
+chosen = linked(
+    st.selectbox, t("concepts.layernorm.which"), names, key="lnorm", format_func=norm_title
+)
 stats = trace.norms[chosen]
 stack = chosen.split(".", 1)[0]
 tokens = trace.src_tokens if stack == "encoder" else trace.tgt_tokens
 b1, b2 = st.columns(2)
-plotly_chart(where=b1, fig=
-    grouped_bars(tokens, {t("concepts.layernorm.before"): stats["in_mean"].tolist(),
-                          t("concepts.layernorm.after"): stats["out_mean"].tolist()},
-                 y_title=t("concepts.layernorm.mean")),
+plotly_chart(
+    where=b1,
+    fig=grouped_bars(
+        tokens,
+        {
+            t("concepts.layernorm.before"): stats["in_mean"].tolist(),
+            t("concepts.layernorm.after"): stats["out_mean"].tolist(),
+        },
+        y_title=t("concepts.layernorm.mean"),
+    ),
     key="mean_chart",
-)  # fmt: skip
-plotly_chart(where=b2, fig=
-    grouped_bars(tokens, {t("concepts.layernorm.before"): stats["in_std"].tolist(),
-                          t("concepts.layernorm.after"): stats["out_std"].tolist()},
-                 y_title=t("concepts.layernorm.std")),
+)
+plotly_chart(
+    where=b2,
+    fig=grouped_bars(
+        tokens,
+        {
+            t("concepts.layernorm.before"): stats["in_std"].tolist(),
+            t("concepts.layernorm.after"): stats["out_std"].tolist(),
+        },
+        y_title=t("concepts.layernorm.std"),
+    ),
     key="std_chart",
-)  # fmt: skip
+)
 module = layer_norm_module(lm.network, chosen)
 if module is not None and module.weight is not None:
     gamma = module.weight.detach().float().cpu().numpy()
     beta = module.bias.detach().float().cpu().numpy() if module.bias is not None else 0 * gamma
     scale = layernorm_scale(gamma, beta)
     out_std = stats["out_std"].numpy()
-    st.caption(t("concepts.layernorm.stats_caption", bmean=f"{scale['mean_beta']:.3f}",
-                 rms=f"{scale['rms_gamma']:.2f}", std=f"{scale['std_gamma']:.3f}",
-                 lo=f"{out_std.min():.2f}", hi=f"{out_std.max():.2f}"))  # fmt: skip
+    st.caption(
+        t(
+            "concepts.layernorm.stats_caption",
+            bmean=f"{scale['mean_beta']:.3f}",
+            rms=f"{scale['rms_gamma']:.2f}",
+            std=f"{scale['std_gamma']:.3f}",
+            lo=f"{out_std.min():.2f}",
+            hi=f"{out_std.max():.2f}",
+        )
+    )
     plotly_chart(
-        lines_figure(range(len(gamma)), {"γ (gamma)": gamma, "β (beta)": beta},
-                     x_title=t("concepts.dimension"), y_title=t("concepts.value"),
-                     title=t("concepts.layernorm.gamma_beta")),
+        lines_figure(
+            range(len(gamma)),
+            {"γ (gamma)": gamma, "β (beta)": beta},
+            x_title=t("concepts.dimension"),
+            y_title=t("concepts.value"),
+            title=t("concepts.layernorm.gamma_beta"),
+        ),
         key="gamma_chart",
-    )  # fmt: skip
-    st.caption(t("concepts.layernorm.gamma_caption", gmean=f"{gamma.mean():.3f}",
-                 bmean=f"{beta.mean():.3f}"))  # fmt: skip
+    )
+    st.caption(
+        t(
+            "concepts.layernorm.gamma_caption",
+            gmean=f"{gamma.mean():.3f}",
+            bmean=f"{beta.mean():.3f}",
+        )
+    )
 else:
     st.caption(t("concepts.layernorm.stats_caption_plain"))
 
@@ -106,25 +137,41 @@ residual = trace.residual_norms.get(stack)
 if residual is not None:
     series = {f"{i}: {tok}": residual[:, i].tolist() for i, tok in enumerate(tokens)}
     plotly_chart(
-        lines_figure(range(residual.shape[0]), series, x_title=t("concepts.layernorm.depth"),
-                     y_title="‖x‖", markers=True),
+        lines_figure(
+            range(residual.shape[0]),
+            series,
+            x_title=t("concepts.layernorm.depth"),
+            y_title="‖x‖",
+            markers=True,
+        ),
         key="residual_chart",
-    )  # fmt: skip
+    )
     if placement == "post":
         # Each layer's output is its last LayerNorm's: the length γ and β give it.
         n_layers = residual.shape[0] - 1
         last = [layer_norm_module(lm.network, f"{stack}.{i}.ffn") for i in range(n_layers)]
-        sizes = [layernorm_scale(m.weight.detach().float().cpu().numpy(),
-                                 None if m.bias is None else m.bias.detach().float().cpu().numpy())
-                 for m in last if m is not None and m.weight is not None]  # fmt: skip
+        sizes = [
+            layernorm_scale(
+                m.weight.detach().float().cpu().numpy(),
+                None if m.bias is None else m.bias.detach().float().cpu().numpy(),
+            )
+            for m in last
+            if m is not None and m.weight is not None
+        ]
         after = residual[1:].numpy()
         if sizes and after.size:
             lengths = [s_["length"] for s_ in sizes]
-            st.caption(t("concepts.layernorm.residual_caption.post",
-                         lo=f"{min(lengths):.1f}", hi=f"{max(lengths):.1f}",
-                         init=f"{sizes[0]['d'] ** 0.5:.1f}",
-                         std=f"{max(s_['sqrt_d_std'] for s_ in sizes):.2f}",
-                         mlo=f"{after.min():.1f}", mhi=f"{after.max():.1f}"))  # fmt: skip
+            st.caption(
+                t(
+                    "concepts.layernorm.residual_caption.post",
+                    lo=f"{min(lengths):.1f}",
+                    hi=f"{max(lengths):.1f}",
+                    init=f"{sizes[0]['d'] ** 0.5:.1f}",
+                    std=f"{max(s_['sqrt_d_std'] for s_ in sizes):.2f}",
+                    mlo=f"{after.min():.1f}",
+                    mhi=f"{after.max():.1f}",
+                )
+            )
     else:
         st.caption(t("concepts.layernorm.residual_caption.pre"))
 
@@ -136,51 +183,103 @@ ln = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
 bn = (x - x.mean(0, keepdims=True)) / np.sqrt(x.var(0, keepdims=True) + 1e-5)
 plotly_chart(
     norm_axes_figure(
-        x, ln, bn,
-        titles=(t("concepts.layernorm.raw"), t("concepts.layernorm.ln_rows"),
-                t("concepts.layernorm.bn_cols")),
-        row_labels=demo_tokens[: x.shape[0]], row_title=t("concepts.layernorm.batch_axis"),
+        x,
+        ln,
+        bn,
+        titles=(
+            t("concepts.layernorm.raw"),
+            t("concepts.layernorm.ln_rows"),
+            t("concepts.layernorm.bn_cols"),
+        ),
+        row_labels=demo_tokens[: x.shape[0]],
+        row_title=t("concepts.layernorm.batch_axis"),
         col_title=t("concepts.layernorm.feature_axis"),
     ),
     key="axes_chart",
-)  # fmt: skip
+)
 st.caption(t("concepts.layernorm.vs_batch_caption", n=x.shape[0], d=DEMO_FEATURES))
 
 # ---- the other sub-layer: the position-wise feed-forward network --------------------------------
 st.header(t("concepts.ffn.title"))
 stack_layers = lm.network.decoder.layers if lm.kind == "decoder" else lm.network.encoder.layers
 ffn_layer = linked(
-    st.columns([1, 3])[0].selectbox, t("common.layer"), list(range(len(stack_layers))),
-    key="flayer", format_func=lambda i: t("common.layer_n", n=i + 1),
-)  # fmt: skip
+    st.columns([1, 3])[0].selectbox,
+    t("common.layer"),
+    list(range(len(stack_layers))),
+    key="flayer",
+    format_func=lambda i: t("common.layer_n", n=i + 1),
+)
 ffn = cached_feed_forward(name, device, text, ffn_layer)
-st.markdown(t("concepts.ffn.text", d_model=ffn["d_model"], d_ff=ffn["d_ff"],
-              ratio=f"{ffn['d_ff'] / ffn['d_model']:g}", act=ffn["activation"],
-              params=f"{ffn['params']:,}", model=name))  # fmt: skip
+st.markdown(
+    t(
+        "concepts.ffn.text",
+        d_model=ffn["d_model"],
+        d_ff=ffn["d_ff"],
+        ratio=f"{ffn['d_ff'] / ffn['d_model']:g}",
+        act=ffn["activation"],
+        params=f"{ffn['params']:,}",
+        model=name,
+    )
+)
 act = r"\max(0,\ xW_1 + b_1)" if ffn["activation"] == "ReLU" else r"\mathrm{GELU}(xW_1 + b_1)"
 d_m, d_f = ffn["d_model"], ffn["d_ff"]
-st.latex(rf"\begin{{gathered}} \mathrm{{FFN}}(x_i) = {act}\,W_2 + b_2 \\ "
-         rf"W_1: {d_m} \times {d_f},\quad W_2: {d_f} \times {d_m} \end{{gathered}}")  # fmt: skip
+st.latex(
+    rf"\begin{{gathered}} \mathrm{{FFN}}(x_i) = {act}\,W_2 + b_2 \\ "
+    rf"W_1: {d_m} \times {d_f},\quad W_2: {d_f} \times {d_m} \end{{gathered}}"
+)
 hidden_ffn = ffn["hidden"].numpy()
 clip_ffn = robust_bound(hidden_ffn, 99.0)  # a few large units would wash the rest out
 plotly_chart(
-    matrix_heatmap(hidden_ffn, ffn["tokens"], title=t("concepts.ffn.hidden_title", d_ff=ffn["d_ff"]),
-                   numbers=False, value_name=t("concepts.value"), col_title=t("concepts.dimension"),
-                   bound=clip_ffn),
+    matrix_heatmap(
+        hidden_ffn,
+        ffn["tokens"],
+        title=t("concepts.ffn.hidden_title", d_ff=ffn["d_ff"]),
+        numbers=False,
+        value_name=t("concepts.value"),
+        col_title=t("concepts.dimension"),
+        bound=clip_ffn,
+    ),
     key="ffn_chart",
-)  # fmt: skip
+)
 active = float((hidden_ffn > 0).mean())
-st.caption(t("concepts.ffn.hidden_caption", act=ffn["activation"], share=f"{active:.0%}",
-             clip=f"{clip_ffn:.2f}", top=f"{np.abs(hidden_ffn).max():.1f}"))  # fmt: skip
+st.caption(
+    t(
+        "concepts.ffn.hidden_caption",
+        act=ffn["activation"],
+        share=f"{active:.0%}",
+        clip=f"{clip_ffn:.2f}",
+        top=f"{np.abs(hidden_ffn).max():.1f}",
+    )
+)
 if ffn["position_error"] <= 1e-3 and ffn["others_moved"] <= 1e-6:
-    st.success(t("concepts.ffn.check", error=f"{ffn['position_error']:.1e}",
-                 moved=f"{ffn['others_moved']:.1e}"), icon=":material/check_circle:")  # fmt: skip
+    st.success(
+        t(
+            "concepts.ffn.check",
+            error=f"{ffn['position_error']:.1e}",
+            moved=f"{ffn['others_moved']:.1e}",
+        ),
+        icon=":material/check_circle:",
+    )
 else:
-    st.error(t("concepts.ffn.check_failed", error=f"{ffn['position_error']:.1e}",
-               moved=f"{ffn['others_moved']:.1e}"), icon=":material/error:")  # fmt: skip
+    st.error(
+        t(
+            "concepts.ffn.check_failed",
+            error=f"{ffn['position_error']:.1e}",
+            moved=f"{ffn['others_moved']:.1e}",
+        ),
+        icon=":material/error:",
+    )
 
 st.header(t("concepts.layernorm.pre_post"))
 st.markdown(t("concepts.layernorm.pre_post_text"))
-st.page_link("pages/concept_warmup.py", label=t("concepts.layernorm.to_warmup"),
-             icon=":material/trending_up:")  # fmt: skip
-st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "layernorm"})  # fmt: skip
+st.page_link(
+    "pages/concept_warmup.py",
+    label=t("concepts.layernorm.to_warmup"),
+    icon=":material/trending_up:",
+)
+st.page_link(
+    "pages/practice.py",
+    label=t("practice.check_yourself"),
+    icon=":material/quiz:",
+    query_params={"topic": "layernorm"},
+)

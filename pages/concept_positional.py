@@ -46,47 +46,80 @@ c1, c2 = st.columns(2)
 max_len = c1.slider(
     t("concepts.positional.max_len"), 8, 200, 50, key="pmaxlen", bind="query-params"
 )
-d_model = c2.slider(t("concepts.positional.d_model"), 4, 256, 64, step=2, key="pdmodel",
-                    bind="query-params")  # fmt: skip
+d_model = c2.slider(
+    t("concepts.positional.d_model"), 4, 256, 64, step=2, key="pdmodel", bind="query-params"
+)
 layout = linked(  # a row of its own: in a third of the page its long options were cut off
-    st.segmented_control, t("concepts.positional.layout"), ["interleaved", "concatenated"],
-    key="playout", required=True, format_func=lambda v: t(f"concepts.positional.layout.{v}"),
-)  # fmt: skip
+    st.segmented_control,
+    t("concepts.positional.layout"),
+    ["interleaved", "concatenated"],
+    key="playout",
+    required=True,
+    format_func=lambda v: t(f"concepts.positional.layout.{v}"),
+)
 interleaved = layout == "interleaved"
 st.caption(t(f"concepts.positional.layout_help.{layout}"))
 longest = pe_wavelengths(d_model)[-1] / (2 * np.pi)
-st.caption(t("concepts.positional.wavelengths", d=d_model, longest=f"{longest:,.0f}",
-             a=d_model - 2, b=d_model - 1))  # fmt: skip
+st.caption(
+    t(
+        "concepts.positional.wavelengths",
+        d=d_model,
+        longest=f"{longest:,.0f}",
+        a=d_model - 2,
+        b=d_model - 1,
+    )
+)
 pe = table(max_len, d_model, interleaved)
 pos, dim = t("concepts.positional.position"), t("concepts.dimension")
 plotly_chart(
-    matrix_heatmap(pe, [str(p) for p in range(max_len)], title=t("concepts.positional.table_title"),
-                   numbers=False, bound=1.0, value_name="PE", row_title=pos, col_title=dim,
-                   height=min(700, 160 + 8 * max_len)),
+    matrix_heatmap(
+        pe,
+        [str(p) for p in range(max_len)],
+        title=t("concepts.positional.table_title"),
+        numbers=False,
+        bound=1.0,
+        value_name="PE",
+        row_title=pos,
+        col_title=dim,
+        height=min(700, 160 + 8 * max_len),
+    ),
     key="pe_chart",
-)  # fmt: skip
+)
 
 dims = st.multiselect(
-    t("concepts.positional.dims"), list(range(d_model)),
-    default=[d for d in (0, 1, 4, min(d_model - 1, 20)) if d < d_model], key="pdims",
-)  # fmt: skip
+    t("concepts.positional.dims"),
+    list(range(d_model)),
+    default=[d for d in (0, 1, 4, min(d_model - 1, 20)) if d < d_model],
+    key="pdims",
+)
 if dims:
     plotly_chart(
-        lines_figure(range(max_len), {t("concepts.positional.dim_n", i=d): pe[:, d] for d in dims},
-                     x_title=pos, y_title="PE"),
+        lines_figure(
+            range(max_len),
+            {t("concepts.positional.dim_n", i=d): pe[:, d] for d in dims},
+            x_title=pos,
+            y_title="PE",
+        ),
         key="curves_chart",
-    )  # fmt: skip
+    )
 st.caption(t("concepts.positional.curves_caption"))
 
 st.subheader(t("concepts.positional.similarity"))
 st.markdown(t("concepts.positional.similarity_text"))
 sim = pe @ pe.T
 plotly_chart(
-    matrix_heatmap(sim, [str(p) for p in range(max_len)], [str(p) for p in range(max_len)],
-                   numbers=False, value_name="PE·PEᵀ", row_title=pos, col_title=pos,
-                   height=min(700, 160 + 8 * max_len)),
+    matrix_heatmap(
+        sim,
+        [str(p) for p in range(max_len)],
+        [str(p) for p in range(max_len)],
+        numbers=False,
+        value_name="PE·PEᵀ",
+        row_title=pos,
+        col_title=pos,
+        height=min(700, 160 + 8 * max_len),
+    ),
     key="sim_chart",
-)  # fmt: skip
+)
 
 st.subheader(t("concepts.positional.shift"))
 st.markdown(t("concepts.positional.shift_text"))
@@ -96,10 +129,22 @@ st.latex(
     r"\end{pmatrix} \begin{pmatrix} \sin p\omega_i \\ \cos p\omega_i \end{pmatrix}"
 )
 s1, s2 = st.columns(2)
-shift = s1.slider(t("concepts.positional.shift_k"), 1, max(1, max_len - 2), min(3, max_len - 2),
-                  key="pshift", bind="query-params")  # fmt: skip
-start = s2.slider(t("concepts.positional.shift_p"), 0, max(1, max_len - 1 - shift),
-                  min(5, max_len - 1 - shift), key="pstart", bind="query-params")  # fmt: skip
+shift = s1.slider(
+    t("concepts.positional.shift_k"),
+    1,
+    max(1, max_len - 2),
+    min(3, max_len - 2),
+    key="pshift",
+    bind="query-params",
+)
+start = s2.slider(
+    t("concepts.positional.shift_p"),
+    0,
+    max(1, max_len - 1 - shift),
+    min(5, max_len - 1 - shift),
+    key="pstart",
+    bind="query-params",
+)
 shift = min(shift, max_len - 1)
 start = min(start, max_len - 1 - shift)
 paper_pe = table(max_len, d_model, True).astype(np.float64)
@@ -107,24 +152,42 @@ m_k = pe_shift_matrix(d_model, shift)
 rotated = m_k @ paper_pe[start]
 shown_dims = min(d_model, 16)
 plotly_chart(
-    matrix_heatmap(np.stack([paper_pe[start], rotated, paper_pe[start + shift]])[:, :shown_dims],
-                   [f"PE({start})", f"M_{shift} · PE({start})", f"PE({start + shift})"],
-                   title=t("concepts.positional.shift_rows", n=shown_dims), bound=1.0,
-                   value_name="PE", col_title=dim, height=230),
+    matrix_heatmap(
+        np.stack([paper_pe[start], rotated, paper_pe[start + shift]])[:, :shown_dims],
+        [f"PE({start})", f"M_{shift} · PE({start})", f"PE({start + shift})"],
+        title=t("concepts.positional.shift_rows", n=shown_dims),
+        bound=1.0,
+        value_name="PE",
+        col_title=dim,
+        height=230,
+    ),
     key="shift_chart",
-)  # fmt: skip
+)
 plotly_chart(
-    matrix_heatmap(m_k[:shown_dims, :shown_dims], [str(i) for i in range(shown_dims)],
-                   title=t("concepts.positional.shift_matrix", k=shown_dims, n=shift), bound=1.0,
-                   value_name=f"M_{shift}", row_title=dim, col_title=dim, numbers=shown_dims <= 16,
-                   height=420),
+    matrix_heatmap(
+        m_k[:shown_dims, :shown_dims],
+        [str(i) for i in range(shown_dims)],
+        title=t("concepts.positional.shift_matrix", k=shown_dims, n=shift),
+        bound=1.0,
+        value_name=f"M_{shift}",
+        row_title=dim,
+        col_title=dim,
+        numbers=shown_dims <= 16,
+        height=420,
+    ),
     key="shift_matrix_chart",
-)  # fmt: skip
+)
 st.success(
-    t("concepts.positional.shift_check", k=shift, p=start, one=f"{np.abs(rotated - paper_pe[start + shift]).max():.1e}",
-      every=f"{pe_shift_error(paper_pe, shift):.1e}", n=max_len - shift),
+    t(
+        "concepts.positional.shift_check",
+        k=shift,
+        p=start,
+        one=f"{np.abs(rotated - paper_pe[start + shift]).max():.1e}",
+        every=f"{pe_shift_error(paper_pe, shift):.1e}",
+        n=max_len - shift,
+    ),
     icon=":material/check_circle:",
-)  # fmt: skip
+)
 
 st.subheader(t("concepts.positional.learned"))
 st.markdown(t("concepts.positional.learned_text"))
@@ -136,23 +199,46 @@ else:
     shown = learned[:rows]
     clip = robust_bound(shown, 99.0)
     l1, l2 = st.columns(2)
-    plotly_chart(where=l1, fig=
-        matrix_heatmap(shown, [str(p) for p in range(rows)],
-                       title=t("concepts.positional.learned_table", d=learned.shape[1]),
-                       numbers=False, value_name="P", row_title=pos, col_title=dim,
-                       bound=clip, height=min(700, 160 + 8 * rows)),
+    plotly_chart(
+        where=l1,
+        fig=matrix_heatmap(
+            shown,
+            [str(p) for p in range(rows)],
+            title=t("concepts.positional.learned_table", d=learned.shape[1]),
+            numbers=False,
+            value_name="P",
+            row_title=pos,
+            col_title=dim,
+            bound=clip,
+            height=min(700, 160 + 8 * rows),
+        ),
         key="learned_chart",
-    )  # fmt: skip
-    plotly_chart(where=l2, fig=
-        matrix_heatmap(cosine_matrix(learned[:rows]), [str(p) for p in range(rows)],
-                       [str(p) for p in range(rows)], title=t("concepts.positional.learned_cos"),
-                       numbers=False, value_name="cos", row_title=pos, col_title=pos,
-                       height=min(700, 160 + 8 * rows)),
+    )
+    plotly_chart(
+        where=l2,
+        fig=matrix_heatmap(
+            cosine_matrix(learned[:rows]),
+            [str(p) for p in range(rows)],
+            [str(p) for p in range(rows)],
+            title=t("concepts.positional.learned_cos"),
+            numbers=False,
+            value_name="cos",
+            row_title=pos,
+            col_title=pos,
+            height=min(700, 160 + 8 * rows),
+        ),
         key="learned_sim_chart",
-    )  # fmt: skip
+    )
     beyond = int((np.abs(shown) > clip).sum())
-    st.caption(t("concepts.positional.learned_clip", bound=f"{clip:.3f}", n=beyond,
-                 share=f"{100 * beyond / shown.size:.1f}", largest=f"{np.abs(shown).max():.2f}"))  # fmt: skip
+    st.caption(
+        t(
+            "concepts.positional.learned_clip",
+            bound=f"{clip:.3f}",
+            n=beyond,
+            share=f"{100 * beyond / shown.size:.1f}",
+            largest=f"{np.abs(shown).max():.2f}",
+        )
+    )
 
 st.header(t("concepts.positional.why"))
 st.markdown(t("concepts.positional.why_text"))
@@ -167,16 +253,32 @@ for col, which, outs, gap in (
         st.subheader(t(f"concepts.positional.{which}_pe"))
         for words, out, key in ((SENTENCE_A, outs[0], "a"), (SENTENCE_B, outs[1], "b")):
             plotly_chart(
-                matrix_heatmap(out.numpy(), list(words), title=" ".join(words), numbers=False,
-                               value_name=t("concepts.value"), col_title=dim, height=220),
+                matrix_heatmap(
+                    out.numpy(),
+                    list(words),
+                    title=" ".join(words),
+                    numbers=False,
+                    value_name=t("concepts.value"),
+                    col_title=dim,
+                    height=220,
+                ),
                 key=f"perm_{which}_{key}",
-            )  # fmt: skip
+            )
         st.metric(t("concepts.positional.gap"), f"{gap:.2e}")
 st.success(
     t("concepts.positional.verdict", no_pe=f"{no_pe:.1e}", with_pe=f"{with_pe:.2f}"),
     icon=":material/check_circle:",
 )
-st.warning(t("concepts.positional.equivariant", perm=f"{no_pe:.1e}",
-             same=f"{demo.invariance_gap():.2f}"), icon=":material/priority_high:")  # fmt: skip
-st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "positional"})  # fmt: skip
-st.page_link("pages/modern.py", label=t("modern.link.from_positional"), icon=":material/rocket_launch:")
+st.warning(
+    t("concepts.positional.equivariant", perm=f"{no_pe:.1e}", same=f"{demo.invariance_gap():.2f}"),
+    icon=":material/priority_high:",
+)
+st.page_link(
+    "pages/practice.py",
+    label=t("practice.check_yourself"),
+    icon=":material/quiz:",
+    query_params={"topic": "positional"},
+)
+st.page_link(
+    "pages/modern.py", label=t("modern.link.from_positional"), icon=":material/rocket_launch:"
+)

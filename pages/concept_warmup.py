@@ -78,28 +78,45 @@ st.latex(
 st.markdown(t("concepts.warmup.plain"))
 
 c1, c2, c3 = st.columns(3)
-d_model = c1.select_slider(t("concepts.warmup.d_model"), [64, 128, 256, 512, 768, 1024], 512,
-                           key="wdmodel", bind="query-params")  # fmt: skip
-warmup = c2.slider(t("concepts.warmup.warmup"), 100, 16000, 4000, step=100, key="wwarmup",
-                   bind="query-params")  # fmt: skip
-factor = c3.slider(t("concepts.warmup.factor"), 0.1, 4.0, 1.0, step=0.1, key="wfactor",
-                   bind="query-params")  # fmt: skip
+d_model = c1.select_slider(
+    t("concepts.warmup.d_model"),
+    [64, 128, 256, 512, 768, 1024],
+    512,
+    key="wdmodel",
+    bind="query-params",
+)
+warmup = c2.slider(
+    t("concepts.warmup.warmup"), 100, 16000, 4000, step=100, key="wwarmup", bind="query-params"
+)
+factor = c3.slider(
+    t("concepts.warmup.factor"), 0.1, 4.0, 1.0, step=0.1, key="wfactor", bind="query-params"
+)
 steps = 20000
 grid = step_grid(steps, warmup)
 presets = st.toggle(t("concepts.warmup.presets"), value=True, key="wpresets", bind="query-params")
-series = {t("concepts.warmup.yours", d=d_model, w=warmup, f=f"{factor:g}"):
-          noam_curve(d_model, warmup, factor, grid)}  # fmt: skip
+series = {
+    t("concepts.warmup.yours", d=d_model, w=warmup, f=f"{factor:g}"): noam_curve(
+        d_model, warmup, factor, grid
+    )
+}
 if presets:
     for d, w in PRESETS:
         series[f"{d}:{w}"] = noam_curve(d, w, 1.0, grid)
 peak = noam_lr(warmup, d_model, warmup, factor)
 series[t("concepts.warmup.cosine")] = cosine_curve(warmup, steps, peak, grid)
 plotly_chart(
-    lines_figure(grid, series, x_title=t("concepts.warmup.step"), y_title=t("concepts.warmup.lr"),
-                 dashed=(t("concepts.warmup.cosine"),), vline=warmup,
-                 vline_label=f"warmup = {warmup}", height=420),
+    lines_figure(
+        grid,
+        series,
+        x_title=t("concepts.warmup.step"),
+        y_title=t("concepts.warmup.lr"),
+        dashed=(t("concepts.warmup.cosine"),),
+        vline=warmup,
+        vline_label=f"warmup = {warmup}",
+        height=420,
+    ),
     key="schedule_chart",
-)  # fmt: skip
+)
 st.latex(
     rf"\text{{peak}} = {factor:g} \cdot {d_model}^{{-0.5}} \cdot {warmup}^{{-0.5}} = {peak:.3e}"
 )
@@ -123,10 +140,15 @@ else:
             for s in info["curve"]["step"]
         ]
     plotly_chart(
-        lines_figure(steps_by, lr_series, x_title=t("concepts.warmup.step"), y_title=t("concepts.warmup.lr"),
-                     dashed=tuple(formulas)),
+        lines_figure(
+            steps_by,
+            lr_series,
+            x_title=t("concepts.warmup.step"),
+            y_title=t("concepts.warmup.lr"),
+            dashed=tuple(formulas),
+        ),
         key="logged_chart",
-    )  # fmt: skip
+    )
     missing = [task for task in SHIPPED if task not in logged]
     st.caption(t("concepts.warmup.logged_caption"))
     if missing:
@@ -136,33 +158,55 @@ st.header(t("concepts.warmup.experiment"))
 meta, curves = experiment()
 if not curves or set(curves) != set(WARMUP_VARIANTS):
     st.info(t("concepts.warmup.experiment_missing"), icon=":material/hourglass_empty:")
-    st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "warmup"})  # fmt: skip
+    st.page_link(
+        "pages/practice.py",
+        label=t("practice.check_yourself"),
+        icon=":material/quiz:",
+        query_params={"topic": "warmup"},
+    )
     st.stop()
 d_exp, factor_exp, w_exp = int(meta["d_model"]), float(meta["lr_factor"]), int(meta["warmup_steps"])
 start_lr = noam_lr(1, d_exp, 1, factor_exp)
 peak_lr = noam_lr(w_exp, d_exp, w_exp, factor_exp)
-st.markdown(t("concepts.warmup.experiment_text", layers=meta["layers"], d_model=d_exp,
-              steps=meta["steps"], factor=f"{factor_exp:g}", n=len(meta["seeds"]),
-              seeds=", ".join(str(s) for s in meta["seeds"]), start=f"{start_lr:.4f}",
-              peak=f"{peak_lr:.5f}", ratio=f"{start_lr / peak_lr:.0f}", w=w_exp))  # fmt: skip
+st.markdown(
+    t(
+        "concepts.warmup.experiment_text",
+        layers=meta["layers"],
+        d_model=d_exp,
+        steps=meta["steps"],
+        factor=f"{factor_exp:g}",
+        n=len(meta["seeds"]),
+        seeds=", ".join(str(s) for s in meta["seeds"]),
+        start=f"{start_lr:.4f}",
+        peak=f"{peak_lr:.5f}",
+        ratio=f"{start_lr / peak_lr:.0f}",
+        w=w_exp,
+    )
+)
 e1, e2 = st.columns(2)
 for col, norm in ((e1, "post"), (e2, "pre")):
     bands = {
         t(f"concepts.warmup.variant.{variant}", w=w_exp): seed_band(curves[f"{norm}_{variant}"])
         for variant in ("warmup", "no_warmup")
     }
-    plotly_chart(where=col, fig=
-        band_figure(bands, x_title=t("concepts.warmup.step"), y_title=t("concepts.warmup.loss"),
-                    title=t(f"concepts.warmup.panel.{norm}")),
+    plotly_chart(
+        where=col,
+        fig=band_figure(
+            bands,
+            x_title=t("concepts.warmup.step"),
+            y_title=t("concepts.warmup.loss"),
+            title=t(f"concepts.warmup.panel.{norm}"),
+        ),
         key=f"exp_{norm}_chart",
-    )  # fmt: skip
+    )
 st.caption(t("concepts.warmup.band_caption", n=len(meta["seeds"])))
 variants = meta["variants"]
 
 
 def spread(info: dict, key: str, digits: int) -> str:
-    return (f"{info[key]:.{digits}f} ({info[key + '_min']:.{digits}f}–"
-            f"{info[key + '_max']:.{digits}f})")  # fmt: skip
+    return (
+        f"{info[key]:.{digits}f} ({info[key + '_min']:.{digits}f}–{info[key + '_max']:.{digits}f})"
+    )
 
 
 rows = [
@@ -176,17 +220,32 @@ rows = [
 ]
 st.dataframe(rows, hide_index=True)
 st.caption(t("concepts.warmup.table_caption", n=len(meta["seeds"])))
-st.markdown(t(
-    "concepts.warmup.experiment_reading",
-    post_w=f"{variants['post_warmup']['exact_match']:.2f}",
-    pre_w=f"{variants['pre_warmup']['exact_match']:.2f}",
-    pre_nw=f"{variants['pre_no_warmup']['exact_match']:.2f}",
-    post_nw=f"{variants['post_no_warmup']['exact_match_max']:.2f}",
-    post_nw_loss=f"{variants['post_no_warmup']['final_loss']:.2f}",
-))  # fmt: skip
+st.markdown(
+    t(
+        "concepts.warmup.experiment_reading",
+        post_w=f"{variants['post_warmup']['exact_match']:.2f}",
+        pre_w=f"{variants['pre_warmup']['exact_match']:.2f}",
+        pre_nw=f"{variants['pre_no_warmup']['exact_match']:.2f}",
+        post_nw=f"{variants['post_no_warmup']['exact_match_max']:.2f}",
+        post_nw_loss=f"{variants['post_no_warmup']['final_loss']:.2f}",
+    )
+)
 st.markdown(t("concepts.warmup.not_shown"))
-torch_versions = sorted({r.get("torch_version") or "?" for v in variants.values() for r in v["runs"]})
-st.caption(t("concepts.warmup.rerun", torch=", ".join(torch_versions),
-             platform=meta.get("platform", "?"), n=len(meta["seeds"]) * len(variants)))  # fmt: skip
+torch_versions = sorted(
+    {r.get("torch_version") or "?" for v in variants.values() for r in v["runs"]}
+)
+st.caption(
+    t(
+        "concepts.warmup.rerun",
+        torch=", ".join(torch_versions),
+        platform=meta.get("platform", "?"),
+        n=len(meta["seeds"]) * len(variants),
+    )
+)
 st.code(meta["rerun"], language="bash")
-st.page_link("pages/practice.py", label=t("practice.check_yourself"), icon=":material/quiz:", query_params={"topic": "warmup"})  # fmt: skip
+st.page_link(
+    "pages/practice.py",
+    label=t("practice.check_yourself"),
+    icon=":material/quiz:",
+    query_params={"topic": "warmup"},
+)

@@ -44,9 +44,14 @@ if text is None:
 strategies = [s for s in STRATEGIES if ours or s != "beam"]
 # The strategy on a row of its own: beside the sliders its options were cut off at 1024 px.
 strategy = linked(
-    st.segmented_control, t("decoding.strategy"), strategies, key="strategy", required=True,
-    format_func=lambda s: t(f"decoding.strategy.{s}"), help=t("decoding.strategy_help"),
-)  # fmt: skip
+    st.segmented_control,
+    t("decoding.strategy"),
+    strategies,
+    key="strategy",
+    required=True,
+    format_func=lambda s: t(f"decoding.strategy.{s}"),
+    help=t("decoding.strategy_help"),
+)
 c2, c3, c4 = st.columns(3, vertical_alignment="bottom")
 options: dict = {"strategy": strategy}
 if strategy == "beam":
@@ -55,17 +60,34 @@ if strategy == "beam":
     )
 elif strategy == "sample":
     options["temperature"] = c2.slider(
-        t("decoding.temperature"), 0.1, 2.0, 1.0, 0.1, key="temp", bind="query-params",
+        t("decoding.temperature"),
+        0.1,
+        2.0,
+        1.0,
+        0.1,
+        key="temp",
+        bind="query-params",
         help=t("decoding.temperature_help"),
-    )  # fmt: skip
+    )
     top_k = c3.number_input(
-        t("decoding.top_k"), 0, 1000, 0, key="topk", bind="query-params",
+        t("decoding.top_k"),
+        0,
+        1000,
+        0,
+        key="topk",
+        bind="query-params",
         help=t("decoding.top_k_help"),
-    )  # fmt: skip
+    )
     top_p = c4.slider(
-        t("decoding.top_p"), 0.05, 1.0, 1.0, 0.05, key="topp", bind="query-params",
+        t("decoding.top_p"),
+        0.05,
+        1.0,
+        1.0,
+        0.05,
+        key="topp",
+        bind="query-params",
         help=t("decoding.top_p_help"),
-    )  # fmt: skip
+    )
     options["top_k"] = int(top_k) or None
     options["top_p"] = float(top_p) if top_p < 1.0 else None
     options["seed"] = int(
@@ -78,9 +100,11 @@ if ours:
     with st.expander(t("decoding.ablation"), icon=":material/block:"):
         st.caption(t("decoding.ablation_caption"))
         cfg = lm.config
-        layers = {"encoder": cfg.n_encoder_layers if cfg.has_encoder else 0,
-                  "decoder": cfg.n_decoder_layers,
-                  "cross": cfg.n_decoder_layers if lm.kind == "encoder-decoder" else 0}  # fmt: skip
+        layers = {
+            "encoder": cfg.n_encoder_layers if cfg.has_encoder else 0,
+            "decoder": cfg.n_decoder_layers,
+            "cross": cfg.n_decoder_layers if lm.kind == "encoder-decoder" else 0,
+        }
         chosen = []
         for kind, n_layers in layers.items():
             if not n_layers:
@@ -89,10 +113,13 @@ if ours:
                 (kind, layer, head) for layer in range(n_layers) for head in range(cfg.n_heads)
             ]
             picked = st.pills(
-                t(f"common.kind.{kind}"), heads, selection_mode="multi", key=translated_widget(f"off_{kind}"),
+                t(f"common.kind.{kind}"),
+                heads,
+                selection_mode="multi",
+                key=translated_widget(f"off_{kind}"),
                 format_func=lambda h: t("decoding.head_short", layer=h[1] + 1, head=h[2] + 1),
                 persist_state="session",
-            )  # fmt: skip
+            )
             chosen += picked or []
         head_off = tuple(sorted(chosen))
 if head_off:
@@ -131,16 +158,21 @@ n_layers = next(iter(steps[0].attention.values())).shape[0]
 layer_col, play_col = st.columns([5, 1], vertical_alignment="bottom")
 with layer_col:
     layer = linked(
-        st.segmented_control, t("common.layer"), list(range(n_layers)), key="dlayer",
-        required=True, format_func=lambda i: t("common.layer_n", n=i + 1),
-    )  # fmt: skip
+        st.segmented_control,
+        t("common.layer"),
+        list(range(n_layers)),
+        key="dlayer",
+        required=True,
+        format_func=lambda i: t("common.layer_n", n=i + 1),
+    )
 # Play sits outside the fragment: starting the timer needs a run of the whole page.
 playing = st.session_state.get(PLAY_KEY, False)
 play_col.button(
     t("decoding.pause") if playing else t("decoding.play"),
     icon=":material/pause:" if playing else ":material/play_arrow:",
-    on_click=toggle_play, width="stretch",
-)  # fmt: skip
+    on_click=toggle_play,
+    width="stretch",
+)
 
 
 def show_step() -> None:
@@ -154,12 +186,28 @@ def show_step() -> None:
             st.rerun(scope="app")
     # One row, each button as wide as its label: fixed columns cut "다음 스텝" to "다." at 1024 px.
     buttons = st.container(horizontal=True)
-    buttons.button(t("decoding.reset"), icon=":material/first_page:", on_click=move, args=(None,),
-                   width="content")  # fmt: skip
-    buttons.button(t("decoding.back"), icon=":material/chevron_left:", on_click=move, args=(-1,),
-                   width="content")  # fmt: skip
-    buttons.button(t("decoding.step"), icon=":material/chevron_right:", on_click=move, args=(1,),
-                   type="primary", width="content")  # fmt: skip
+    buttons.button(
+        t("decoding.reset"),
+        icon=":material/first_page:",
+        on_click=move,
+        args=(None,),
+        width="content",
+    )
+    buttons.button(
+        t("decoding.back"),
+        icon=":material/chevron_left:",
+        on_click=move,
+        args=(-1,),
+        width="content",
+    )
+    buttons.button(
+        t("decoding.step"),
+        icon=":material/chevron_right:",
+        on_click=move,
+        args=(1,),
+        type="primary",
+        width="content",
+    )
     step = st.session_state[STEP_KEY]
     if st.query_params.get(STEP_KEY) != str(step):
         st.query_params[STEP_KEY] = str(step)
@@ -186,45 +234,71 @@ def show_step() -> None:
     rows = [s.attention["decoder"][layer].mean(0) for s in steps[:step]]
     mask_col, dist_col = st.columns(2)
     plotly_chart(
-        growing_mask_figure(rows, queries, keys, mask=mask, title=t("decoding.mask_title", n=layer + 1),
-                            labels=axis_labels()),
-        key="mask_chart", where=mask_col,
-    )  # fmt: skip
+        growing_mask_figure(
+            rows,
+            queries,
+            keys,
+            mask=mask,
+            title=t("decoding.mask_title", n=layer + 1),
+            labels=axis_labels(),
+        ),
+        key="mask_chart",
+        where=mask_col,
+    )
     vocab = lm.tgt_tokenizer.tokens(list(range(len(current.probs))))
     before = (current.logits.softmax(-1) if current.logits is not None else current.probs).numpy()
     plotly_chart(
-        next_token_figure(before, current.probs.numpy(), vocab, current.token_id,
-                          names=(t("decoding.dist.raw"), t("decoding.dist.used")),
-                          axis=t("decoding.dist.axis")),
-        key="dist_chart", where=dist_col,
-    )  # fmt: skip
+        next_token_figure(
+            before,
+            current.probs.numpy(),
+            vocab,
+            current.token_id,
+            names=(t("decoding.dist.raw"), t("decoding.dist.used")),
+            axis=t("decoding.dist.axis"),
+        ),
+        key="dist_chart",
+        where=dist_col,
+    )
     dist_col.caption(t(f"decoding.dist_caption.{strategy}"))
     self_col, cross_col = st.columns(2)
     plotly_chart(
-        head_rows_figure(current.attention["decoder"][layer], keys, head_titles=head_titles(heads),
-                         title=t("decoding.self_title", n=layer + 1), labels=axis_labels(rows="common.head")),
-        key="self_chart", where=self_col,
-    )  # fmt: skip
+        head_rows_figure(
+            current.attention["decoder"][layer],
+            keys,
+            head_titles=head_titles(heads),
+            title=t("decoding.self_title", n=layer + 1),
+            labels=axis_labels(rows="common.head"),
+        ),
+        key="self_chart",
+        where=self_col,
+    )
     if "cross" in current.attention:
         plotly_chart(
-            head_rows_figure(current.attention["cross"][layer], lm.encode(text).tokens,
-                             head_titles=head_titles(heads),
-                             title=t("decoding.cross_title", n=layer + 1), labels=axis_labels(rows="common.head")),
-            key="cross_chart", where=cross_col,
-        )  # fmt: skip
+            head_rows_figure(
+                current.attention["cross"][layer],
+                lm.encode(text).tokens,
+                head_titles=head_titles(heads),
+                title=t("decoding.cross_title", n=layer + 1),
+                labels=axis_labels(rows="common.head"),
+            ),
+            key="cross_chart",
+            where=cross_col,
+        )
     else:
         cross_col.caption(t("decoding.no_cross"))
     if current.beams:
         st.markdown(f"**{t('decoding.beams')}**")
         st.dataframe(
-            pd.DataFrame({
-                t("decoding.beam_rank"): range(1, len(current.beams) + 1),
-                t("decoding.beam_tokens"): [" ".join(toks) for toks, _ in current.beams],
-                t("decoding.beam_score"): [score for _, score in current.beams],
-            }),
+            pd.DataFrame(
+                {
+                    t("decoding.beam_rank"): range(1, len(current.beams) + 1),
+                    t("decoding.beam_tokens"): [" ".join(toks) for toks, _ in current.beams],
+                    t("decoding.beam_score"): [score for _, score in current.beams],
+                }
+            ),
             hide_index=True,
             column_config={t("decoding.beam_score"): st.column_config.NumberColumn(format="%.3f")},
-        )  # fmt: skip
+        )
 
 
 st.fragment(show_step, run_every=PLAY_SECONDS if playing else None)()
@@ -239,15 +313,21 @@ if head_off:
         col.markdown(t(key, tokens=code_span(sentence)))
     n = max(len(plain), len(steps))
     st.dataframe(
-        pd.DataFrame({
-            t("decoding.position_col"): range(1, n + 1),
-            t("decoding.unchanged_col"): [f"{s.token} ({float(s.probs[s.token_id]):.2f})"
-                                          for s in plain] + [""] * (n - len(plain)),
-            t("decoding.ablated_col"): [f"{s.token} ({float(s.probs[s.token_id]):.2f})"
-                                        for s in steps] + [""] * (n - len(steps)),
-        }),
+        pd.DataFrame(
+            {
+                t("decoding.position_col"): range(1, n + 1),
+                t("decoding.unchanged_col"): [
+                    f"{s.token} ({float(s.probs[s.token_id]):.2f})" for s in plain
+                ]
+                + [""] * (n - len(plain)),
+                t("decoding.ablated_col"): [
+                    f"{s.token} ({float(s.probs[s.token_id]):.2f})" for s in steps
+                ]
+                + [""] * (n - len(steps)),
+            }
+        ),
         hide_index=True,
-    )  # fmt: skip
+    )
 
 # ---- teacher forcing beside free running ----
 if ours:
@@ -255,23 +335,27 @@ if ours:
     st.caption(t("decoding.forcing_caption"))
     reference = reference_answer(lm.info.get("task"), text) or ""
     target = st.text_input(  # as Korean is written: the tokenizer splits particles off again
-        t("decoding.target"), value=written_text(lm.tgt_tokenizer, reference.split()), key=f"target::{text}",
+        t("decoding.target"),
+        value=written_text(lm.tgt_tokenizer, reference.split()),
+        key=f"target::{text}",
         help=t("decoding.target_help"),
-    )  # fmt: skip
+    )
     if target.strip():
         try:
             forced = get_teacher_forcing(text, target, head_off)
         except ValueError:
             st.warning(t("decoding.target_unusable"), icon=":material/warning:")
         else:
-            frame = pd.DataFrame({
-                t("decoding.position_col"): [f.position + 1 for f in forced],
-                t("decoding.given"): [f.true_prefix_end for f in forced],
-                t("decoding.expected"): [f.target for f in forced],
-                t("decoding.forced"): [f.forced for f in forced],
-                t("decoding.forced_prob"): [f.forced_prob for f in forced],
-                t("decoding.free"): [f.free if f.free is not None else "—" for f in forced],
-            })  # fmt: skip
+            frame = pd.DataFrame(
+                {
+                    t("decoding.position_col"): [f.position + 1 for f in forced],
+                    t("decoding.given"): [f.true_prefix_end for f in forced],
+                    t("decoding.expected"): [f.target for f in forced],
+                    t("decoding.forced"): [f.forced for f in forced],
+                    t("decoding.forced_prob"): [f.forced_prob for f in forced],
+                    t("decoding.free"): [f.free if f.free is not None else "—" for f in forced],
+                }
+            )
             wrong = [f.forced != f.target for f in forced], [f.free != f.target for f in forced]
 
             def shade(column: pd.Series) -> list[str]:
@@ -292,4 +376,6 @@ if ours:
 
 st.divider()
 # How today's decoders keep their keys and values: the cache, GQA and FlashAttention.
-st.page_link("pages/modern.py", label=t("modern.link.from_decoding"), icon=":material/rocket_launch:")
+st.page_link(
+    "pages/modern.py", label=t("modern.link.from_decoding"), icon=":material/rocket_launch:"
+)

@@ -54,12 +54,16 @@ require_frame()
 
 KINDS = ("encoder", "decoder", "cross")
 VIEW_ICONS = {
-    "heatmap": ":material/grid_on:", "heads": ":material/view_module:",
-    "model": ":material/apps:", "lines": ":material/linear_scale:",
-    "focus": ":material/center_focus_strong:", "stages": ":material/stairs:",
+    "heatmap": ":material/grid_on:",
+    "heads": ":material/view_module:",
+    "model": ":material/apps:",
+    "lines": ":material/linear_scale:",
+    "focus": ":material/center_focus_strong:",
+    "stages": ":material/stairs:",
     "compare": ":material/compare:",
-    "stats": ":material/table_chart:", "export": ":material/download:",
-}  # fmt: skip
+    "stats": ":material/table_chart:",
+    "export": ":material/download:",
+}
 HEAD_VIEW_MAX_TOKENS = 160  # more lines than a reader can follow, and a heavy page
 PILLS_MAX_TOKENS = 40  # beyond this a drop-down is easier than a wall of pills
 CSV_MAX_CELLS = 2_000_000  # the whole kind when it fits, else the chosen layer
@@ -128,10 +132,11 @@ def show_heatmap(v: Shown) -> None:
         st.caption(t("explorer.max_note"))
     q_tokens, k_tokens = v.tokens
     plotly_chart(
-        attention_heatmap(weights, q_tokens, k_tokens, mask=v.mask, title=title,
-                          labels=axis_labels()),
+        attention_heatmap(
+            weights, q_tokens, k_tokens, mask=v.mask, title=title, labels=axis_labels()
+        ),
         key="heatmap_chart",
-    )  # fmt: skip
+    )
 
 
 def show_heads(v: Shown) -> None:
@@ -140,20 +145,31 @@ def show_heads(v: Shown) -> None:
         n = max(len(q_tokens), len(k_tokens))
         st.caption(t("explorer.heads_pooled", n=n, k=max(2, round(n / HEADS_MAX_SIDE))))
     plotly_chart(
-        heads_figure(v.attention[v.layer], q_tokens, k_tokens, mask=v.mask, max_side=HEADS_MAX_SIDE,
-                     titles=head_titles(v.n_heads), labels=axis_labels()),
+        heads_figure(
+            v.attention[v.layer],
+            q_tokens,
+            k_tokens,
+            mask=v.mask,
+            max_side=HEADS_MAX_SIDE,
+            titles=head_titles(v.n_heads),
+            labels=axis_labels(),
+        ),
         key="heads_chart",
-    )  # fmt: skip
+    )
 
 
 def show_model(v: Shown) -> None:
     st.caption(t("explorer.model_grid_note"))
     n_layers = v.attention.shape[0]
     plotly_chart(
-        model_grid_figure(v.attention, mask=v.mask, col_titles=head_titles(v.n_heads),
-                          row_titles=[t("common.layer_n", n=i + 1) for i in range(n_layers)]),
+        model_grid_figure(
+            v.attention,
+            mask=v.mask,
+            col_titles=head_titles(v.n_heads),
+            row_titles=[t("common.layer_n", n=i + 1) for i in range(n_layers)],
+        ),
         key="model_chart",
-    )  # fmt: skip
+    )
 
 
 def show_lines(v: Shown) -> None:
@@ -163,10 +179,15 @@ def show_lines(v: Shown) -> None:
         return
     st.caption(t("explorer.lines_caption", n=v.layer + 1))
     st.iframe(
-        head_view_html(v.attention[v.layer], q_tokens, k_tokens,
-                       head_labels=head_titles(v.n_heads), hint=t("explorer.lines_hint")),
+        head_view_html(
+            v.attention[v.layer],
+            q_tokens,
+            k_tokens,
+            head_labels=head_titles(v.n_heads),
+            hint=t("explorer.lines_hint"),
+        ),
         height=head_view_height(max(len(q_tokens), len(k_tokens)), v.n_heads),
-    )  # fmt: skip
+    )
 
 
 def show_focus(v: Shown) -> None:
@@ -174,25 +195,40 @@ def show_focus(v: Shown) -> None:
     options = list(range(len(q_tokens)))
     label = t("explorer.focus_token")
     if len(q_tokens) <= PILLS_MAX_TOKENS:
-        token = linked(st.pills, label, options, key="token", required=True,
-                       format_func=lambda i: code_span(q_tokens[i]))  # fmt: skip
+        token = linked(
+            st.pills,
+            label,
+            options,
+            key="token",
+            required=True,
+            format_func=lambda i: code_span(q_tokens[i]),
+        )
     else:
-        token = linked(st.selectbox, label, options, key="token",
-                       format_func=lambda i: f"{i}: {q_tokens[i]}")  # fmt: skip
+        token = linked(
+            st.selectbox, label, options, key="token", format_func=lambda i: f"{i}: {q_tokens[i]}"
+        )
     token = token if token in options else 0
     rows = v.attention[v.layer][:, token, :]  # [H, Lk]
     st.caption(t("explorer.focus_caption", n=v.layer + 1))
     st.iframe(
-        highlighted_text_html(k_tokens, rows.mean(0), focus=token if v.kind != "cross" else None,
-                              caption=t("explorer.focus_text_caption")),
+        highlighted_text_html(
+            k_tokens,
+            rows.mean(0),
+            focus=token if v.kind != "cross" else None,
+            caption=t("explorer.focus_text_caption"),
+        ),
         height=60 + 34 * (1 + sum(len(tok) + 3 for tok in k_tokens) // 110),
-    )  # fmt: skip
+    )
     plotly_chart(
-        focus_bars_figure(rows, k_tokens, head_titles=head_titles(v.n_heads),
-                          colours=[head_colour(h) for h in range(v.n_heads)],
-                          value_label=t("common.axis.weight")),
+        focus_bars_figure(
+            rows,
+            k_tokens,
+            head_titles=head_titles(v.n_heads),
+            colours=[head_colour(h) for h in range(v.n_heads)],
+            value_label=t("common.axis.weight"),
+        ),
         key="focus_chart",
-    )  # fmt: skip
+    )
 
 
 def show_stages(v: Shown) -> None:
@@ -213,15 +249,28 @@ def show_stages(v: Shown) -> None:
     # The three pre-softmax stages on a diverging scale, then the softmax weights.
     for i, stage in enumerate(("scores", "scaled", "masked")):
         plotly_chart(
-            scores_heatmap(stages[stage], sq, sk, title=t(f"explorer.stage.{stage}"),
-                           labels=axis_labels(value="common.axis.score")),
-            key=f"stage_{stage}", where=columns[i % 2],
-        )  # fmt: skip
+            scores_heatmap(
+                stages[stage],
+                sq,
+                sk,
+                title=t(f"explorer.stage.{stage}"),
+                labels=axis_labels(value="common.axis.score"),
+            ),
+            key=f"stage_{stage}",
+            where=columns[i % 2],
+        )
     plotly_chart(
-        attention_heatmap(stages["weights"], sq, sk, mask=staged.mask(v.kind),
-                          title=t("explorer.stage.softmax"), labels=axis_labels()),
-        key="stage_softmax", where=columns[1],
-    )  # fmt: skip
+        attention_heatmap(
+            stages["weights"],
+            sq,
+            sk,
+            mask=staged.mask(v.kind),
+            title=t("explorer.stage.softmax"),
+            labels=axis_labels(),
+        ),
+        key="stage_softmax",
+        where=columns[1],
+    )
     if v.merge or v.hide:
         st.caption(t("explorer.stages_raw_tokens"))
 
@@ -255,22 +304,32 @@ def second_map(v: Shown, mode: str):
     n_layers = v.attention.shape[0]
     if mode == "layer":
         layer2 = linked(
-            st.selectbox, t("explorer.compare_layer"), list(range(n_layers)), key="layer2",
-            default=n_layers - 1, format_func=lambda i: t("common.layer_n", n=i + 1),
-        )  # fmt: skip
+            st.selectbox,
+            t("explorer.compare_layer"),
+            list(range(n_layers)),
+            key="layer2",
+            default=n_layers - 1,
+            format_func=lambda i: t("common.layer_n", n=i + 1),
+        )
         return (*v.map_of(v.base, v.shown, layer2), *v.tokens, v.mask)
     if mode == "sentence":
         text2 = clean_text(
-            st.text_input(t("explorer.compare_sentence"), key="text2", bind="query-params",
-                          persist_state="session", placeholder=v.text)
+            st.text_input(
+                t("explorer.compare_sentence"),
+                key="text2",
+                bind="query-params",
+                persist_state="session",
+                placeholder=v.text,
+            )
             or ""
-        )[0]  # fmt: skip
+        )[0]
         other = get_trace(text2) if text2 else None
         label = textwrap.shorten(text2, 40, placeholder="…")  # a chart title: plain
     else:
         others = [m for m in model_choices() if m not in (FOLDER, v.model_name)]
-        model2 = linked(st.selectbox, t("explorer.compare_model"), others, key="model2",
-                        format_func=model_label)  # fmt: skip
+        model2 = linked(
+            st.selectbox, t("explorer.compare_model"), others, key="model2", format_func=model_label
+        )
         other = trace_with(model2, v.text)
         label = model_label(model2)
     if other is None:
@@ -291,9 +350,13 @@ def show_compare(v: Shown) -> None:
     st.caption(t("explorer.compare_caption"))
     modes = ["sentence", "layer", "model"] if v.attention.shape[0] > 1 else ["sentence", "model"]
     mode = linked(
-        st.segmented_control, t("explorer.compare_mode"), modes, key="cmp", required=True,
+        st.segmented_control,
+        t("explorer.compare_mode"),
+        modes,
+        key="cmp",
+        required=True,
         format_func=lambda m: t(f"explorer.compare.{m}"),
-    )  # fmt: skip
+    )
     first, first_title = v.selected_map()
     found = second_map(v, mode)
     if found is None:
@@ -302,14 +365,17 @@ def show_compare(v: Shown) -> None:
     q_tokens, k_tokens = v.tokens
     a_col, b_col = st.columns(2)
     plotly_chart(
-        attention_heatmap(first, q_tokens, k_tokens, mask=v.mask, title=first_title,
-                          labels=axis_labels()),
-        key="cmp_first", where=a_col,
-    )  # fmt: skip
+        attention_heatmap(
+            first, q_tokens, k_tokens, mask=v.mask, title=first_title, labels=axis_labels()
+        ),
+        key="cmp_first",
+        where=a_col,
+    )
     plotly_chart(
         attention_heatmap(second, q2, k2, mask=mask2, title=second_title, labels=axis_labels()),
-        key="cmp_second", where=b_col,
-    )  # fmt: skip
+        key="cmp_second",
+        where=b_col,
+    )
     if tuple(first.shape) != tuple(second.shape):
         st.info(t("explorer.compare_tokens_differ"), icon=":material/info:")
         return
@@ -319,12 +385,17 @@ def show_compare(v: Shown) -> None:
         return [x if x == y else f"{x}/{y}" for x, y in zip(a, b, strict=True)]
 
     plotly_chart(
-        difference_heatmap(first, second, both(q_tokens, q2), both(k_tokens, k2),
-                           mask=v.mask & mask2,
-                           title=t("explorer.compare_difference"),
-                           labels=axis_labels(value="common.axis.difference")),
+        difference_heatmap(
+            first,
+            second,
+            both(q_tokens, q2),
+            both(k_tokens, k2),
+            mask=v.mask & mask2,
+            title=t("explorer.compare_difference"),
+            labels=axis_labels(value="common.axis.difference"),
+        ),
         key="cmp_diff",
-    )  # fmt: skip
+    )
     st.caption(t("explorer.compare_difference_caption"))
 
 
@@ -343,15 +414,30 @@ def show_export(v: Shown) -> None:
         t("explorer.export_caption") if whole else t("explorer.export_layer_only", n=v.layer + 1)
     )
     e1, e2, e3 = st.columns(3)
-    e1.download_button(t("explorer.export.csv"), csv_bytes, file_name=f"attention-{v.kind}.csv",
-                       mime="text/csv", icon=":material/table:", on_click="ignore")  # fmt: skip
-    e2.download_button(t("explorer.export.json"),
-                       lambda: trace_to_json(v.shown, v.model_name, v.text),
-                       file_name="attention.json", mime="application/json",
-                       icon=":material/data_object:", on_click="ignore")  # fmt: skip
-    e3.download_button(t("explorer.export.npz"), lambda: trace_to_npz(v.shown),
-                       file_name="attention.npz", mime="application/octet-stream",
-                       icon=":material/deployed_code:", on_click="ignore")  # fmt: skip
+    e1.download_button(
+        t("explorer.export.csv"),
+        csv_bytes,
+        file_name=f"attention-{v.kind}.csv",
+        mime="text/csv",
+        icon=":material/table:",
+        on_click="ignore",
+    )
+    e2.download_button(
+        t("explorer.export.json"),
+        lambda: trace_to_json(v.shown, v.model_name, v.text),
+        file_name="attention.json",
+        mime="application/json",
+        icon=":material/data_object:",
+        on_click="ignore",
+    )
+    e3.download_button(
+        t("explorer.export.npz"),
+        lambda: trace_to_npz(v.shown),
+        file_name="attention.npz",
+        mime="application/octet-stream",
+        icon=":material/deployed_code:",
+        on_click="ignore",
+    )
     st.markdown(t("explorer.permalink"))
     st.caption(
         t("explorer.image_export", format=image_format().upper(), setting=t("chart.image_format"))
@@ -479,6 +565,20 @@ view = linked(
     format_func=lambda v: f"{VIEW_ICONS[v]} {t(f'explorer.view.{v}')}",
 )
 VIEWS[view](
-    Shown(lm, model_name, text, trace, base, shown, kind, layer, head, aggregate,
-          merge and can_merge, hide, renorm, specials)
-)  # fmt: skip
+    Shown(
+        lm,
+        model_name,
+        text,
+        trace,
+        base,
+        shown,
+        kind,
+        layer,
+        head,
+        aggregate,
+        merge and can_merge,
+        hide,
+        renorm,
+        specials,
+    )
+)

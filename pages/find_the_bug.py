@@ -21,33 +21,44 @@ def side_map(side: bugs.Side, kind: str, title: str, key: str, where) -> None:
     weights = side.attention[kind][-1].mean(0)  # last layer, heads averaged
     rows = side.src_tokens if kind == "encoder" else side.dec_tokens
     cols = side.dec_tokens if kind == "decoder" else side.src_tokens
-    fig = matrix_heatmap(weights, rows, cols, probability=True, title=title,
-                         value_name=t("practice.weight"), row_title=t("practice.queries"),
-                         col_title=t("practice.keys"))  # fmt: skip
+    fig = matrix_heatmap(
+        weights,
+        rows,
+        cols,
+        probability=True,
+        title=title,
+        value_name=t("practice.weight"),
+        row_title=t("practice.queries"),
+        col_title=t("practice.keys"),
+    )
     plotly_chart(fig, key=key, where=where)
 
 
 def outputs_table(case: bugs.BugCase) -> pd.DataFrame:
     c, b = case.correct, case.buggy
-    return pd.DataFrame({
-        t("bugs.col.position"): list(range(1, len(c.labels) + 1)),
-        t("bugs.col.label"): c.labels,
-        t("bugs.col.correct"): c.predictions,
-        t("bugs.col.buggy"): b.predictions[: len(c.labels)],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            t("bugs.col.position"): list(range(1, len(c.labels) + 1)),
+            t("bugs.col.label"): c.labels,
+            t("bugs.col.correct"): c.predictions,
+            t("bugs.col.buggy"): b.predictions[: len(c.labels)],
+        }
+    )
 
 
 def measures(case: bugs.BugCase, kind: str) -> pd.DataFrame:
     rows = []
     for name, side in ((t("bugs.col.correct"), case.correct), (t("bugs.col.buggy"), case.buggy)):
         lo, hi = side.row_sums[kind]
-        rows.append({
-            "": name,
-            t("bugs.measure.accuracy"): f"{100 * side.accuracy:.0f}%",
-            t("bugs.measure.loss"): f"{side.loss:.3f}",
-            t("bugs.measure.row_sums"): f"{lo:.2f} – {hi:.2f}",
-            t("bugs.measure.sharpness"): f"{side.sharpness[kind]:.2f}",
-        })  # fmt: skip
+        rows.append(
+            {
+                "": name,
+                t("bugs.measure.accuracy"): f"{100 * side.accuracy:.0f}%",
+                t("bugs.measure.loss"): f"{side.loss:.3f}",
+                t("bugs.measure.row_sums"): f"{lo:.2f} – {hi:.2f}",
+                t("bugs.measure.sharpness"): f"{side.sharpness[kind]:.2f}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -57,15 +68,24 @@ seed = class_seed()
 with st.spinner(t("bugs.running")):
     cases = cached_gallery(seed)
 case_names = {i: t("bugs.case_n", n=i + 1) for i in range(len(cases))}
-number = st.segmented_control(t("bugs.case"), list(case_names), key=translated_widget("bug_case"),
-                              default=0, format_func=case_names.__getitem__)  # fmt: skip
+number = st.segmented_control(
+    t("bugs.case"),
+    list(case_names),
+    key=translated_widget("bug_case"),
+    default=0,
+    format_func=case_names.__getitem__,
+)
 number = 0 if number is None else number
 case = cases[number]
 st.markdown(t("bugs.case_text", source=" ".join(case.source.split())))
 kind_names = {k: t(f"bugs.kind.{k}") for k in KINDS}
-kind = st.segmented_control(t("bugs.which_attention"), KINDS,
-                            key=translated_widget(f"bug_kind_{number}"),
-                            default=case.telling_kind, format_func=kind_names.__getitem__)  # fmt: skip
+kind = st.segmented_control(
+    t("bugs.which_attention"),
+    KINDS,
+    key=translated_widget(f"bug_kind_{number}"),
+    default=case.telling_kind,
+    format_func=kind_names.__getitem__,
+)
 kind = kind or case.telling_kind
 left, right = st.columns(2)
 side_map(case.correct, kind, t("bugs.correct_title"), f"bug_ok_{number}", left)
@@ -85,8 +105,13 @@ def on_pick() -> None:
 
 with st.form(f"bug_form_{number}"):
     bug_names = {b: t(f"practice.bugs.name.{b}") for b in bugs.BUGS}
-    st.radio(t("bugs.pick"), bugs.BUGS, index=None, key=translated_widget(f"bug_choice_{number}"),
-             format_func=bug_names.__getitem__)  # fmt: skip
+    st.radio(
+        t("bugs.pick"),
+        bugs.BUGS,
+        index=None,
+        key=translated_widget(f"bug_choice_{number}"),
+        format_func=bug_names.__getitem__,
+    )
     st.form_submit_button(t("practice.check"), type="primary", on_click=on_pick)
 verdict = st.session_state.get(verdict_key)
 if verdict == "pick_one":

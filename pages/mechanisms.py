@@ -61,9 +61,13 @@ def cached_patch(name: str, device: str, clean: str, corrupted: str) -> Patching
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_attribution(
-    name: str, device: str, text: str, position: int | None, relevant: int | None,
+    name: str,
+    device: str,
+    text: str,
+    position: int | None,
+    relevant: int | None,
     relevant_src: int | None,
-) -> Attribution:  # fmt: skip
+) -> Attribution:
     return attribute(load_model(name, device), text, position, relevant, relevant_src)
 
 
@@ -103,16 +107,24 @@ with induction_tab:
                 a.metric(t("mech.metric.repeat"), f"{m['repeat_accuracy']:.1%}")
                 b.metric(t("mech.metric.first_half"), f"{m['first_half_accuracy']:.1%}")
                 c.metric(t("mech.metric.prefix"), f"{m['best_prefix_matching']:.2f}")
-                col.caption(t("mech.metric.caption", n=m["n"], length=m["block_length"],
-                              chance=f"{m['chance']:.1%}"))  # fmt: skip
+                col.caption(
+                    t(
+                        "mech.metric.caption",
+                        n=m["n"],
+                        length=m["block_length"],
+                        chance=f"{m['chance']:.1%}",
+                    )
+                )
         plotly_chart(
             lines_figure(
                 {names["induction"]: two["curve"]["step"], names[ONE_LAYER]: one["curve"]["step"]},
                 {names["induction"]: two["curve"]["loss"], names[ONE_LAYER]: one["curve"]["loss"]},
-                x_title=t("mech.step"), y_title=t("mech.loss"), title=t("mech.induction.loss"),
+                x_title=t("mech.step"),
+                y_title=t("mech.loss"),
+                title=t("mech.induction.loss"),
             ),
             key="mech_loss",
-        )  # fmt: skip
+        )
         st.caption(t("mech.induction.loss_caption"))
         snaps = two["snapshots"]
         if snaps:
@@ -122,15 +134,23 @@ with induction_tab:
             for where, score in ((c1, "prefix_matching"), (c2, "previous_token")):
                 plotly_chart(
                     head_lines_figure(
-                        steps, [r[score] for r in rows], head_label=t("mech.head_lh", layer="{layer}",
-                                                             head="{head}"),
-                        x_title=t("mech.step"), y_title=t(f"mech.score.{score}"),
+                        steps,
+                        [r[score] for r in rows],
+                        head_label=t("mech.head_lh", layer="{layer}", head="{head}"),
+                        x_title=t("mech.step"),
+                        y_title=t(f"mech.score.{score}"),
                         title=t(f"mech.score.{score}"),
                     ),
-                    key=f"mech_{score}", where=where,
-                )  # fmt: skip
-            st.caption(t("mech.induction.scores_caption", n=snaps["probe"]["n"],
-                         length=snaps["probe"]["block_length"]))  # fmt: skip
+                    key=f"mech_{score}",
+                    where=where,
+                )
+            st.caption(
+                t(
+                    "mech.induction.scores_caption",
+                    n=snaps["probe"]["n"],
+                    length=snaps["probe"]["block_length"],
+                )
+            )
 
         st.subheader(t("mech.induction.try"))
         lm2, why = try_model("induction")
@@ -146,14 +166,24 @@ with induction_tab:
                     layer, head = m.get("best_head", [lm.config.n_decoder_layers - 1, 0])
                     trace = lm.trace(text)
                     q = trace.tgt_tokens
-                    col.markdown(t("mech.induction.continues", model=names[name],
-                                   text=code_span(lm.translate(text) or "∅")))  # fmt: skip
+                    col.markdown(
+                        t(
+                            "mech.induction.continues",
+                            model=names[name],
+                            text=code_span(lm.translate(text) or "∅"),
+                        )
+                    )
                     plotly_chart(
-                        attention_heatmap(trace.attention["decoder"][layer, head], q, q,
-                                          mask=trace.mask("decoder"),
-                                          title=head_label("decoder", layer, head)),
-                        key=f"mech_att_{name}", where=col,
-                    )  # fmt: skip
+                        attention_heatmap(
+                            trace.attention["decoder"][layer, head],
+                            q,
+                            q,
+                            mask=trace.mask("decoder"),
+                            title=head_label("decoder", layer, head),
+                        ),
+                        key=f"mech_att_{name}",
+                        where=col,
+                    )
                 st.caption(t("mech.induction.stripe"))
                 st.caption(t("mech.induction.eos"))
 
@@ -182,25 +212,41 @@ with lens_tab:
         top1 = [[row[0] for row in layer] for layer in lens.top_tokens]
         plotly_chart(
             grid_heatmap(
-                lens.answer_prob, labels, lens.tokens, probability=True,
-                value_name=t("mech.lens.prob"), x_title=t("mech.lens.positions"),
-                title=t("mech.lens.heatmap"), text=top1,
+                lens.answer_prob,
+                labels,
+                lens.tokens,
+                probability=True,
+                value_name=t("mech.lens.prob"),
+                x_title=t("mech.lens.positions"),
+                title=t("mech.lens.heatmap"),
+                text=top1,
             ),
             key="mech_lens",
-        )  # fmt: skip
+        )
         st.caption(t("mech.lens.caption"))
-        pos = st.select_slider(t("mech.lens.position"), list(range(len(lens.tokens))),
-                               value=len(lens.tokens) - 1, key="mlens_pos",
-                               format_func=positions_label(lens.tokens))  # fmt: skip
-        st.markdown(t("mech.lens.answer", token=code_span(lens.tokens[pos]),
-                      answer=code_span(lens.answer[pos])))  # fmt: skip
+        pos = st.select_slider(
+            t("mech.lens.position"),
+            list(range(len(lens.tokens))),
+            value=len(lens.tokens) - 1,
+            key="mlens_pos",
+            format_func=positions_label(lens.tokens),
+        )
+        st.markdown(
+            t(
+                "mech.lens.answer",
+                token=code_span(lens.tokens[pos]),
+                answer=code_span(lens.answer[pos]),
+            )
+        )
         st.dataframe(lens_table(lens.top_tokens, lens.top_probs, labels, pos))
 
 # ---- 3. Activation patching --------------------------------------------------------------
 with patch_tab:
     st.markdown(t("mech.patch.plain"))
-    st.latex(r"\text{recovered} = \frac{LD_{patched} - LD_{corrupted}}{LD_{clean} - LD_{corrupted}},"
-             r"\quad LD = \text{logit}(A) - \text{logit}(B)")  # fmt: skip
+    st.latex(
+        r"\text{recovered} = \frac{LD_{patched} - LD_{corrupted}}{LD_{clean} - LD_{corrupted}},"
+        r"\quad LD = \text{logit}(A) - \text{logit}(B)"
+    )
     lm, name = pick_model(st, "mpatch_m")
     if lm is not None:
         if st.session_state.get("mpatch_for") != name:  # a new model starts from its example
@@ -216,37 +262,63 @@ with patch_tab:
             d = err.details
             which = t(f"mech.patch.which.{d['which']}") if "which" in d else ""
             words = ", ".join(code_span(w) for w in d.get("words", []))
-            st.warning(t(f"mech.patch.error.{err.key}", which=which, words=words,
-                         clean=d.get("clean", ""), corrupted=d.get("corrupted", "")),
-                       icon=":material/block:")  # fmt: skip
+            st.warning(
+                t(
+                    f"mech.patch.error.{err.key}",
+                    which=which,
+                    words=words,
+                    clean=d.get("clean", ""),
+                    corrupted=d.get("corrupted", ""),
+                ),
+                icon=":material/block:",
+            )
             result = None
         if result is not None:
             p = result.pair
-            st.markdown(t("mech.patch.answers", a=code_span(p.answer), b=code_span(p.other),
-                          clean=f"{result.ld_clean:.2f}", corrupted=f"{result.ld_corrupted:.2f}"))  # fmt: skip
-            cols = [f"{tok}→{bad}" if tok != bad else tok
-                    for tok, bad in zip(result.stream_tokens, result.corrupted_tokens)]  # fmt: skip
+            st.markdown(
+                t(
+                    "mech.patch.answers",
+                    a=code_span(p.answer),
+                    b=code_span(p.other),
+                    clean=f"{result.ld_clean:.2f}",
+                    corrupted=f"{result.ld_corrupted:.2f}",
+                )
+            )
+            cols = [
+                f"{tok}→{bad}" if tok != bad else tok
+                for tok, bad in zip(result.stream_tokens, result.corrupted_tokens)
+            ]
             plotly_chart(
                 grid_heatmap(
-                    result.by_position, layer_labels(len(result.by_position) - 1), cols,
-                    probability=False, value_name=t("mech.patch.recovered"),
+                    result.by_position,
+                    layer_labels(len(result.by_position) - 1),
+                    cols,
+                    probability=False,
+                    value_name=t("mech.patch.recovered"),
                     x_title=t(f"mech.patch.stream.{p.stream}"),
                     title=t("mech.patch.by_position"),
                 ),
                 key="mech_patch_pos",
-            )  # fmt: skip
-            st.caption(t("mech.patch.check", nothing=f"{result.nothing:.3f}",
-                         whole=f"{result.whole_last_layer:.3f}"))  # fmt: skip
+            )
+            st.caption(
+                t(
+                    "mech.patch.check",
+                    nothing=f"{result.nothing:.3f}",
+                    whole=f"{result.whole_last_layer:.3f}",
+                )
+            )
             for kind, grid in result.by_head.items():
                 plotly_chart(
                     grid_heatmap(
-                        grid, [t("common.layer_n", n=i + 1) for i in range(len(grid))],
+                        grid,
+                        [t("common.layer_n", n=i + 1) for i in range(len(grid))],
                         [t("common.head_n", n=h + 1) for h in range(grid.shape[1])],
-                        probability=False, value_name=t("mech.patch.recovered"),
+                        probability=False,
+                        value_name=t("mech.patch.recovered"),
                         title=t("mech.patch.by_head", kind=t(f"mech.kind.{kind}")),
                     ),
                     key=f"mech_patch_{kind}",
-                )  # fmt: skip
+                )
             st.caption(t("mech.patch.heads_caption"))
 
 # ---- 4. What a head contributes ----------------------------------------------------------
@@ -259,37 +331,82 @@ with heads_tab:
             first = cached_attribution(name, device, text, None, None, None)
         tokens = first.tokens
         c1, c2 = st.columns(2)
-        pos = c1.selectbox(t("mech.heads.position"), list(range(len(tokens))), index=first.position,
-                           key="mheads_pos", format_func=positions_label(tokens))  # fmt: skip
+        pos = c1.selectbox(
+            t("mech.heads.position"),
+            list(range(len(tokens))),
+            index=first.position,
+            key="mheads_pos",
+            format_func=positions_label(tokens),
+        )
         base = (
             first
             if pos == first.position
             else cached_attribution(name, device, text, pos, None, None)
         )
-        rel = c2.selectbox(t("mech.heads.relevant"), list(range(pos + 1)), index=base.relevant,
-                           key=f"mheads_rel_{pos}", format_func=positions_label(tokens))  # fmt: skip
+        rel = c2.selectbox(
+            t("mech.heads.relevant"),
+            list(range(pos + 1)),
+            index=base.relevant,
+            key=f"mheads_rel_{pos}",
+            format_func=positions_label(tokens),
+        )
         rel_src = None
         if base.relevant_src is not None:
             src = base.src_tokens
-            rel_src = st.selectbox(t("mech.heads.relevant_src"), list(range(len(src))),
-                                   index=base.relevant_src, key=f"mheads_src_{pos}",
-                                   format_func=positions_label(src))  # fmt: skip
+            rel_src = st.selectbox(
+                t("mech.heads.relevant_src"),
+                list(range(len(src))),
+                index=base.relevant_src,
+                key=f"mheads_src_{pos}",
+                format_func=positions_label(src),
+            )
         a = cached_attribution(name, device, text, pos, rel, rel_src)
-        st.markdown(t("mech.heads.answer", token=code_span(tokens[pos]), answer=code_span(a.answer),
-                      logit=f"{a.logit:.2f}", heads=f"{sum(h.direct for h in a.heads):.2f}",
-                      rest=f"{a.rest:.2f}"))  # fmt: skip
+        st.markdown(
+            t(
+                "mech.heads.answer",
+                token=code_span(tokens[pos]),
+                answer=code_span(a.answer),
+                logit=f"{a.logit:.2f}",
+                heads=f"{sum(h.direct for h in a.heads):.2f}",
+                rest=f"{a.rest:.2f}",
+            )
+        )
         labels = [head_label(h.kind, h.layer, h.head) for h in a.heads]
         x_att, x_roll = t("mech.heads.attention"), t("mech.heads.rollout")
         c1, c2, c3 = st.columns(3)
-        plotly_chart(head_scatter([h.attention for h in a.heads], [h.ablation_logit for h in a.heads],
-                                  labels, x_title=x_att, y_title=t("mech.heads.ablation")),
-                     key="mech_sc_abl", where=c1)  # fmt: skip
-        plotly_chart(head_scatter([h.attention for h in a.heads], [h.direct for h in a.heads],
-                                  labels, x_title=x_att, y_title=t("mech.heads.direct")),
-                     key="mech_sc_dla", where=c2)  # fmt: skip
-        plotly_chart(head_scatter([h.rollout for h in a.heads], [h.ablation_logit for h in a.heads],
-                                  labels, x_title=x_roll, y_title=t("mech.heads.ablation")),
-                     key="mech_sc_roll", where=c3)  # fmt: skip
+        plotly_chart(
+            head_scatter(
+                [h.attention for h in a.heads],
+                [h.ablation_logit for h in a.heads],
+                labels,
+                x_title=x_att,
+                y_title=t("mech.heads.ablation"),
+            ),
+            key="mech_sc_abl",
+            where=c1,
+        )
+        plotly_chart(
+            head_scatter(
+                [h.attention for h in a.heads],
+                [h.direct for h in a.heads],
+                labels,
+                x_title=x_att,
+                y_title=t("mech.heads.direct"),
+            ),
+            key="mech_sc_dla",
+            where=c2,
+        )
+        plotly_chart(
+            head_scatter(
+                [h.rollout for h in a.heads],
+                [h.ablation_logit for h in a.heads],
+                labels,
+                x_title=x_roll,
+                y_title=t("mech.heads.ablation"),
+            ),
+            key="mech_sc_roll",
+            where=c3,
+        )
         st.caption(t("mech.heads.caption"))
         frame = pd.DataFrame(
             {

@@ -74,25 +74,45 @@ def length_section() -> None:
         st.info(t("modern.length.missing"), icon=":material/info:")
     else:
         settings = meta.get("settings", {})
-        st.markdown(t("modern.length.text", task=t(f"modern.task.{settings.get('task', 'reverse')}"),
-                      train=settings.get("train_max_len", 16), steps=settings.get("steps", 0)))  # fmt: skip
+        st.markdown(
+            t(
+                "modern.length.text",
+                task=t(f"modern.task.{settings.get('task', 'reverse')}"),
+                train=settings.get("train_max_len", 16),
+                steps=settings.get("steps", 0),
+            )
+        )
         metric = linked(
-            st.segmented_control, t("modern.length.metric"), list(METRICS), key="mmetric",
-            required=True, format_func=lambda m: t(f"modern.metric.{m}"),
-        )  # fmt: skip
+            st.segmented_control,
+            t("modern.length.metric"),
+            list(METRICS),
+            key="mmetric",
+            required=True,
+            format_func=lambda m: t(f"modern.metric.{m}"),
+        )
         names = scheme_names()
         plotly_chart(
-            length_chart(metric, names, t("modern.length.x"), t(f"modern.metric.{metric}"),
-                         t("modern.length.trained")),
+            length_chart(
+                metric,
+                names,
+                t("modern.length.x"),
+                t(f"modern.metric.{metric}"),
+                t("modern.length.trained"),
+            ),
             key="length_chart",
-        )  # fmt: skip
+        )
         st.dataframe(
             length_table(rows, metric=metric, names=names, length_header=t("modern.length.col")),
             column_config={"_index": st.column_config.TextColumn(t("modern.length.scheme"))},
         )
-        st.caption(t("modern.length.caption", command=code_span(meta.get("command", "")),
-                     seed=meta.get("seed", 0),
-                     seconds=meta.get("cpu_time_s", meta.get("wall_time_s", 0))))  # fmt: skip
+        st.caption(
+            t(
+                "modern.length.caption",
+                command=code_span(meta.get("command", "")),
+                seed=meta.get("seed", 0),
+                seconds=meta.get("cpu_time_s", meta.get("wall_time_s", 0)),
+            )
+        )
         st.markdown(t("modern.length.reading"))
 
 
@@ -106,7 +126,7 @@ series.update({f"h={h}": t("modern.qk.head", h=h + 1) for h in (0, 7)})
 plotly_chart(
     qk_chart(with_learned, scheme_names(), series, t("modern.qk.x"), t("modern.qk.y")),
     key="qk_chart",
-)  # fmt: skip
+)
 st.caption(t("modern.qk.caption"))
 
 
@@ -116,15 +136,25 @@ def rope_section() -> None:
     st.subheader(t("modern.rope.header"))
     st.markdown(t("modern.rope.text"))
     r1, r2 = st.columns(2)
-    pair = r1.slider(t("modern.rope.pair"), 0, 31, 0, key="mpair", bind="query-params",
-                     help=t("modern.rope.pair_help"))  # fmt: skip
+    pair = r1.slider(
+        t("modern.rope.pair"),
+        0,
+        31,
+        0,
+        key="mpair",
+        bind="query-params",
+        help=t("modern.rope.pair_help"),
+    )
     n_pos = r2.slider(t("modern.rope.positions"), 2, 24, 8, key="mpos", bind="query-params")
     slow = pair + 8 if pair + 8 <= 31 else pair - 8  # a slower (or faster) pair beside it
     plotly_chart(
-        rope_chart(((t("modern.rope.pair_n", i=pair), pair), (t("modern.rope.pair_n", i=slow), slow)),
-                   n_pos, t("modern.rope.position")),
+        rope_chart(
+            ((t("modern.rope.pair_n", i=pair), pair), (t("modern.rope.pair_n", i=slow), slow)),
+            n_pos,
+            t("modern.rope.position"),
+        ),
         key="rope_chart",
-    )  # fmt: skip
+    )
     theta = 10000 ** (-2 * pair / 64)
     st.caption(
         t("modern.rope.caption", i=pair, theta=f"{theta:.4g}", turns=f"{theta * (n_pos - 1):.3g}")
@@ -141,9 +171,13 @@ def gqa_section() -> None:
     st.header(t("modern.gqa.header"))
     st.markdown(t("modern.gqa.text"))
     kv_choice = linked(
-        st.segmented_control, t("modern.gqa.kv_heads"), [8, 4, 2, 1], key="mkv", required=True,
+        st.segmented_control,
+        t("modern.gqa.kv_heads"),
+        [8, 4, 2, 1],
+        key="mkv",
+        required=True,
         format_func=lambda g: t("modern.gqa.kv_option", g=g),
-    )  # fmt: skip
+    )
     demo = gqa_demo(kv_choice)
     group = 8 // kv_choice
     g1, g2, g3 = st.columns(3)
@@ -151,9 +185,11 @@ def gqa_section() -> None:
     g2.metric(t("modern.gqa.kv_params"), f"{demo['kv_params']:,}")
     g3.metric(t("modern.gqa.group"), t("modern.gqa.group_value", n=group))
     share = pd.DataFrame(
-        {t("modern.gqa.query_head"): [t("modern.gqa.head_n", n=h + 1) for h in range(8)],
-         t("modern.gqa.kv_head"): [t("modern.gqa.head_n", n=h // group + 1) for h in range(8)]}
-    )  # fmt: skip
+        {
+            t("modern.gqa.query_head"): [t("modern.gqa.head_n", n=h + 1) for h in range(8)],
+            t("modern.gqa.kv_head"): [t("modern.gqa.head_n", n=h // group + 1) for h in range(8)],
+        }
+    )
     st.dataframe(share.set_index(t("modern.gqa.query_head")).T)
     if demo["gap"] is not None:
         st.success(t("modern.gqa.parity", gap=f"{demo['gap']:.1e}"), icon=":material/check_circle:")
@@ -171,9 +207,13 @@ def cache_section() -> None:
     st.header(t("modern.cache.header"))
     st.markdown(t("modern.cache.text"))
     cache_model = linked(
-        st.segmented_control, t("modern.cache.model"), list(CACHE_MODELS), key="mcmodel",
-        required=True, format_func=model_label,
-    )  # fmt: skip
+        st.segmented_control,
+        t("modern.cache.model"),
+        list(CACHE_MODELS),
+        key="mcmodel",
+        required=True,
+        format_func=model_label,
+    )
     cache_lm, why = try_model(cache_model)
     run = None
     if cache_lm is None:
@@ -193,19 +233,33 @@ def cache_section() -> None:
             else 1
         )
         rows_now = run.prefix + step - 1  # the new token's key joins the cache as it is read
-        st.markdown(t("modern.cache.now", step=step, total=n_steps,
-                      token=code_span(run.generated[step - 1]),
-                      fed=" ".join(code_span(x) for x in run.fed[:rows_now]), rows=rows_now))  # fmt: skip
+        st.markdown(
+            t(
+                "modern.cache.now",
+                step=step,
+                total=n_steps,
+                token=code_span(run.generated[step - 1]),
+                fed=" ".join(code_span(x) for x in run.fed[:rows_now]),
+                rows=rows_now,
+            )
+        )
         layer_cols = st.columns(run.layers)
         for i, col in enumerate(layer_cols):
             keys = run.keys[i][0, :rows_now]  # head 1: [rows, d_k]
             plotly_chart(
-                cache_rows_figure(keys, tokens=run.fed[:rows_now],
-                                  title=t("modern.cache.layer_title", n=i + 1,
-                                          shape=f"[{run.kv_heads}, {rows_now}, {keys.shape[1]}]"),
-                                  x_title=t("modern.cache.dims")),
-                key=f"cache_layer_{i}", where=col,
-            )  # fmt: skip
+                cache_rows_figure(
+                    keys,
+                    tokens=run.fed[:rows_now],
+                    title=t(
+                        "modern.cache.layer_title",
+                        n=i + 1,
+                        shape=f"[{run.kv_heads}, {rows_now}, {keys.shape[1]}]",
+                    ),
+                    x_title=t("modern.cache.dims"),
+                ),
+                key=f"cache_layer_{i}",
+                where=col,
+            )
         st.caption(t("modern.cache.rows_caption"))
         # The equality check: the step's logits with the cache and recomputed from scratch.
         diff = float(np.abs(run.cached_logits[:step] - run.full_logits[:step]).max())
@@ -219,34 +273,66 @@ def cache_section() -> None:
         rows_end = run.prefix + n_steps - 1
         ours = {
             t("modern.cache.mha", g=run.n_heads): kv_cache_bytes(
-                run.layers, run.d_model, run.n_heads, run.n_heads, rows_now, run.bytes_per_value),
+                run.layers, run.d_model, run.n_heads, run.n_heads, rows_now, run.bytes_per_value
+            ),
             t("modern.cache.gqa", g=max(1, run.n_heads // 2)): kv_cache_bytes(
-                run.layers, run.d_model, run.n_heads, max(1, run.n_heads // 2), rows_now,
-                run.bytes_per_value),
+                run.layers,
+                run.d_model,
+                run.n_heads,
+                max(1, run.n_heads // 2),
+                rows_now,
+                run.bytes_per_value,
+            ),
             t("modern.cache.mqa"): kv_cache_bytes(
-                run.layers, run.d_model, run.n_heads, 1, rows_now, run.bytes_per_value),
-        }  # fmt: skip
+                run.layers, run.d_model, run.n_heads, 1, rows_now, run.bytes_per_value
+            ),
+        }
         real = {
-            t(f"modern.cache.{k}", g=g): kv_cache_bytes(REAL["layers"], REAL["d_model"], REAL["n_heads"],
-                                                       g, REAL["tokens"], REAL["bytes_per_value"])
+            t(f"modern.cache.{k}", g=g): kv_cache_bytes(
+                REAL["layers"],
+                REAL["d_model"],
+                REAL["n_heads"],
+                g,
+                REAL["tokens"],
+                REAL["bytes_per_value"],
+            )
             for k, g in REAL_KV.items()
-        }  # fmt: skip
+        }
         b1, b2 = st.columns(2)
         plotly_chart(
-            kv_bytes_figure(ours, y_title=t("modern.cache.bytes"),
-                            title=t("modern.cache.ours_title", layers=run.layers, d=run.d_model,
-                                    heads=run.n_heads, tokens=rows_now)),
-            key="cache_ours", where=b1,
-        )  # fmt: skip
+            kv_bytes_figure(
+                ours,
+                y_title=t("modern.cache.bytes"),
+                title=t(
+                    "modern.cache.ours_title",
+                    layers=run.layers,
+                    d=run.d_model,
+                    heads=run.n_heads,
+                    tokens=rows_now,
+                ),
+            ),
+            key="cache_ours",
+            where=b1,
+        )
         plotly_chart(
-            kv_bytes_figure(real, y_title=t("modern.cache.bytes"),
-                            title=t("modern.cache.real_title", **REAL)),
-            key="cache_real", where=b2,
-        )  # fmt: skip
-        formula_end = kv_cache_bytes(run.layers, run.d_model, run.n_heads, run.kv_heads, rows_end,
-                                     run.bytes_per_value)  # fmt: skip
-        st.caption(t("modern.cache.measured", rows=rows_end, measured=f"{run.self_bytes:,}",
-                     formula=f"{formula_end:,}", cross=human_bytes(run.cross_bytes)))  # fmt: skip
+            kv_bytes_figure(
+                real, y_title=t("modern.cache.bytes"), title=t("modern.cache.real_title", **REAL)
+            ),
+            key="cache_real",
+            where=b2,
+        )
+        formula_end = kv_cache_bytes(
+            run.layers, run.d_model, run.n_heads, run.kv_heads, rows_end, run.bytes_per_value
+        )
+        st.caption(
+            t(
+                "modern.cache.measured",
+                rows=rows_end,
+                measured=f"{run.self_bytes:,}",
+                formula=f"{formula_end:,}",
+                cross=human_bytes(run.cross_bytes),
+            )
+        )
 
 
 cache_section()
@@ -270,9 +356,13 @@ def calculator_section() -> None:
         # another language.
         dtype_names = {k: t(f"modern.calc.dtype.{k}") for k in widths}
         # A row of its own: a sixth column cut "fp16 / bf16 (2 bytes)" off at 1440 px.
-        dtype = st.columns(2)[0].selectbox(t("modern.calc.dtype"), list(widths), index=1,
-                               key=translated_widget("mc_dtype"),
-                               format_func=dtype_names.__getitem__)  # fmt: skip
+        dtype = st.columns(2)[0].selectbox(
+            t("modern.calc.dtype"),
+            list(widths),
+            index=1,
+            key=translated_widget("mc_dtype"),
+            format_func=dtype_names.__getitem__,
+        )
         width = widths.get(dtype, 2)
         values = {k: int(v) if v is not None else 0 for k, v in calc.items()}
         if min(values.values()) < 1:
@@ -282,12 +372,28 @@ def calculator_section() -> None:
         elif values["n_heads"] % values["n_kv_heads"] or values["n_kv_heads"] > values["n_heads"]:
             st.warning(t("modern.calc.kv_divide", **values), icon=":material/warning:")
         else:
-            size = kv_cache_bytes(values["layers"], values["d_model"], values["n_heads"],
-                                  values["n_kv_heads"], values["tokens"], width)  # fmt: skip
-            full = kv_cache_bytes(values["layers"], values["d_model"], values["n_heads"],
-                                  values["n_heads"], values["tokens"], width)  # fmt: skip
-            st.metric(t("modern.calc.result"), human_bytes(size),
-                      delta=t("modern.calc.saving", times=f"{full / size:.0f}"), delta_color="off")  # fmt: skip
+            size = kv_cache_bytes(
+                values["layers"],
+                values["d_model"],
+                values["n_heads"],
+                values["n_kv_heads"],
+                values["tokens"],
+                width,
+            )
+            full = kv_cache_bytes(
+                values["layers"],
+                values["d_model"],
+                values["n_heads"],
+                values["n_heads"],
+                values["tokens"],
+                width,
+            )
+            st.metric(
+                t("modern.calc.result"),
+                human_bytes(size),
+                delta=t("modern.calc.saving", times=f"{full / size:.0f}"),
+                delta_color="off",
+            )
 
 
 calculator_section()
@@ -312,15 +418,21 @@ def flash_section() -> None:
     n_tiles = len(steps)
     tile = st.slider(t("modern.flash.tile"), 1, n_tiles, 1, key="mftile") if n_tiles > 1 else 1
     flash_labels = {
-        "titles": (t("modern.flash.scores_title"),
-                   t("modern.flash.output_title", n=tile, total=n_tiles)),
-        "key_title": t("modern.flash.key"), "dim_title": t("modern.flash.dim"),
-        "max_label": t("modern.flash.running_max"), "final_label": t("modern.flash.final"),
+        "titles": (
+            t("modern.flash.scores_title"),
+            t("modern.flash.output_title", n=tile, total=n_tiles),
+        ),
+        "key_title": t("modern.flash.key"),
+        "dim_title": t("modern.flash.dim"),
+        "max_label": t("modern.flash.running_max"),
+        "final_label": t("modern.flash.final"),
         "partial_label": t("modern.flash.partial"),
-    }  # fmt: skip
+    }
     plotly_chart(flash_chart(n_keys, block, int(seed or 0), tile, flash_labels), key="flash_chart")
-    cols = {k: t(f"modern.flash.col.{k}") for k in
-            ("tile", "keys", "tile_max", "m_old", "m_new", "rescale", "l", "partial")}  # fmt: skip
+    cols = {
+        k: t(f"modern.flash.col.{k}")
+        for k in ("tile", "keys", "tile_max", "m_old", "m_new", "rescale", "l", "partial")
+    }
     st.dataframe(online_steps_frame(steps[:tile], cols), hide_index=True)
     st.caption(t("modern.flash.table_caption"))
     gap = float(np.abs(np.asarray(steps[-1].partial).reshape(-1) - np.asarray(final_out)).max())
@@ -339,24 +451,34 @@ def memory_section() -> None:
     st.subheader(t("modern.memory.header"))
     st.markdown(t("modern.memory.text"))
     mem_block = linked(
-        st.segmented_control, t("modern.memory.block"), [64, 128, 256], key="mmblock",
-        required=True, default=128,
-    )  # fmt: skip
+        st.segmented_control,
+        t("modern.memory.block"),
+        [64, 128, 256],
+        key="mmblock",
+        required=True,
+        default=128,
+    )
     mem = memory(mem_block)
     plotly_chart(
-        memory_chart(mem_block, {"full": t("modern.memory.full"), "tiled": t("modern.memory.tiled")},
-                     t("modern.memory.n"), t("modern.memory.bytes")),
+        memory_chart(
+            mem_block,
+            {"full": t("modern.memory.full"), "tiled": t("modern.memory.tiled")},
+            t("modern.memory.n"),
+            t("modern.memory.bytes"),
+        ),
         key="memory_chart",
-    )  # fmt: skip
+    )
     st.dataframe(
-        pd.DataFrame({
-            t("modern.memory.n"): mem["n"],
-            t("modern.memory.full"): [human_bytes(v) for v in mem["full_measured"]],
-            t("modern.memory.tiled"): [human_bytes(v) for v in mem["tiled_measured"]],
-            t("modern.memory.diff"): [f"{v:.1e}" for v in mem["max_diff"]],
-        }),
+        pd.DataFrame(
+            {
+                t("modern.memory.n"): mem["n"],
+                t("modern.memory.full"): [human_bytes(v) for v in mem["full_measured"]],
+                t("modern.memory.tiled"): [human_bytes(v) for v in mem["tiled_measured"]],
+                t("modern.memory.diff"): [f"{v:.1e}" for v in mem["max_diff"]],
+            }
+        ),
         hide_index=True,
-    )  # fmt: skip
+    )
     st.caption(t("modern.memory.caption"))
 
 
@@ -379,13 +501,21 @@ def sinks_section() -> None:
             tokens, share_values = sinks(selected_device(), sink_text)
             sink_labels = {
                 "sink_names": (t("modern.sinks.cls"), t("modern.sinks.sep")),
-                "layer_title": t("common.layer"), "head_title": t("common.head"),
+                "layer_title": t("common.layer"),
+                "head_title": t("common.head"),
                 "value_name": t("modern.sinks.share"),
-            }  # fmt: skip
+            }
             plotly_chart(sink_chart(selected_device(), sink_text, sink_labels), key="sink_chart")
             both = share_values.sum(-1)
-            st.caption(t("modern.sinks.caption", n=len(tokens), even=f"{2 / len(tokens):.2f}",
-                         mean=f"{both.mean():.2f}", top=f"{both.max():.2f}"))  # fmt: skip
+            st.caption(
+                t(
+                    "modern.sinks.caption",
+                    n=len(tokens),
+                    even=f"{2 / len(tokens):.2f}",
+                    mean=f"{both.mean():.2f}",
+                    top=f"{both.max():.2f}",
+                )
+            )
             st.markdown(t("modern.sinks.why"))
 
 

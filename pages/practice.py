@@ -45,9 +45,16 @@ def fmt_list(xs) -> str:
 
 
 def heat(weights, rows, cols, key: str, title: str = "") -> None:
-    fig = matrix_heatmap(weights, rows, cols, probability=True, title=title,
-                         value_name=t("practice.weight"), row_title=t("practice.queries"),
-                         col_title=t("practice.keys"))  # fmt: skip
+    fig = matrix_heatmap(
+        weights,
+        rows,
+        cols,
+        probability=True,
+        title=title,
+        value_name=t("practice.weight"),
+        row_title=t("practice.queries"),
+        col_title=t("practice.keys"),
+    )
     plotly_chart(fig, key=key)
 
 
@@ -61,19 +68,23 @@ def show_prompt(ex: Exercise, index: int) -> None:
         n = len(d["keys"])
         st.markdown(tx(ex.prompt_key, n=n, d_k=d["d_k"]))
         st.markdown(f"q = `{fmt_list(d['q'])}`")
-        frame = pd.DataFrame({
-            t("practice.sdpa_row.col.key"): [f"k{j + 1}" for j in range(n)],
-            t("practice.sdpa_row.col.vector"): [fmt_list(v) for v in d["keys"]],
-            t("practice.sdpa_row.col.allowed"): [t("practice.yes") if a else t("practice.no")
-                                                 for a in d["allowed"]],
-        })  # fmt: skip
+        frame = pd.DataFrame(
+            {
+                t("practice.sdpa_row.col.key"): [f"k{j + 1}" for j in range(n)],
+                t("practice.sdpa_row.col.vector"): [fmt_list(v) for v in d["keys"]],
+                t("practice.sdpa_row.col.allowed"): [
+                    t("practice.yes") if a else t("practice.no") for a in d["allowed"]
+                ],
+            }
+        )
         st.dataframe(frame, hide_index=True)
         st.caption(t(f"practice.sdpa_row.mask.{d['mask_kind']}", position=d["position"] + 1))
     elif k == "qk_variance":
         st.markdown(tx(ex.prompt_key, s2=d["s2"], d_k=d["d_k"]))
     elif k == "mha_shapes":
-        st.markdown(tx(ex.prompt_key, b=d["b"], lq=d["lq"], lk=d["lk"], d_model=d["d_model"],
-                       h=d["h"]))  # fmt: skip
+        st.markdown(
+            tx(ex.prompt_key, b=d["b"], lq=d["lq"], lk=d["lk"], d_model=d["d_model"], h=d["h"])
+        )
     elif k == "which_mask":
         st.markdown(tx(ex.prompt_key))
         heat(d["weights"], d["tokens"], d["tokens"], key=f"q_heat_{index}")
@@ -82,14 +93,32 @@ def show_prompt(ex: Exercise, index: int) -> None:
     elif k == "pe_dot":
         st.markdown(tx(ex.prompt_key, d_model=d["d_model"]))
     elif k == "pe_permutation":
-        st.markdown(tx(ex.prompt_key, words=" ".join(d["words"]), words_b=" ".join(d["words_b"]),
-                       j=d["j"] + 1, word=d["words_b"][d["j"]], d=len(d["x"][0])))  # fmt: skip
-        frame = pd.DataFrame(d["out_a"], index=[f"{i + 1}: {w}" for i, w in enumerate(d["words"])],
-                             columns=[f"y{c + 1}" for c in range(len(d["x"][0]))])  # fmt: skip
+        st.markdown(
+            tx(
+                ex.prompt_key,
+                words=" ".join(d["words"]),
+                words_b=" ".join(d["words_b"]),
+                j=d["j"] + 1,
+                word=d["words_b"][d["j"]],
+                d=len(d["x"][0]),
+            )
+        )
+        frame = pd.DataFrame(
+            d["out_a"],
+            index=[f"{i + 1}: {w}" for i, w in enumerate(d["words"])],
+            columns=[f"y{c + 1}" for c in range(len(d["x"][0]))],
+        )
         st.dataframe(frame.style.format("{:.3f}"))
     elif k == "layernorm":
-        st.markdown(tx(ex.prompt_key, x=fmt_list(d["x"]), gamma=f"{d['gamma']:g}",
-                       beta=f"{d['beta']:g}", d=len(d["x"])))  # fmt: skip
+        st.markdown(
+            tx(
+                ex.prompt_key,
+                x=fmt_list(d["x"]),
+                gamma=f"{d['gamma']:g}",
+                beta=f"{d['beta']:g}",
+                d=len(d["x"]),
+            )
+        )
     elif k == "noam":
         st.markdown(tx(ex.prompt_key, d_model=d["d_model"], warmup=d["warmup"], step=d["step"]))
     elif k == "attention_kind":
@@ -118,25 +147,33 @@ def answer_widgets(ex: Exercise) -> None:
             hint = t("practice.field.list_help", n=f.size) if f.size > 1 else None
             st.text_input(label, key=f"answer_{f.name}", placeholder=hint)
     elif ex.form == "shape":
-        st.text_input(t("practice.field.shape"), key="answer_shape",
-                                     placeholder="[B, H, L, d_k]")  # fmt: skip
+        st.text_input(t("practice.field.shape"), key="answer_shape", placeholder="[B, H, L, d_k]")
     elif ex.form == "tokens":
-        st.text_input(t("practice.field.tokens"), key="answer_tokens",
-                                      placeholder=t("practice.field.tokens_help"))  # fmt: skip
+        st.text_input(
+            t("practice.field.tokens"),
+            key="answer_tokens",
+            placeholder=t("practice.field.tokens_help"),
+        )
     elif ex.form == "choice":
         labels = {o: option_label(ex, o) for o in ex.options}  # fixed during the run
-        st.radio(t("practice.field.choice"), ex.options, index=None,
-                                 key=translated_widget("answer_choice"),
-                                 format_func=labels.__getitem__)  # fmt: skip
+        st.radio(
+            t("practice.field.choice"),
+            ex.options,
+            index=None,
+            key=translated_widget("answer_choice"),
+            format_func=labels.__getitem__,
+        )
     elif ex.form == "cells":
         keys = ex.data["keys"]
         cell_names = {j: esc(f"{j + 1}:{k}") for j, k in enumerate(keys)}
         st.caption(t("practice.cross_attention.how"))
         for i, query in enumerate(ex.data["queries"]):
             st.segmented_control(
-                f"{i + 1}. {esc(query)}", list(range(len(keys))), key=f"answer_cell_{i}",
+                f"{i + 1}. {esc(query)}",
+                list(range(len(keys))),
+                key=f"answer_cell_{i}",
                 format_func=cell_names.__getitem__,
-            )  # fmt: skip
+            )
 
 
 def show_solution(ex: Exercise, index: int) -> None:
@@ -144,8 +181,13 @@ def show_solution(ex: Exercise, index: int) -> None:
     st.markdown("\n".join(lines))
     if ex.kind == "cross_attention":
         d = ex.data
-        heat(d["weights"], d["queries"], d["keys"], key=f"s_heat_{index}",
-             title=t("practice.cross_attention.model_title"))  # fmt: skip
+        heat(
+            d["weights"],
+            d["queries"],
+            d["keys"],
+            key=f"s_heat_{index}",
+            title=t("practice.cross_attention.model_title"),
+        )
 
 
 def answer_text(ex: Exercise) -> str:
@@ -217,18 +259,29 @@ m1, m2, m3 = st.columns(3)
 m1.metric(t("practice.score"), f"{sum(done)} / {len(done)}", help=t("practice.score_help"))
 m2.metric(t("practice.set"), seed)
 m3.metric(t("practice.number"), index + 1)
-st.caption(tx("practice.share", link=f"?seed={seed}" + ("" if topic == practice.MIXED
-                                                        else f"&topic={topic}")))  # fmt: skip
+st.caption(
+    tx(
+        "practice.share",
+        link=f"?seed={seed}" + ("" if topic == practice.MIXED else f"&topic={topic}"),
+    )
+)
 
 with st.container(border=True):
-    st.subheader(t("practice.exercise_title", n=index + 1, kind=t(f"practice.kind.{kind}"),
-                   topic=t(f"practice.topic.{ex.topic}")))  # fmt: skip
+    st.subheader(
+        t(
+            "practice.exercise_title",
+            n=index + 1,
+            kind=t(f"practice.kind.{kind}"),
+            topic=t(f"practice.topic.{ex.topic}"),
+        )
+    )
     show_prompt(ex, index)
     feedback_key = f"feedback_{seed}_{topic}_{index}"
     with st.form(f"answer_form_{index}"):
         answer_widgets(ex)
-        st.form_submit_button(t("practice.check"), type="primary", on_click=on_check,
-                              args=(ex, feedback_key, key))  # fmt: skip
+        st.form_submit_button(
+            t("practice.check"), type="primary", on_click=on_check, args=(ex, feedback_key, key)
+        )
     fb = st.session_state.get(feedback_key)
     if isinstance(fb, AnswerError):
         st.warning(tx(fb.key, **fb.params), icon=":material/edit_note:")
@@ -241,13 +294,17 @@ with st.container(border=True):
     if fb is not None or teacher:
         st.markdown(f"**{t('practice.solution')}**")
         if teacher:
-            st.info(tx("practice.teacher_answer", answer=answer_text(ex)),
-                    icon=":material/school:")  # fmt: skip
+            st.info(tx("practice.teacher_answer", answer=answer_text(ex)), icon=":material/school:")
         show_solution(ex, index)
 
 b1, b2 = st.columns(2)
-b1.button(t("practice.another"), icon=":material/arrow_forward:", key="another",
-          on_click=move_on, args=(index + 1,))  # fmt: skip
+b1.button(
+    t("practice.another"),
+    icon=":material/arrow_forward:",
+    key="another",
+    on_click=move_on,
+    args=(index + 1,),
+)
 b2.button(t("practice.new_set"), icon=":material/shuffle:", key="new_set", on_click=new_set)
 
 if teacher:
@@ -256,8 +313,13 @@ if teacher:
     for i in range(ANSWER_KEY_ROWS):
         k_i, s_i = practice.item(seed, topic, i)
         e_i = cached_exercise(k_i, s_i)
-        rows.append({t("practice.number"): i + 1, t("practice.kind_col"): t(f"practice.kind.{k_i}"),
-                     t("practice.answer_col"): answer_text(e_i)})  # fmt: skip
+        rows.append(
+            {
+                t("practice.number"): i + 1,
+                t("practice.kind_col"): t(f"practice.kind.{k_i}"),
+                t("practice.answer_col"): answer_text(e_i),
+            }
+        )
     st.dataframe(pd.DataFrame(rows), hide_index=True)
 
 st.page_link("pages/find_the_bug.py", label=t("practice.to_bugs"), icon=":material/bug_report:")

@@ -80,43 +80,81 @@ def controls(active: bool) -> None:
     c1, c2 = st.columns(2)
     # Drop-downs, not pills: the labels carry the details and would be cut off in a column.
     c1.selectbox(
-        t("training.task"), TASKS, key=translated_widget("tr_task"), format_func=lambda k: t(f"training.task.{k}"),
-        disabled=active, persist_state="session",
-    )  # fmt: skip
-    c2.selectbox(
-        t("training.size"), list(SIZES), key=translated_widget("tr_size"), disabled=active,
-        format_func=lambda s: t(f"training.size.{s}"), help=t("training.size_help"),
+        t("training.task"),
+        TASKS,
+        key=translated_widget("tr_task"),
+        format_func=lambda k: t(f"training.task.{k}"),
+        disabled=active,
         persist_state="session",
-    )  # fmt: skip
+    )
+    c2.selectbox(
+        t("training.size"),
+        list(SIZES),
+        key=translated_widget("tr_size"),
+        disabled=active,
+        format_func=lambda s: t(f"training.size.{s}"),
+        help=t("training.size_help"),
+        persist_state="session",
+    )
     c3, c6 = st.columns(2)
     c3.segmented_control(
-        t("training.norm"), ("post", "pre"), key=translated_widget("tr_norm"), default="post", required=True,
-        format_func=lambda n: t(f"training.norm.{n}"), disabled=active, persist_state="session",
+        t("training.norm"),
+        ("post", "pre"),
+        key=translated_widget("tr_norm"),
+        default="post",
+        required=True,
+        format_func=lambda n: t(f"training.norm.{n}"),
+        disabled=active,
+        persist_state="session",
         help=t("training.norm_help"),
-    )  # fmt: skip
+    )
     c6.toggle(
-        t("training.warmup"), value=True, key="tr_warmup", disabled=active,
-        help=t("training.warmup_help"), persist_state="session",
-    )  # fmt: skip
+        t("training.warmup"),
+        value=True,
+        key="tr_warmup",
+        disabled=active,
+        help=t("training.warmup_help"),
+        persist_state="session",
+    )
     c4, c5 = st.columns(2)
     c4.slider(
-        t("training.steps"), 50, MAX_STEPS, 300, step=50, key="tr_steps", disabled=active,
+        t("training.steps"),
+        50,
+        MAX_STEPS,
+        300,
+        step=50,
+        key="tr_steps",
+        disabled=active,
         persist_state="session",
-    )  # fmt: skip
+    )
     c5.select_slider(
-        t("training.lr_factor"), LR_FACTORS, value=1.0, key="tr_lr", disabled=active,
-        format_func=lambda f: f"× {f:g}", help=t("training.lr_factor_help"),
+        t("training.lr_factor"),
+        LR_FACTORS,
+        value=1.0,
+        key="tr_lr",
+        disabled=active,
+        format_func=lambda f: f"× {f:g}",
+        help=t("training.lr_factor_help"),
         persist_state="session",
-    )  # fmt: skip
+    )
     b1 = b2 = st.container(horizontal=True)  # each button as wide as its label, at any width
     b1.button(
-        t("training.start"), icon=":material/play_arrow:", type="primary", disabled=active,
-        on_click=start_run, key="tr_start", width="content",
-    )  # fmt: skip
+        t("training.start"),
+        icon=":material/play_arrow:",
+        type="primary",
+        disabled=active,
+        on_click=start_run,
+        key="tr_start",
+        width="content",
+    )
     b2.button(
-        t("training.cancel"), icon=":material/stop:", disabled=not active, on_click=cancel_run,
-        key="tr_cancel", width="content",
-    )  # fmt: skip
+        t("training.cancel"),
+        icon=":material/stop:",
+        disabled=not active,
+        on_click=cancel_run,
+        key="tr_cancel",
+        width="content",
+    )
     if st.session_state.pop("tr_busy", False):
         st.warning(t("training.busy"), icon=":material/hourglass_top:")
 
@@ -125,30 +163,47 @@ def curves(p: Progress) -> None:
     step = t("training.axis.step")
     c1, c2, c3 = st.columns(3)
     loss = lines_figure(
-        [s for s, _ in p.loss], {t("training.loss"): [v for _, v in p.loss]},
-        x_title=step, y_title=t("training.loss"), title=t("training.loss_title"), height=240,
-    )  # fmt: skip
+        [s for s, _ in p.loss],
+        {t("training.loss"): [v for _, v in p.loss]},
+        x_title=step,
+        y_title=t("training.loss"),
+        title=t("training.loss_title"),
+        height=240,
+    )
     plotly_chart(loss, key="tr_loss", where=c1)
     acc = lines_figure(
-        [s for s, _ in p.accuracy], {t("training.accuracy"): [v for _, v in p.accuracy]},
-        x_title=step, y_title=t("training.accuracy"), title=t("training.accuracy_title"),
-        markers=True, height=240,
-    )  # fmt: skip
+        [s for s, _ in p.accuracy],
+        {t("training.accuracy"): [v for _, v in p.accuracy]},
+        x_title=step,
+        y_title=t("training.accuracy"),
+        title=t("training.accuracy_title"),
+        markers=True,
+        height=240,
+    )
     acc.update_yaxes(range=[0, 1])
     plotly_chart(acc, key="tr_acc", where=c2)
     lr = lines_figure(
-        [s for s, _ in p.lr], {t("training.lr"): [v for _, v in p.lr]},
-        x_title=step, y_title=t("training.lr"), title=t("training.lr_title"), height=240,
-    )  # fmt: skip
+        [s for s, _ in p.lr],
+        {t("training.lr"): [v for _, v in p.lr]},
+        x_title=step,
+        y_title=t("training.lr"),
+        title=t("training.lr_title"),
+        height=240,
+    )
     plotly_chart(lr, key="tr_lr_curve", where=c3)
     if p.heads:  # induction: watch the heads' scores jump when the loss drops
         heads = lines_figure(
             [s for s, _, _ in p.heads],
-            {t("training.heads.prefix"): [v for _, v, _ in p.heads],
-             t("training.heads.previous"): [v for _, _, v in p.heads]},
-            x_title=step, y_title=t("training.heads.score"), title=t("training.heads.title"),
-            markers=True, height=260,
-        )  # fmt: skip
+            {
+                t("training.heads.prefix"): [v for _, v, _ in p.heads],
+                t("training.heads.previous"): [v for _, _, v in p.heads],
+            },
+            x_title=step,
+            y_title=t("training.heads.score"),
+            title=t("training.heads.title"),
+            markers=True,
+            height=260,
+        )
         heads.update_yaxes(range=[0, 1])
         plotly_chart(heads, key="tr_heads")
         st.caption(t("training.heads.caption"))
@@ -159,10 +214,13 @@ def snapshot_figure(snap: Snapshot, layer: int, key: str) -> None:
     st.markdown(t("training.snapshot_title", step=snap.step, kind=kind_label, layer=layer + 1))
     weights = snap.attention[layer]  # [H, Lq, Lk]
     fig = heads_figure(
-        weights, snap.query_tokens, snap.key_tokens, mask=snap.mask,
+        weights,
+        snap.query_tokens,
+        snap.key_tokens,
+        mask=snap.mask,
         titles=head_titles(weights.shape[0]),
         labels=axis_labels(),
-    )  # fmt: skip
+    )
     plotly_chart(fig, key=key)
 
 
@@ -196,12 +254,17 @@ def finished_view(run: LiveRun, p: Progress) -> None:
             st.rerun()  # so the sidebar's model picker lists it at once
         st.markdown(t("training.in_picker", name=model_label(p.folder)))
         c1, c2, _ = st.columns([1, 1, 3])
-        c1.page_link("pages/explorer.py", label=t("training.open_explorer"), icon=":material/grid_view:")  # fmt: skip
+        c1.page_link(
+            "pages/explorer.py", label=t("training.open_explorer"), icon=":material/grid_view:"
+        )
         c2.download_button(
-            t("training.download"), data=pack(p.folder), icon=":material/download:",
-            file_name=f"attention-lab-{run.settings.task}.zip", mime="application/zip",
+            t("training.download"),
+            data=pack(p.folder),
+            icon=":material/download:",
+            file_name=f"attention-lab-{run.settings.task}.zip",
+            mime="application/zip",
             key="tr_download",
-        )  # fmt: skip
+        )
     if p.loss:
         curves(p)
     if p.snapshots:
@@ -210,15 +273,21 @@ def finished_view(run: LiveRun, p: Progress) -> None:
         steps = [s.step for s in p.snapshots]
         c1, c2 = st.columns([3, 1])
         chosen = c1.select_slider(
-            t("training.timeline_step"), steps, value=steps[-1], key=translated_widget("tr_timeline"),
+            t("training.timeline_step"),
+            steps,
+            value=steps[-1],
+            key=translated_widget("tr_timeline"),
             format_func=lambda s: t("training.step_n", n=s),
-        )  # fmt: skip
+        )
         snap = p.snapshots[steps.index(chosen)]
         n_layers = snap.attention.shape[0]
         layer = c2.selectbox(
-            t("training.layer"), list(range(n_layers)), index=n_layers - 1, key=translated_widget("tr_layer"),
+            t("training.layer"),
+            list(range(n_layers)),
+            index=n_layers - 1,
+            key=translated_widget("tr_layer"),
             format_func=lambda i: t("common.layer_n", n=i + 1),
-        )  # fmt: skip
+        )
         snapshot_figure(snap, layer, key="tr_timeline_snap")
 
 

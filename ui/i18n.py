@@ -153,5 +153,5 @@ def axis_labels(
 
 
 def head_titles(n: int) -> list[str]:
-    """"Head 1" .. "Head n" in the UI language, for small multiples and pickers."""
+    """ "Head 1" .. "Head n" in the UI language, for small multiples and pickers."""
     return [t("common.head_n", n=i + 1) for i in range(n)]

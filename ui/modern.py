@@ -166,20 +166,29 @@ def sinks(device: str, text: str) -> tuple[list[str], np.ndarray] | None:
 def length_chart(metric: str, names: dict, x_title: str, y_title: str, trained: str):
     meta, rows = length_results()
     train_max = meta.get("settings", {}).get("train_max_len", 16)
-    return length_figure(rows, metric=metric, train_max_len=train_max, names=names,
-                         x_title=x_title, y_title=y_title, trained_label=trained)  # fmt: skip
+    return length_figure(
+        rows,
+        metric=metric,
+        train_max_len=train_max,
+        names=names,
+        x_title=x_title,
+        y_title=y_title,
+        trained_label=trained,
+    )
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def qk_chart(with_learned: bool, names: dict, series: dict, x_title: str, y_title: str):
-    return qk_distance_figure(qk_rows(with_learned), names=names, series_names=series,
-                              x_title=x_title, y_title=y_title)  # fmt: skip
+    return qk_distance_figure(
+        qk_rows(with_learned), names=names, series_names=series, x_title=x_title, y_title=y_title
+    )
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
 def rope_chart(pairs: tuple[tuple[str, int], ...], n_pos: int, position_label: str):
-    return rope_rotation_figure({name: rotation(i, 64, n_pos) for name, i in pairs},
-                                position_label=position_label)  # fmt: skip
+    return rope_rotation_figure(
+        {name: rotation(i, 64, n_pos) for name, i in pairs}, position_label=position_label
+    )
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)

@@ -70,8 +70,10 @@ def class_seed() -> int:
     if linked is not None:
         seed = parse_seed(linked)
         if seed is None:
-            st.warning(t("practice.bad_seed", value=linked[:40], max=practice.MAX_SEED),
-                       icon=":material/warning:")  # fmt: skip
+            st.warning(
+                t("practice.bad_seed", value=linked[:40], max=practice.MAX_SEED),
+                icon=":material/warning:",
+            )
         elif st.session_state.get("practice_seed") != seed:
             st.session_state["practice_seed"] = seed
             st.session_state["practice_index"] = 0
@@ -98,8 +100,13 @@ def class_topic() -> str:
     if st.session_state["ptopic"] not in choices:
         st.session_state["ptopic"] = practice.MIXED
     names = {c: topic_label(c) for c in choices}  # labels fixed during the run (see ui.permalink)
-    topic = st.selectbox(t("practice.topic"), choices, key=translated_widget("ptopic"),
-                         format_func=names.__getitem__, on_change=reset_index)  # fmt: skip
+    topic = st.selectbox(
+        t("practice.topic"),
+        choices,
+        key=translated_widget("ptopic"),
+        format_func=names.__getitem__,
+        on_change=reset_index,
+    )
     _publish(TOPIC_KEY, None if topic == practice.MIXED else topic)
     return topic
 

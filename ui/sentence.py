@@ -162,11 +162,22 @@ def report_encoding(lm: LabModel, enc: Encoded) -> None:
             if how == "spelling":
                 parts.append(t("input.unknown_word_with", word=code_span(word), alternatives=alts))
             elif close:
-                parts.append(t("input.unknown_word_kind", word=code_span(word), alternatives=alts,
-                               kind=t(f"input.kind.{how}")))  # fmt: skip
+                parts.append(
+                    t(
+                        "input.unknown_word_kind",
+                        word=code_span(word),
+                        alternatives=alts,
+                        kind=t(f"input.kind.{how}"),
+                    )
+                )
             elif how != "none":
-                parts.append(t("input.unknown_word_no_kind", word=code_span(word),
-                               kind=t(f"input.kind.{how}")))  # fmt: skip
+                parts.append(
+                    t(
+                        "input.unknown_word_no_kind",
+                        word=code_span(word),
+                        kind=t(f"input.kind.{how}"),
+                    )
+                )
             else:
                 parts.append(code_span(word))
         message = t("input.unknown", n=len(parts)) + "\n\n" + "\n".join(f"- {p}" for p in parts)

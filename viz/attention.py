@@ -195,8 +195,13 @@ def _single_map(
     }
     if title:
         # Pinned to the top edge, clear of the key labels and axis title above the map.
-        layout["title"] = {"text": html.escape(title), "y": 1, "yref": "container",
-                           "yanchor": "top", "pad": {"t": 10}}  # fmt: skip
+        layout["title"] = {
+            "text": html.escape(title),
+            "y": 1,
+            "yref": "container",
+            "yanchor": "top",
+            "pad": {"t": 10},
+        }
     return go.Figure({"data": _with_mask(heatmap), "layout": layout})
 
 
@@ -256,17 +261,29 @@ def heads_figure(
     if ticks is None:
         ticks = max(len(query_tokens), len(key_tokens)) <= 24
     fig = make_subplots(
-        rows=rows, cols=cols, subplot_titles=[html.escape(t) for t in titles],
-        horizontal_spacing=0.02, vertical_spacing=0.06 if rows > 1 else 0.0,
-    )  # fmt: skip
+        rows=rows,
+        cols=cols,
+        subplot_titles=[html.escape(t) for t in titles],
+        horizontal_spacing=0.02,
+        vertical_spacing=0.06 if rows > 1 else 0.0,
+    )
     for i in range(n):
         r, c = i // cols + 1, i % cols + 1
         if pooled:
-            heatmap = _pooled_heatmap(z[i], len(query_tokens), len(key_tokens), max_side,
-                                      labels, showscale=i == 0)  # fmt: skip
+            heatmap = _pooled_heatmap(
+                z[i], len(query_tokens), len(key_tokens), max_side, labels, showscale=i == 0
+            )
         else:
-            heatmap = _heatmap(z[i], query_tokens, key_tokens, scale=PROBABILITY_SCALE, zmin=0,
-                               zmax=1, hover_names=labels, showscale=i == 0)  # fmt: skip
+            heatmap = _heatmap(
+                z[i],
+                query_tokens,
+                key_tokens,
+                scale=PROBABILITY_SCALE,
+                zmin=0,
+                zmax=1,
+                hover_names=labels,
+                showscale=i == 0,
+            )
         for trace in _with_mask(heatmap):
             fig.add_trace(trace, row=r, col=c)
         if pooled:  # axes over blocks, not tokens; the hover names each block's positions
@@ -289,8 +306,16 @@ def _diverging_map(
     z: np.ndarray, query_tokens, key_tokens, bound: float, title: str, labels
 ) -> go.Figure:
     """Signed values around 0 on a red-blue scale from -bound to bound; NaN cells grey."""
-    heatmap = _heatmap(z, query_tokens, key_tokens, scale=SCORE_SCALE, zmin=-bound, zmax=bound,
-                       zmid=0.0, hover_names=labels)  # fmt: skip
+    heatmap = _heatmap(
+        z,
+        query_tokens,
+        key_tokens,
+        scale=SCORE_SCALE,
+        zmin=-bound,
+        zmax=bound,
+        zmid=0.0,
+        hover_names=labels,
+    )
     return _single_map(heatmap, query_tokens, key_tokens, title, None)
 
 
@@ -326,8 +351,12 @@ def pool_cells(z: np.ndarray, max_side: int) -> np.ndarray:
     qe, ke = pool_edges(lq, max_side), pool_edges(lk, max_side)
     present = ~np.isnan(z)
     # Block sums by np.add.reduceat over both axes; NaN cells count neither in sum nor size.
-    sums = np.add.reduceat(np.add.reduceat(np.where(present, z, 0.0), qe[:-1], axis=-2), ke[:-1], axis=-1)
-    sizes = np.add.reduceat(np.add.reduceat(present.astype(np.float32), qe[:-1], axis=-2), ke[:-1], axis=-1)
+    sums = np.add.reduceat(
+        np.add.reduceat(np.where(present, z, 0.0), qe[:-1], axis=-2), ke[:-1], axis=-1
+    )
+    sizes = np.add.reduceat(
+        np.add.reduceat(present.astype(np.float32), qe[:-1], axis=-2), ke[:-1], axis=-1
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(sizes > 0, sums / sizes, np.nan).astype(np.float32)  # all-NaN stays NaN
 
@@ -339,9 +368,10 @@ def _pooled_heatmap(
     qn, kn, vn = (html.escape(s) for s in hover_names)
     qe, ke = pool_edges(n_queries, max_side), pool_edges(n_keys, max_side)
     # Per block: its first and last query, its first and last key.
-    custom = np.stack(np.broadcast_arrays(
-        qe[:-1, None], qe[1:, None] - 1, ke[None, :-1], ke[None, 1:] - 1
-    ), axis=-1).astype(np.int16)  # fmt: skip
+    custom = np.stack(
+        np.broadcast_arrays(qe[:-1, None], qe[1:, None] - 1, ke[None, :-1], ke[None, 1:] - 1),
+        axis=-1,
+    ).astype(np.int16)
     return {
         "type": "heatmap",
         "z": z,
@@ -398,27 +428,44 @@ def model_grid_figure(
     head_of = np.repeat(np.arange(n_heads), w + gutter)[: picture.shape[1]]
     fig = go.Figure()
     if masked.any():
-        fig.add_trace(go.Heatmap(
-            z=np.where(masked, 1.0, np.nan).astype(np.float32),
-            colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]], showscale=False, hoverinfo="skip",
+        fig.add_trace(
+            go.Heatmap(
+                z=np.where(masked, 1.0, np.nan).astype(np.float32),
+                colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]],
+                showscale=False,
+                hoverinfo="skip",
+                hoverongaps=False,
+            )
+        )
+    fig.add_trace(
+        go.Heatmap(
+            z=picture,
+            zmin=0,
+            zmax=1,
+            colorscale=PROBABILITY_SCALE,
             hoverongaps=False,
-        ))  # fmt: skip
-    fig.add_trace(go.Heatmap(
-        z=picture, zmin=0, zmax=1, colorscale=PROBABILITY_SCALE, hoverongaps=False,
-        # int8: sent as a packed byte array, one byte per number (models here have < 128 heads)
-        customdata=np.stack(np.meshgrid(head_of + 1, layer_of + 1), axis=-1).astype(np.int8),
-        hovertemplate="%{customdata[1]} · %{customdata[0]}: %{z:.3f}<extra></extra>",
-    ))  # fmt: skip
+            # int8: sent as a packed byte array, one byte per number (models here have < 128 heads)
+            customdata=np.stack(np.meshgrid(head_of + 1, layer_of + 1), axis=-1).astype(np.int8),
+            hovertemplate="%{customdata[1]} · %{customdata[0]}: %{z:.3f}<extra></extra>",
+        )
+    )
     fig.update_xaxes(
-        tickmode="array", tickvals=[c * (w + gutter) + (w - 1) / 2 for c in range(n_heads)],
-        ticktext=[html.escape(t) for t in col_titles], side="top", showgrid=False,
-        zeroline=False, range=[-0.5, picture.shape[1] - 0.5],
-    )  # fmt: skip
+        tickmode="array",
+        tickvals=[c * (w + gutter) + (w - 1) / 2 for c in range(n_heads)],
+        ticktext=[html.escape(t) for t in col_titles],
+        side="top",
+        showgrid=False,
+        zeroline=False,
+        range=[-0.5, picture.shape[1] - 0.5],
+    )
     fig.update_yaxes(
-        tickmode="array", tickvals=[r * (h + gutter) + (h - 1) / 2 for r in range(n_layers)],
-        ticktext=[html.escape(t) for t in row_titles], showgrid=False, zeroline=False,
+        tickmode="array",
+        tickvals=[r * (h + gutter) + (h - 1) / 2 for r in range(n_layers)],
+        ticktext=[html.escape(t) for t in row_titles],
+        showgrid=False,
+        zeroline=False,
         range=[picture.shape[0] - 0.5, -0.5],
-    )  # fmt: skip
+    )
     fig.update_layout(
         height=max(260, 60 + n_layers * min(110, max(60, 900 // n_heads))),
         margin=dict(l=10, r=10, t=40, b=10),

@@ -66,32 +66,55 @@ def matrix_heatmap(
     fig = go.Figure()
     masked = ~np.isfinite(z)
     if masked.any():
-        fig.add_trace(go.Heatmap(
-            z=np.where(masked, 1.0, np.nan), x=list(range(n_cols)), y=list(range(n_rows)),
-            colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]], showscale=False, hoverinfo="skip",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Heatmap(
+                z=np.where(masked, 1.0, np.nan),
+                x=list(range(n_cols)),
+                y=list(range(n_rows)),
+                colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]],
+                showscale=False,
+                hoverinfo="skip",
+            )
+        )
     show_numbers = numbers and n_rows * n_cols <= 400
-    fig.add_trace(go.Heatmap(
-        z=np.where(masked, np.nan, z), x=list(range(n_cols)), y=list(range(n_rows)),
-        zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, hoverongaps=False,
-        texttemplate="%{z:.2f}" if show_numbers else None,
-        textfont=dict(size=10 if n_cols > 12 else 12),
-        hovertemplate=f"%{{y}} · %{{x}}<br>{_esc(value_name)}: %{{z:.4f}}<extra></extra>",
-        colorbar=dict(thickness=12),
-    ))  # fmt: skip
+    fig.add_trace(
+        go.Heatmap(
+            z=np.where(masked, np.nan, z),
+            x=list(range(n_cols)),
+            y=list(range(n_rows)),
+            zmin=zmin,
+            zmax=zmax,
+            zmid=zmid,
+            colorscale=scale,
+            hoverongaps=False,
+            texttemplate="%{z:.2f}" if show_numbers else None,
+            textfont=dict(size=10 if n_cols > 12 else 12),
+            hovertemplate=f"%{{y}} · %{{x}}<br>{_esc(value_name)}: %{{z:.4f}}<extra></extra>",
+            colorbar=dict(thickness=12),
+        )
+    )
     col_ticks, col_text = thinned_ticks(cols)
     row_ticks, row_text = thinned_ticks(rows)
     fig.update_xaxes(
-        tickmode="array", tickvals=col_ticks, ticktext=col_text, side="top",
-        showgrid=False, zeroline=False, range=[-0.5, n_cols - 0.5],
+        tickmode="array",
+        tickvals=col_ticks,
+        ticktext=col_text,
+        side="top",
+        showgrid=False,
+        zeroline=False,
+        range=[-0.5, n_cols - 0.5],
         title=dict(text=_esc(col_title)) if col_title else None,
         tickangle=-45 if col_labels else 0,
-    )  # fmt: skip
+    )
     fig.update_yaxes(
-        tickmode="array", tickvals=row_ticks, ticktext=row_text, showgrid=False,
-        zeroline=False, range=[n_rows - 0.5, -0.5],
+        tickmode="array",
+        tickvals=row_ticks,
+        ticktext=row_text,
+        showgrid=False,
+        zeroline=False,
+        range=[n_rows - 0.5, -0.5],
         title=dict(text=_esc(row_title)) if row_title else None,
-    )  # fmt: skip
+    )
     fig.update_layout(
         title=dict(text=_esc(title)) if title else None,
         height=height or min(700, max(170, 110 + 30 * n_rows)),
@@ -126,9 +149,11 @@ def lines_figure(
             "y": np.asarray(y, dtype=np.float64),
             "name": _esc(name),
             "mode": "lines+markers" if markers else "lines",
-            "line": {"color": SERIES_COLOURS[i % len(SERIES_COLOURS)],
-                     "dash": "dash" if name in dashed else "solid"},
-        }  # fmt: skip
+            "line": {
+                "color": SERIES_COLOURS[i % len(SERIES_COLOURS)],
+                "dash": "dash" if name in dashed else "solid",
+            },
+        }
         for i, (name, y) in enumerate(series.items())
     ]
     fig = go.Figure({"data": traces})
@@ -136,11 +161,18 @@ def lines_figure(
         # a plain trace in data units: shapes on log axes are placed differently by plotly
         # versions, a scatter line never is
         ys = [v for y in series.values() for v in y if np.isfinite(v)]
-        fig.add_trace(go.Scatter(
-            x=[vline, vline], y=[min(ys), max(ys)], mode="lines+text", showlegend=False,
-            line=dict(color="#777", dash="dot"), text=["", _esc(vline_label)],
-            textposition="top right", hoverinfo="skip",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[vline, vline],
+                y=[min(ys), max(ys)],
+                mode="lines+text",
+                showlegend=False,
+                line=dict(color="#777", dash="dot"),
+                text=["", _esc(vline_label)],
+                textposition="top right",
+                hoverinfo="skip",
+            )
+        )
     fig.update_xaxes(title=_esc(x_title), type="log" if log_x else "linear")
     fig.update_yaxes(title=_esc(y_title), type="log" if log_y else "linear")
     fig.update_layout(
@@ -162,15 +194,24 @@ def histogram_pair(
     """Two distributions overlaid on one shared x axis (e.g. q·k before and after /√d_k)."""
     fig = go.Figure()
     for i, (name, data) in enumerate(zip(names, (a, b))):
-        fig.add_trace(go.Histogram(
-            x=_as_array(data), name=_esc(name), nbinsx=bins, opacity=0.6,
-            marker_color=SERIES_COLOURS[i], histnorm="probability density",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Histogram(
+                x=_as_array(data),
+                name=_esc(name),
+                nbinsx=bins,
+                opacity=0.6,
+                marker_color=SERIES_COLOURS[i],
+                histnorm="probability density",
+            )
+        )
     fig.update_layout(
-        barmode="overlay", height=320, margin=dict(l=10, r=10, t=20, b=10),
-        xaxis_title=_esc(x_title), yaxis_title=_esc(y_title),
+        barmode="overlay",
+        height=320,
+        margin=dict(l=10, r=10, t=20, b=10),
+        xaxis_title=_esc(x_title),
+        yaxis_title=_esc(y_title),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
-    )  # fmt: skip
+    )
     return fig
 
 
@@ -187,17 +228,24 @@ def grouped_bars(
     labels = [token_label(c) for c in categories]
     fig = go.Figure()
     for i, (name, y) in enumerate(series.items()):
-        fig.add_trace(go.Bar(
-            x=list(range(len(categories))), y=list(y), name=_esc(name),
-            marker_color=SERIES_COLOURS[i % len(SERIES_COLOURS)], customdata=labels,
-            hovertemplate="%{customdata}: %{y:.4f}<extra>" + _esc(name) + "</extra>",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Bar(
+                x=list(range(len(categories))),
+                y=list(y),
+                name=_esc(name),
+                marker_color=SERIES_COLOURS[i % len(SERIES_COLOURS)],
+                customdata=labels,
+                hovertemplate="%{customdata}: %{y:.4f}<extra>" + _esc(name) + "</extra>",
+            )
+        )
     fig.update_xaxes(tickmode="array", tickvals=list(range(len(categories))), ticktext=labels)
     fig.update_yaxes(title=_esc(y_title), range=[0, 1] if probability else None)
     fig.update_layout(
-        barmode="group", height=height, margin=dict(l=10, r=10, t=20, b=10),
+        barmode="group",
+        height=height,
+        margin=dict(l=10, r=10, t=20, b=10),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
-    )  # fmt: skip
+    )
     return fig
 
 
@@ -216,14 +264,16 @@ def step_frame(
     """
     scaled = _as_array(scaled)
     ok = np.asarray(allowed, dtype=bool)
-    return pd.DataFrame({
-        columns["key"]: list(key_tokens),
-        columns["score"]: _as_array(scores),
-        columns["scaled"]: scaled,
-        columns["allowed"]: ok,
-        columns["masked"]: np.where(ok, scaled, -np.inf),
-        columns["weight"]: _as_array(weights),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            columns["key"]: list(key_tokens),
+            columns["score"]: _as_array(scores),
+            columns["scaled"]: scaled,
+            columns["allowed"]: ok,
+            columns["masked"]: np.where(ok, scaled, -np.inf),
+            columns["weight"]: _as_array(weights),
+        }
+    )
 
 
 @memo_figure
@@ -238,26 +288,51 @@ def mask_figure(
 ) -> go.Figure:
     """Side-by-side masks: allowed cells blue, blocked ones grey; queries as rows."""
     n = len(masks)
-    fig = make_subplots(rows=1, cols=n, subplot_titles=[_esc(t) for t in titles],
-                        horizontal_spacing=0.08)  # fmt: skip
+    fig = make_subplots(
+        rows=1, cols=n, subplot_titles=[_esc(t) for t in titles], horizontal_spacing=0.08
+    )
     for i, (m, qt, kt) in enumerate(zip(masks, query_tokens, key_tokens)):
         m = np.asarray(m, dtype=bool)
         text = np.where(m, allowed_label, blocked_label)
-        fig.add_trace(go.Heatmap(
-            z=m.astype(np.float32), x=list(range(m.shape[1])), y=list(range(m.shape[0])),
-            zmin=0, zmax=1, colorscale=[[0, MASKED_GREY], [1, "#2b6cb0"]], showscale=False,
-            customdata=text, hovertemplate="%{customdata}<extra></extra>", xgap=2, ygap=2,
-        ), row=1, col=i + 1)  # fmt: skip
+        fig.add_trace(
+            go.Heatmap(
+                z=m.astype(np.float32),
+                x=list(range(m.shape[1])),
+                y=list(range(m.shape[0])),
+                zmin=0,
+                zmax=1,
+                colorscale=[[0, MASKED_GREY], [1, "#2b6cb0"]],
+                showscale=False,
+                customdata=text,
+                hovertemplate="%{customdata}<extra></extra>",
+                xgap=2,
+                ygap=2,
+            ),
+            row=1,
+            col=i + 1,
+        )
         fig.update_xaxes(
-            tickmode="array", tickvals=list(range(len(kt))),
-            ticktext=[token_label(t) for t in kt], side="top", tickangle=-45, showgrid=False,
-            zeroline=False, range=[-0.5, len(kt) - 0.5], row=1, col=i + 1,
-        )  # fmt: skip
+            tickmode="array",
+            tickvals=list(range(len(kt))),
+            ticktext=[token_label(t) for t in kt],
+            side="top",
+            tickangle=-45,
+            showgrid=False,
+            zeroline=False,
+            range=[-0.5, len(kt) - 0.5],
+            row=1,
+            col=i + 1,
+        )
         fig.update_yaxes(
-            tickmode="array", tickvals=list(range(len(qt))),
-            ticktext=[token_label(t) for t in qt], showgrid=False, zeroline=False,
-            range=[len(qt) - 0.5, -0.5], row=1, col=i + 1,
-        )  # fmt: skip
+            tickmode="array",
+            tickvals=list(range(len(qt))),
+            ticktext=[token_label(t) for t in qt],
+            showgrid=False,
+            zeroline=False,
+            range=[len(qt) - 0.5, -0.5],
+            row=1,
+            col=i + 1,
+        )
     for annotation in fig.layout.annotations:
         annotation.update(y=-0.08, yanchor="top")  # titles below: keys sit on top
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=90, b=40))
@@ -279,20 +354,37 @@ def norm_axes_figure(
     BatchNorm-ed (each column), side by side on one diverging scale."""
     mats = [np.asarray(m, dtype=np.float32) for m in (x, layer_normed, batch_normed)]
     bound = float(max(np.abs(m).max() for m in mats)) or 1.0
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[_esc(t) for t in titles],
-                        horizontal_spacing=0.05)  # fmt: skip
+    fig = make_subplots(
+        rows=1, cols=3, subplot_titles=[_esc(t) for t in titles], horizontal_spacing=0.05
+    )
     rows = [token_label(r) for r in row_labels]
     for i, m in enumerate(mats):
-        fig.add_trace(go.Heatmap(
-            z=m, zmin=-bound, zmax=bound, zmid=0, colorscale=SCORE_SCALE, showscale=i == 2,
-            texttemplate="%{z:.1f}", textfont=dict(size=10), colorbar=dict(thickness=12),
-            hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
-        ), row=1, col=i + 1)  # fmt: skip
+        fig.add_trace(
+            go.Heatmap(
+                z=m,
+                zmin=-bound,
+                zmax=bound,
+                zmid=0,
+                colorscale=SCORE_SCALE,
+                showscale=i == 2,
+                texttemplate="%{z:.1f}",
+                textfont=dict(size=10),
+                colorbar=dict(thickness=12),
+                hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=i + 1,
+        )
         fig.update_yaxes(
-            tickmode="array", tickvals=list(range(len(rows))), ticktext=rows,
-            showticklabels=i == 0, autorange="reversed", row=1, col=i + 1,
+            tickmode="array",
+            tickvals=list(range(len(rows))),
+            ticktext=rows,
+            showticklabels=i == 0,
+            autorange="reversed",
+            row=1,
+            col=i + 1,
             title=_esc(row_title) if i == 0 else None,
-        )  # fmt: skip
+        )
         fig.update_xaxes(title=_esc(col_title), row=1, col=i + 1)
     fig.update_layout(height=340, margin=dict(l=10, r=10, t=40, b=10))
     return fig
@@ -326,15 +418,27 @@ def band_figure(
     for i, (name, b) in enumerate(bands.items()):
         colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
         r, g, bl = (int(colour[j : j + 2], 16) for j in (1, 3, 5))
-        fig.add_trace(go.Scatter(
-            x=list(b["step"]) + list(b["step"])[::-1], y=list(b["max"]) + list(b["min"])[::-1],
-            fill="toself", fillcolor=f"rgba({r},{g},{bl},0.18)", line=dict(width=0),
-            hoverinfo="skip", showlegend=False, name=_esc(name),
-        ))  # fmt: skip
-        fig.add_trace(go.Scatter(
-            x=list(b["step"]), y=list(b["mean"]), name=_esc(name), mode="lines",
-            line=dict(color=colour),
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=list(b["step"]) + list(b["step"])[::-1],
+                y=list(b["max"]) + list(b["min"])[::-1],
+                fill="toself",
+                fillcolor=f"rgba({r},{g},{bl},0.18)",
+                line=dict(width=0),
+                hoverinfo="skip",
+                showlegend=False,
+                name=_esc(name),
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=list(b["step"]),
+                y=list(b["mean"]),
+                name=_esc(name),
+                mode="lines",
+                line=dict(color=colour),
+            )
+        )
     fig.update_xaxes(title=_esc(x_title))
     fig.update_yaxes(title=_esc(y_title))
     fig.update_layout(

@@ -38,9 +38,14 @@ def growing_mask_figure(
         z[i, : len(row)] = row
     fig = attention_heatmap(z, query_tokens, key_tokens, mask=mask, title=title, labels=labels)
     fig.add_shape(
-        type="rect", x0=-0.5, x1=n_k - 0.5, y0=n_q - 1.5, y1=n_q - 0.5,
-        line=dict(color=CHOSEN, width=3), fillcolor="rgba(0,0,0,0)",
-    )  # fmt: skip
+        type="rect",
+        x0=-0.5,
+        x1=n_k - 0.5,
+        y0=n_q - 1.5,
+        y1=n_q - 0.5,
+        line=dict(color=CHOSEN, width=3),
+        fillcolor="rgba(0,0,0,0)",
+    )
     return fig
 
 
@@ -78,17 +83,32 @@ def next_token_figure(
     x = list(range(len(top)))
     hover = "%{customdata}: %{y:.3f}<extra></extra>"
     bars = [
-        {"type": "bar", "x": x, "y": before[top], "name": html.escape(names[0]),
-         "marker": {"color": BEFORE}, "customdata": labels, "hovertemplate": hover},
-        {"type": "bar", "x": x, "y": after[top], "name": html.escape(names[1]),
-         "marker": {"color": [CHOSEN if i == chosen else OTHER for i in top]},
-         "customdata": labels, "hovertemplate": hover},
-    ]  # fmt: skip
+        {
+            "type": "bar",
+            "x": x,
+            "y": before[top],
+            "name": html.escape(names[0]),
+            "marker": {"color": BEFORE},
+            "customdata": labels,
+            "hovertemplate": hover,
+        },
+        {
+            "type": "bar",
+            "x": x,
+            "y": after[top],
+            "name": html.escape(names[1]),
+            "marker": {"color": [CHOSEN if i == chosen else OTHER for i in top]},
+            "customdata": labels,
+            "hovertemplate": hover,
+        },
+    ]
     layout = {
-        "barmode": "group", "height": 320, "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
+        "barmode": "group",
+        "height": 320,
+        "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
         "legend": {"orientation": "h", "y": 1.12, "x": 0},
         "xaxis": {"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -30},
         "yaxis": {"range": [0, 1], "title": {"text": html.escape(axis)}},
-    }  # fmt: skip
+    }
     fig = go.Figure({"data": bars, "layout": layout})
     return fig

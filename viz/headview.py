@@ -12,10 +12,23 @@ import numpy as np
 
 # Plotly's qualitative "D3" palette: one colour per head, the same in every view.
 HEAD_COLOURS = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
-    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
-    "#8c6d31", "#843c39", "#7b4173", "#3182bd",
-]  # fmt: skip
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#843c39",
+    "#7b4173",
+    "#3182bd",
+]
 
 MIN_WEIGHT = 0.01  # lines below this are invisible anyway; leaving them out keeps pages small
 

@@ -52,16 +52,34 @@ def grid_heatmap(
     cols = [token_label(c) for c in col_labels]
     hover = np.array([[f"{rows[i]} · {cols[j]}" for j in range(n_cols)] for i in range(n_rows)])
     trace = go.Heatmap(
-        z=z, x=list(range(n_cols)), y=list(range(n_rows)), colorscale=scale, zmin=zmin,
-        zmax=zmax, zmid=zmid, text=cells, texttemplate="%{text}" if n_cols * n_rows <= 600 else None,
-        customdata=hover, hovertemplate="%{customdata}<br>" + _esc(value_name) + ": %{z:.3f}<extra></extra>",
+        z=z,
+        x=list(range(n_cols)),
+        y=list(range(n_rows)),
+        colorscale=scale,
+        zmin=zmin,
+        zmax=zmax,
+        zmid=zmid,
+        text=cells,
+        texttemplate="%{text}" if n_cols * n_rows <= 600 else None,
+        customdata=hover,
+        hovertemplate="%{customdata}<br>" + _esc(value_name) + ": %{z:.3f}<extra></extra>",
         colorbar=dict(title=_esc(value_name)),
-    )  # fmt: skip
+    )
     fig = go.Figure(trace)
-    fig.update_xaxes(tickmode="array", tickvals=list(range(n_cols)), ticktext=cols,
-                     title=_esc(x_title), side="top")  # fmt: skip
-    fig.update_yaxes(tickmode="array", tickvals=list(range(n_rows)), ticktext=rows,
-                     title=_esc(y_title), autorange="reversed")  # fmt: skip
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(n_cols)),
+        ticktext=cols,
+        title=_esc(x_title),
+        side="top",
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(n_rows)),
+        ticktext=rows,
+        title=_esc(y_title),
+        autorange="reversed",
+    )
     fig.update_layout(
         title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
         height=height or min(900, max(220, 130 + 34 * n_rows)),
@@ -96,19 +114,26 @@ def head_lines_figure(
     n_layers, n_heads = z.shape[1], z.shape[2]
     for layer in range(n_layers):
         for head in range(n_heads):
-            fig.add_trace(go.Scatter(
-                x=np.asarray(steps, dtype=float), y=z[:, layer, head], mode="lines",
-                name=_esc(head_label.format(layer=layer + 1, head=head + 1)),
-                line=dict(color=SERIES_COLOURS[head % len(SERIES_COLOURS)],
-                          dash="solid" if layer == n_layers - 1 else "dot"),
-            ))  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=np.asarray(steps, dtype=float),
+                    y=z[:, layer, head],
+                    mode="lines",
+                    name=_esc(head_label.format(layer=layer + 1, head=head + 1)),
+                    line=dict(
+                        color=SERIES_COLOURS[head % len(SERIES_COLOURS)],
+                        dash="solid" if layer == n_layers - 1 else "dot",
+                    ),
+                )
+            )
     fig.update_xaxes(title=_esc(x_title))
     fig.update_yaxes(title=_esc(y_title), range=[0, 1])
     fig.update_layout(
         title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
-        height=height, margin=dict(l=10, r=10, t=60 if title else 20, b=10),
+        height=height,
+        margin=dict(l=10, r=10, t=60 if title else 20, b=10),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
-    )  # fmt: skip
+    )
     return fig
 
 
@@ -124,17 +149,28 @@ def head_scatter(
 ) -> go.Figure:
     """One point per head, labelled; a dotted zero line, since effects can have either sign."""
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    fig = go.Figure(go.Scatter(
-        x=xs, y=ys, mode="markers+text", text=[_esc(s) for s in labels],
-        textposition="top center", marker=dict(size=10, color="#1f77b4"),
-        hovertemplate="%{text}<br>" + _esc(x_title) + ": %{x:.3f}<br>" + _esc(y_title)
-        + ": %{y:.3f}<extra></extra>",
-    ))  # fmt: skip
+    fig = go.Figure(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="markers+text",
+            text=[_esc(s) for s in labels],
+            textposition="top center",
+            marker=dict(size=10, color="#1f77b4"),
+            hovertemplate="%{text}<br>"
+            + _esc(x_title)
+            + ": %{x:.3f}<br>"
+            + _esc(y_title)
+            + ": %{y:.3f}<extra></extra>",
+        )
+    )
     fig.add_hline(y=0, line=dict(color="#999", dash="dot"))
     fig.update_xaxes(title=_esc(x_title), range=[-0.05, 1.05])
     fig.update_yaxes(title=_esc(y_title))
     fig.update_layout(
         title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
-        height=height, margin=dict(l=10, r=10, t=60 if title else 20, b=10), showlegend=False,
-    )  # fmt: skip
+        height=height,
+        margin=dict(l=10, r=10, t=60 if title else 20, b=10),
+        showlegend=False,
+    )
     return fig

@@ -27,7 +27,12 @@ class _Unhashable(Exception):
 
 def _digest(array: np.ndarray) -> tuple:
     array = np.ascontiguousarray(array)
-    return ("nd", array.dtype.str, array.shape, hashlib.blake2b(array.tobytes(), digest_size=16).digest())
+    return (
+        "nd",
+        array.dtype.str,
+        array.shape,
+        hashlib.blake2b(array.tobytes(), digest_size=16).digest(),
+    )
 
 
 def _key(value):

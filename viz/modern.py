@@ -31,9 +31,10 @@ def _legend_top(fig: go.Figure, height: int, top: int = 40, above: int = 6) -> g
     the first ~24 px, so figures with them pass more)."""
     y = 1 + above / max(1, height - top - 10)  # paper coordinates of the plot area
     fig.update_layout(
-        height=height, margin=dict(l=10, r=10, t=top, b=10),
+        height=height,
+        margin=dict(l=10, r=10, t=top, b=10),
         legend=dict(orientation="h", yanchor="bottom", y=y, xanchor="left", x=0),
-    )  # fmt: skip
+    )
     return fig
 
 
@@ -56,16 +57,28 @@ def length_figure(
     fig = go.Figure()
     lengths = sorted(frame["length"].unique()) if len(frame) else [1]
     fig.add_vrect(
-        x0=min(lengths[0], 1) - 0.5, x1=train_max_len + 0.5, fillcolor="#2b6cb0", opacity=0.1,
-        line_width=0, annotation_text=_esc(trained_label), annotation_position="top left",
-    )  # fmt: skip
+        x0=min(lengths[0], 1) - 0.5,
+        x1=train_max_len + 0.5,
+        fillcolor="#2b6cb0",
+        opacity=0.1,
+        line_width=0,
+        annotation_text=_esc(trained_label),
+        annotation_position="top left",
+    )
     for scheme in [s for s in SCHEME_ORDER if s in set(frame.get("scheme", []))]:
         part = frame[frame["scheme"] == scheme].sort_values("length")
-        fig.add_trace(go.Scatter(
-            x=part["length"], y=part[metric], name=_esc(names.get(scheme, scheme)),
-            mode="lines+markers", line=dict(color=SCHEME_COLOURS[scheme]),
-            hovertemplate="%{x}: %{y:.3f}<extra>" + _esc(names.get(scheme, scheme)) + "</extra>",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=part["length"],
+                y=part[metric],
+                name=_esc(names.get(scheme, scheme)),
+                mode="lines+markers",
+                line=dict(color=SCHEME_COLOURS[scheme]),
+                hovertemplate="%{x}: %{y:.3f}<extra>"
+                + _esc(names.get(scheme, scheme))
+                + "</extra>",
+            )
+        )
     fig.update_xaxes(title=_esc(x_title), tickmode="array", tickvals=lengths)
     fig.update_yaxes(title=_esc(y_title), range=[0, 1.02])
     return _legend_top(fig, height)
@@ -94,20 +107,32 @@ def qk_distance_figure(
     query position (or ALiBi head); lines that coincide depend on distance alone."""
     frame = pd.DataFrame(rows)
     schemes = [s for s in SCHEME_ORDER if s in set(frame["scheme"])]
-    fig = make_subplots(rows=1, cols=len(schemes), horizontal_spacing=0.04,
-                        subplot_titles=[_esc(names.get(s, s)) for s in schemes])  # fmt: skip
+    fig = make_subplots(
+        rows=1,
+        cols=len(schemes),
+        horizontal_spacing=0.04,
+        subplot_titles=[_esc(names.get(s, s)) for s in schemes],
+    )
     dashes = ("solid", "dash", "dot")
     for col, scheme in enumerate(schemes, start=1):
         part = frame[frame["scheme"] == scheme]
         for i, series in enumerate(dict.fromkeys(part["series"])):
             line = part[part["series"] == series]
             label = series_names.get(series, series)
-            fig.add_trace(go.Scatter(
-                x=line["distance"], y=line["score"], mode="lines", name=_esc(label),
-                legendgroup=_esc(label), showlegend=col == 1 or scheme == "alibi",
-                line=dict(color=SCHEME_COLOURS[scheme], dash=dashes[i % len(dashes)]),
-                hovertemplate="Δ=%{x}: %{y:.2f}<extra>" + _esc(label) + "</extra>",
-            ), row=1, col=col)  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=line["distance"],
+                    y=line["score"],
+                    mode="lines",
+                    name=_esc(label),
+                    legendgroup=_esc(label),
+                    showlegend=col == 1 or scheme == "alibi",
+                    line=dict(color=SCHEME_COLOURS[scheme], dash=dashes[i % len(dashes)]),
+                    hovertemplate="Δ=%{x}: %{y:.2f}<extra>" + _esc(label) + "</extra>",
+                ),
+                row=1,
+                col=col,
+            )
         fig.update_xaxes(title=_esc(x_title), row=1, col=col)
     fig.update_yaxes(title=_esc(y_title), row=1, col=1)
     return _legend_top(fig, height, top=72, above=30)
@@ -120,25 +145,60 @@ def rope_rotation_figure(
     a fast pair spins, a slow one barely moves. ``pairs``: legend name -> rope_rotation rows."""
     fig = go.Figure()
     circle = np.linspace(0, 2 * math.pi, 181)
-    fig.add_trace(go.Scatter(x=np.cos(circle), y=np.sin(circle), mode="lines", hoverinfo="skip",
-                             line=dict(color="#ccc"), showlegend=False))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=np.cos(circle),
+            y=np.sin(circle),
+            mode="lines",
+            hoverinfo="skip",
+            line=dict(color="#ccc"),
+            showlegend=False,
+        )
+    )
     for i, (name, rows) in enumerate(pairs.items()):
         colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
         xs, ys = [r["x"] for r in rows], [r["y"] for r in rows]
         labels = [str(r["position"]) for r in rows]
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="markers+text+lines", text=labels, textposition="top center",
-            name=_esc(name), marker=dict(color=colour, size=9), line=dict(color=colour, width=1),
-            customdata=[r["angle"] for r in rows],
-            hovertemplate=_esc(position_label) + " %{text}: %{customdata:.2f} rad<extra>"
-            + _esc(name) + "</extra>",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="markers+text+lines",
+                text=labels,
+                textposition="top center",
+                name=_esc(name),
+                marker=dict(color=colour, size=9),
+                line=dict(color=colour, width=1),
+                customdata=[r["angle"] for r in rows],
+                hovertemplate=_esc(position_label)
+                + " %{text}: %{customdata:.2f} rad<extra>"
+                + _esc(name)
+                + "</extra>",
+            )
+        )
         last = rows[-1]
-        fig.add_annotation(x=last["x"], y=last["y"], ax=0, ay=0, xref="x", yref="y", axref="x",
-                           ayref="y", showarrow=True, arrowhead=2, arrowcolor=colour)  # fmt: skip
+        fig.add_annotation(
+            x=last["x"],
+            y=last["y"],
+            ax=0,
+            ay=0,
+            xref="x",
+            yref="y",
+            axref="x",
+            ayref="y",
+            showarrow=True,
+            arrowhead=2,
+            arrowcolor=colour,
+        )
     fig.update_xaxes(range=[-1.3, 1.3], zeroline=True, showgrid=False, title="x₂ᵢ")
-    fig.update_yaxes(range=[-1.3, 1.3], zeroline=True, showgrid=False, title="x₂ᵢ₊₁",
-                     scaleanchor="x", scaleratio=1)  # fmt: skip
+    fig.update_yaxes(
+        range=[-1.3, 1.3],
+        zeroline=True,
+        showgrid=False,
+        title="x₂ᵢ₊₁",
+        scaleanchor="x",
+        scaleratio=1,
+    )
     return _legend_top(fig, height)
 
 
@@ -159,16 +219,23 @@ def kv_bytes_figure(
 ) -> go.Figure:
     """Bars of cache bytes (MHA / GQA / MQA), each labelled in KiB / MiB / GiB."""
     names = list(sizes)
-    fig = go.Figure(go.Bar(
-        x=[_esc(n) for n in names], y=list(sizes.values()),
-        text=[human_bytes(v) for v in sizes.values()], textposition="outside",
-        marker_color=[SERIES_COLOURS[i % len(SERIES_COLOURS)] for i in range(len(names))],
-        hovertemplate="%{x}: %{text}<extra></extra>",
-    ))  # fmt: skip
+    fig = go.Figure(
+        go.Bar(
+            x=[_esc(n) for n in names],
+            y=list(sizes.values()),
+            text=[human_bytes(v) for v in sizes.values()],
+            textposition="outside",
+            marker_color=[SERIES_COLOURS[i % len(SERIES_COLOURS)] for i in range(len(names))],
+            hovertemplate="%{x}: %{text}<extra></extra>",
+        )
+    )
     top = max(sizes.values()) if sizes else 1
     fig.update_yaxes(title=_esc(y_title), range=[0, top * 1.2])
-    fig.update_layout(title=dict(text=_esc(title)) if title else None, height=height,
-                      margin=dict(l=10, r=10, t=40 if title else 20, b=10))  # fmt: skip
+    fig.update_layout(
+        title=dict(text=_esc(title)) if title else None,
+        height=height,
+        margin=dict(l=10, r=10, t=40 if title else 20, b=10),
+    )
     return fig
 
 
@@ -182,17 +249,37 @@ def cache_rows_figure(
     z = _as_array(keys)
     n = z.shape[0]
     bound = float(np.abs(z).max()) or 1.0
-    fig = go.Figure(go.Heatmap(
-        z=z, zmin=-bound, zmax=bound, zmid=0, colorscale="RdBu_r", showscale=False,
-        hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
-    ))  # fmt: skip
-    fig.add_shape(type="rect", x0=-0.5, x1=z.shape[1] - 0.5, y0=n - 1.5, y1=n - 0.5,
-                  line=dict(color="#d62728", width=2))  # fmt: skip
-    fig.update_yaxes(tickmode="array", tickvals=list(range(n)),
-                     ticktext=[token_label(t) for t in tokens], range=[n - 0.5, -0.5])  # fmt: skip
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            zmin=-bound,
+            zmax=bound,
+            zmid=0,
+            colorscale="RdBu_r",
+            showscale=False,
+            hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
+        )
+    )
+    fig.add_shape(
+        type="rect",
+        x0=-0.5,
+        x1=z.shape[1] - 0.5,
+        y0=n - 1.5,
+        y1=n - 0.5,
+        line=dict(color="#d62728", width=2),
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(n)),
+        ticktext=[token_label(t) for t in tokens],
+        range=[n - 0.5, -0.5],
+    )
     fig.update_xaxes(title=_esc(x_title), showticklabels=False)
-    fig.update_layout(title=dict(text=_esc(title), font=dict(size=13)),
-                      height=height or 120 + 18 * n, margin=dict(l=10, r=10, t=40, b=10))  # fmt: skip
+    fig.update_layout(
+        title=dict(text=_esc(title), font=dict(size=13)),
+        height=height or 120 + 18 * n,
+        margin=dict(l=10, r=10, t=40, b=10),
+    )
     return fig
 
 
@@ -208,16 +295,18 @@ def online_steps_frame(steps: list, columns: dict[str, str]) -> pd.DataFrame:
     out = []
     for i, s in enumerate(steps):
         partial = _as_array(s.partial).reshape(-1)
-        out.append({
-            columns["tile"]: i + 1,
-            columns["keys"]: f"{s.k_start}–{s.k_end - 1}",
-            columns["tile_max"]: float(np.max(_as_array(s.scores))),
-            columns["m_old"]: float(_as_array(s.m_old).reshape(-1)[0]),
-            columns["m_new"]: float(_as_array(s.m_new).reshape(-1)[0]),
-            columns["rescale"]: float(_as_array(s.rescale).reshape(-1)[0]),
-            columns["l"]: float(_as_array(s.l).reshape(-1)[0]),
-            columns["partial"]: "[" + ", ".join(f"{x:.3f}" for x in partial) + "]",
-        })  # fmt: skip
+        out.append(
+            {
+                columns["tile"]: i + 1,
+                columns["keys"]: f"{s.k_start}–{s.k_end - 1}",
+                columns["tile_max"]: float(np.max(_as_array(s.scores))),
+                columns["m_old"]: float(_as_array(s.m_old).reshape(-1)[0]),
+                columns["m_new"]: float(_as_array(s.m_new).reshape(-1)[0]),
+                columns["rescale"]: float(_as_array(s.rescale).reshape(-1)[0]),
+                columns["l"]: float(_as_array(s.l).reshape(-1)[0]),
+                columns["partial"]: "[" + ", ".join(f"{x:.3f}" for x in partial) + "]",
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -241,30 +330,55 @@ def online_softmax_figure(
     s = _as_array(scores).reshape(-1)
     shown = steps[: max(1, min(upto, len(steps)))]
     seen_to = shown[-1].k_end
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
-                        subplot_titles=[_esc(t) for t in titles])  # fmt: skip
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.6, 0.4],
+        horizontal_spacing=0.1,
+        subplot_titles=[_esc(t) for t in titles],
+    )
     colours = [SERIES_COLOURS[(i % (len(SERIES_COLOURS) - 1)) + 1] for i in range(len(steps))]
     bar_colours = ["#d0d0d0"] * len(s)
     for i, st in enumerate(steps):
         for j in range(st.k_start, st.k_end):
             if j < seen_to:
                 bar_colours[j] = colours[i]
-    fig.add_trace(go.Bar(x=list(range(len(s))), y=s, marker_color=bar_colours, showlegend=False,
-                         hovertemplate="%{x}: %{y:.3f}<extra></extra>"), row=1, col=1)  # fmt: skip
+    fig.add_trace(
+        go.Bar(
+            x=list(range(len(s))),
+            y=s,
+            marker_color=bar_colours,
+            showlegend=False,
+            hovertemplate="%{x}: %{y:.3f}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     mx, my = [], []
     for st in shown:
         m = float(_as_array(st.m_new).reshape(-1)[0])
         mx += [st.k_start - 0.5, st.k_end - 0.5]
         my += [m, m]
-    fig.add_trace(go.Scatter(x=mx, y=my, mode="lines", name=_esc(max_label),
-                             line=dict(color="#000", dash="dash", shape="hv")), row=1, col=1)  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=mx,
+            y=my,
+            mode="lines",
+            name=_esc(max_label),
+            line=dict(color="#000", dash="dash", shape="hv"),
+        ),
+        row=1,
+        col=1,
+    )
     partial = _as_array(shown[-1].partial).reshape(-1)
     final = _as_array(final_out).reshape(-1)
     dims = list(range(len(final)))
-    fig.add_trace(go.Bar(x=dims, y=final, name=_esc(final_label), marker_color="#999"),
-                  row=1, col=2)  # fmt: skip
-    fig.add_trace(go.Bar(x=dims, y=partial, name=_esc(partial_label), marker_color="#1f77b4"),
-                  row=1, col=2)  # fmt: skip
+    fig.add_trace(
+        go.Bar(x=dims, y=final, name=_esc(final_label), marker_color="#999"), row=1, col=2
+    )
+    fig.add_trace(
+        go.Bar(x=dims, y=partial, name=_esc(partial_label), marker_color="#1f77b4"), row=1, col=2
+    )
     fig.update_xaxes(title=_esc(key_title), row=1, col=1)
     fig.update_xaxes(title=_esc(dim_title), tickmode="array", tickvals=dims, row=1, col=2)
     fig.update_layout(barmode="group")
@@ -285,21 +399,35 @@ def memory_figure(
     fig = go.Figure()
     for i, key in enumerate(("full", "tiled")):
         colour = SERIES_COLOURS[i]
-        fig.add_trace(go.Scatter(
-            x=memory["n"], y=memory[f"{key}_measured"], mode="markers", name=_esc(names[key]),
-            marker=dict(color=colour, size=9),
-            text=[human_bytes(v) for v in memory[f"{key}_measured"]],
-            hovertemplate="n=%{x}: %{text}<extra></extra>",
-        ))  # fmt: skip
-        fig.add_trace(go.Scatter(
-            x=memory["n"], y=memory["full_formula" if key == "full" else "output_bytes"],
-            mode="lines", showlegend=False,
-            line=dict(color=colour, dash="dash"), hoverinfo="skip",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=memory["n"],
+                y=memory[f"{key}_measured"],
+                mode="markers",
+                name=_esc(names[key]),
+                marker=dict(color=colour, size=9),
+                text=[human_bytes(v) for v in memory[f"{key}_measured"]],
+                hovertemplate="n=%{x}: %{text}<extra></extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=memory["n"],
+                y=memory["full_formula" if key == "full" else "output_bytes"],
+                mode="lines",
+                showlegend=False,
+                line=dict(color=colour, dash="dash"),
+                hoverinfo="skip",
+            )
+        )
     # One label a decade on y and the measured n on x: plotly's default minor labels on
     # log axes read as a column of "1"s.
-    fig.update_xaxes(title=_esc(x_title), type="log", tickvals=list(memory["n"]),
-                     ticktext=[str(int(n)) for n in memory["n"]])  # fmt: skip
+    fig.update_xaxes(
+        title=_esc(x_title),
+        type="log",
+        tickvals=list(memory["n"]),
+        ticktext=[str(int(n)) for n in memory["n"]],
+    )
     fig.update_yaxes(title=_esc(y_title), type="log", dtick=1, exponentformat="SI")
     return _legend_top(fig, height)
 
@@ -321,20 +449,40 @@ def sink_figure(
     z = _as_array(share)
     n_layers, n_heads, n_sinks = z.shape
     layers, heads = list(range(1, n_layers + 1)), list(range(1, n_heads + 1))  # as people count
-    fig = make_subplots(rows=1, cols=n_sinks, horizontal_spacing=0.06,
-                        subplot_titles=[_esc(s) for s in sink_names])  # fmt: skip
+    fig = make_subplots(
+        rows=1, cols=n_sinks, horizontal_spacing=0.06, subplot_titles=[_esc(s) for s in sink_names]
+    )
     for i in range(n_sinks):
-        fig.add_trace(go.Heatmap(
-            z=z[..., i], zmin=0, zmax=1, colorscale=PROBABILITY_SCALE, showscale=i == n_sinks - 1,
-            x=heads, y=layers, texttemplate="%{z:.2f}",
-            textfont=dict(size=9), colorbar=dict(thickness=12),
-            hovertemplate=_esc(layer_title) + " %{y} · " + _esc(head_title)
-            + " %{x}<br>" + _esc(value_name) + ": %{z:.3f}<extra></extra>",
-        ), row=1, col=i + 1)  # fmt: skip
-        fig.update_xaxes(title=_esc(head_title), tickmode="array",
-                         tickvals=heads, row=1, col=i + 1)  # fmt: skip
-        fig.update_yaxes(tickmode="array", tickvals=layers,
-                         autorange="reversed", title=_esc(layer_title) if i == 0 else None,
-                         row=1, col=i + 1)  # fmt: skip
+        fig.add_trace(
+            go.Heatmap(
+                z=z[..., i],
+                zmin=0,
+                zmax=1,
+                colorscale=PROBABILITY_SCALE,
+                showscale=i == n_sinks - 1,
+                x=heads,
+                y=layers,
+                texttemplate="%{z:.2f}",
+                textfont=dict(size=9),
+                colorbar=dict(thickness=12),
+                hovertemplate=_esc(layer_title)
+                + " %{y} · "
+                + _esc(head_title)
+                + " %{x}<br>"
+                + _esc(value_name)
+                + ": %{z:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=i + 1,
+        )
+        fig.update_xaxes(title=_esc(head_title), tickmode="array", tickvals=heads, row=1, col=i + 1)
+        fig.update_yaxes(
+            tickmode="array",
+            tickvals=layers,
+            autorange="reversed",
+            title=_esc(layer_title) if i == 0 else None,
+            row=1,
+            col=i + 1,
+        )
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10))
     return fig

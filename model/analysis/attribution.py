@@ -121,19 +121,30 @@ def attribute(
                 args = (inputs.ids,) if inputs.src_ids is None else (inputs.src_ids, inputs.ids)
                 ablated = net(*args, head_mask=off).logits[0, position].double()
                 key = relevant_src if kind == "cross" else relevant
-                rows.append(HeadRow(
-                    kind, layer, head,
-                    ablation_logit=float(ablated[answer_id] - logits[answer_id]),
-                    ablation_loss=float(logp - torch.log_softmax(ablated, -1)[answer_id]),
-                    direct=parts[f"{kind}.{layer}.{head}"],
-                    attention=float(attn[kind][layer, head, position, key]),
-                    rollout=head_rollout(kind, layer, head),
-                ))  # fmt: skip
+                rows.append(
+                    HeadRow(
+                        kind,
+                        layer,
+                        head,
+                        ablation_logit=float(ablated[answer_id] - logits[answer_id]),
+                        ablation_loss=float(logp - torch.log_softmax(ablated, -1)[answer_id]),
+                        direct=parts[f"{kind}.{layer}.{head}"],
+                        attention=float(attn[kind][layer, head, position, key]),
+                        rollout=head_rollout(kind, layer, head),
+                    )
+                )
     head_names = {f"{r.kind}.{r.layer}.{r.head}" for r in rows}
     rest = sum(v for name, v in parts.items() if name not in head_names)
     return Attribution(
-        tokens=inputs.tokens, src_tokens=inputs.src_tokens, position=position,
-        answer=answer, answer_id=answer_id, logit=float(logits[answer_id]),
-        relevant=relevant, relevant_src=relevant_src if cross else None,
-        heads=rows, rest=rest, parts=parts,
-    )  # fmt: skip
+        tokens=inputs.tokens,
+        src_tokens=inputs.src_tokens,
+        position=position,
+        answer=answer,
+        answer_id=answer_id,
+        logit=float(logits[answer_id]),
+        relevant=relevant,
+        relevant_src=relevant_src if cross else None,
+        heads=rows,
+        rest=rest,
+        parts=parts,
+    )

@@ -152,23 +152,31 @@ def qk_by_distance(
     distances = range(max_distance + 1)
     for p in query_positions:
         keys = [p - dist for dist in distances]
-        add("sinusoidal", f"p={p}",
-            [float((x + pe[p]) @ (x + pe[s])) / math.sqrt(d) for s in keys])  # fmt: skip
+        add("sinusoidal", f"p={p}", [float((x + pe[p]) @ (x + pe[s])) / math.sqrt(d) for s in keys])
         rq = apply_rope(x[None], torch.tensor([p]))[0]
         rk = apply_rope(x[None].expand(len(keys), d), torch.tensor(keys))
         add("rope", f"p={p}", (rk @ rq / math.sqrt(d)).tolist())
         add("none", f"p={p}", [float(x @ x) / math.sqrt(d)] * len(keys))
         if learned_table is not None and p < learned_table.shape[0]:
             table = learned_table.detach().double().cpu()
-            xl = torch.randn(table.shape[1], generator=torch.Generator().manual_seed(seed),
-                             dtype=torch.float64)  # fmt: skip
-            add("learned", f"p={p}",
-                [float((xl + table[p]) @ (xl + table[s])) / math.sqrt(table.shape[1])
-                 for s in keys])  # fmt: skip
+            xl = torch.randn(
+                table.shape[1], generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+            )
+            add(
+                "learned",
+                f"p={p}",
+                [
+                    float((xl + table[p]) @ (xl + table[s])) / math.sqrt(table.shape[1])
+                    for s in keys
+                ],
+            )
     slopes = alibi_slopes(n_heads).double()
     for h in (0, n_heads - 1):
-        add("alibi", f"h={h}", [float(x @ x) / math.sqrt(d) - float(slopes[h]) * dist
-                                for dist in distances])  # fmt: skip
+        add(
+            "alibi",
+            f"h={h}",
+            [float(x @ x) / math.sqrt(d) - float(slopes[h]) * dist for dist in distances],
+        )
     return rows
 
 
@@ -184,10 +192,14 @@ def rope_rotation(
     v[:, 2 * pair], v[:, 2 * pair + 1] = vector
     out = apply_rope(v, torch.arange(positions))
     return [
-        {"position": p, "angle": p * theta, "x": float(out[p, 2 * pair]),
-         "y": float(out[p, 2 * pair + 1])}
+        {
+            "position": p,
+            "angle": p * theta,
+            "x": float(out[p, 2 * pair]),
+            "y": float(out[p, 2 * pair + 1]),
+        }
         for p in range(positions)
-    ]  # fmt: skip
+    ]
 
 
 def kv_cache_bytes(
@@ -290,9 +302,17 @@ def attention_memory(
     (max |diff|).
     """
     gen = torch.Generator().manual_seed(seed)
-    out: dict[str, list[float]] = {k: [] for k in (
-        "n", "full_measured", "full_formula", "tiled_measured", "output_bytes", "max_diff"
-    )}  # fmt: skip
+    out: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "n",
+            "full_measured",
+            "full_formula",
+            "tiled_measured",
+            "output_bytes",
+            "max_diff",
+        )
+    }
     for n in ns:
         q, k, v = (torch.randn(1, n, d, generator=gen) for _ in range(3))
         with torch.no_grad(), AllocationMeter() as full:
@@ -343,9 +363,16 @@ def permutation_demo(
     vocab = {w: i + 1 for i, w in enumerate(dict.fromkeys(words_a))}
     torch.manual_seed(seed)
     cfg = TransformerConfig(
-        kind="encoder", src_vocab_size=len(vocab) + 1, d_model=d_model, n_heads=2,
-        n_encoder_layers=2, d_ff=32, dropout=0.0, output_head=False, max_len=16,
-    )  # fmt: skip
+        kind="encoder",
+        src_vocab_size=len(vocab) + 1,
+        d_model=d_model,
+        n_heads=2,
+        n_encoder_layers=2,
+        d_ff=32,
+        dropout=0.0,
+        output_head=False,
+        max_len=16,
+    )
     net = build_model(cfg).eval()
     remaining = list(range(len(words_a)))
     perm = []

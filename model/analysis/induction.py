@@ -106,13 +106,19 @@ class SnapshotLog:
             return
         scores = head_scores(network, self.ids)
         acc = repeat_accuracy(network, self.ids)
-        self.rows.append({
-            "step": step,
-            "repeat_accuracy": round(acc["repeat"], 4),
-            "first_half_accuracy": round(acc["first_half"], 4),
-            "previous_token": [[round(v, 4) for v in r] for r in scores["previous_token"].tolist()],
-            "prefix_matching": [[round(v, 4) for v in r] for r in scores["prefix_matching"].tolist()],
-        })  # fmt: skip
+        self.rows.append(
+            {
+                "step": step,
+                "repeat_accuracy": round(acc["repeat"], 4),
+                "first_half_accuracy": round(acc["first_half"], 4),
+                "previous_token": [
+                    [round(v, 4) for v in r] for r in scores["previous_token"].tolist()
+                ],
+                "prefix_matching": [
+                    [round(v, 4) for v in r] for r in scores["prefix_matching"].tolist()
+                ],
+            }
+        )
 
     def write(self, folder: str | Path) -> None:
         data = {

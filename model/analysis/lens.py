@@ -38,8 +38,9 @@ def decoder_inputs(lm: LabModel, text: str, continuation: list[int] | None = Non
     if lm.kind == "encoder-decoder":
         ids = [tgt.bos_id, *continuation][: lm.max_len]
         src = torch.tensor([enc.ids], device=lm.device)
-        return Inputs(src, torch.tensor([ids], device=lm.device), enc.tokens, tgt.tokens(ids),
-                      enc.unknown)  # fmt: skip
+        return Inputs(
+            src, torch.tensor([ids], device=lm.device), enc.tokens, tgt.tokens(ids), enc.unknown
+        )
     ids = (enc.ids + continuation)[: lm.max_len]
     return Inputs(None, torch.tensor([ids], device=lm.device), [], tgt.tokens(ids), enc.unknown)
 

@@ -60,17 +60,20 @@ def make_pair(lm: LabModel, clean: str, corrupted: str) -> Pair:
             raise PatchingError("empty", f"the {which} input is empty", which=which)
         if enc.unknown:
             raise PatchingError(
-                "unknown", f"the {which} input has unknown words: {', '.join(enc.unknown)}",
-                which=which, words=enc.unknown,
-            )  # fmt: skip
+                "unknown",
+                f"the {which} input has unknown words: {', '.join(enc.unknown)}",
+                which=which,
+                words=enc.unknown,
+            )
         if enc.truncated:
             raise PatchingError("too_long", f"the {which} input is too long", which=which)
     if len(a.ids) != len(b.ids):
         raise PatchingError(
             "length",
             f"the inputs must have the same length: {len(a.ids)} and {len(b.ids)} tokens",
-            clean=len(a.ids), corrupted=len(b.ids),
-        )  # fmt: skip
+            clean=len(a.ids),
+            corrupted=len(b.ids),
+        )
     changed = [i for i, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y]
     if not changed:
         raise PatchingError("same", "the corrupted input is the same as the clean one")
@@ -85,11 +88,16 @@ def make_pair(lm: LabModel, clean: str, corrupted: str) -> Pair:
     tok = lm.tgt_tokenizer
     stream = "encoder" if lm.kind == "encoder-decoder" else "decoder"
     return Pair(
-        clean=ci, corrupted=ki,
-        answer=tok.tokens([out_a[part]])[0], other=tok.tokens([out_b[part]])[0],
-        answer_id=out_a[part], other_id=out_b[part],
-        position=ci.ids.shape[1] - 1, changed=changed, stream=stream,
-    )  # fmt: skip
+        clean=ci,
+        corrupted=ki,
+        answer=tok.tokens([out_a[part]])[0],
+        other=tok.tokens([out_b[part]])[0],
+        answer_id=out_a[part],
+        other_id=out_b[part],
+        position=ci.ids.shape[1] - 1,
+        changed=changed,
+        stream=stream,
+    )
 
 
 @dataclass
@@ -169,9 +177,13 @@ def patch(lm: LabModel, clean: str, corrupted: str) -> Patching:
     tokens = c.src_tokens if pair.stream == "encoder" else c.tokens
     corr_tokens = k.src_tokens if pair.stream == "encoder" else k.tokens
     return Patching(
-        pair=pair, ld_clean=ld_clean, ld_corrupted=ld_corr,
-        stream_tokens=tokens, corrupted_tokens=corr_tokens,
-        by_position=grid, by_head=by_head,
+        pair=pair,
+        ld_clean=ld_clean,
+        ld_corrupted=ld_corr,
+        stream_tokens=tokens,
+        corrupted_tokens=corr_tokens,
+        by_position=grid,
+        by_head=by_head,
         whole_last_layer=recovered(restore_resid(n_layers, None)),
         nothing=recovered(lambda site, x: x),
-    )  # fmt: skip
+    )

@@ -90,8 +90,9 @@ def record_inputs(lm, text: str) -> tuple[list[str], Recorder]:
     return list(tokens), rec
 
 
-def _by_hand(mha: nn.Module, seen: dict, query_tokens: list[str], key_tokens: list[str],
-             kind: str) -> Walkthrough:  # fmt: skip
+def _by_hand(
+    mha: nn.Module, seen: dict, query_tokens: list[str], key_tokens: list[str], kind: str
+) -> Walkthrough:
     """Every head of one attention recomputed from its weights, beside what the model did."""
     x = seen["query"][0].float().cpu()  # [Lq, D]
     memory = seen["memory"][0].float().cpu()  # [Lk, D] (the same tensor as x for self-attention)
@@ -184,8 +185,9 @@ def cross_walkthrough(lm, text: str, layer: int) -> Walkthrough:
     if not 0 <= layer < len(rec.inputs["cross"]):
         raise ValueError(f"layer {layer} out of range 0..{len(rec.inputs['cross']) - 1}")
     mha = network.decoder.layers[layer].cross_attn
-    wt = _by_hand(mha, rec.inputs["cross"][layer], list(tgt.tokens(dec_in)), list(enc.tokens),
-                  "cross")  # fmt: skip
+    wt = _by_hand(
+        mha, rec.inputs["cross"][layer], list(tgt.tokens(dec_in)), list(enc.tokens), "cross"
+    )
     wt.model_weights = rec.attention["cross"][layer][0].float().cpu()
     return wt
 

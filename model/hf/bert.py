@@ -128,7 +128,9 @@ def build_bert(folder: str | Path, config=None) -> tuple[EncoderModel, HFTokeniz
     try:
         network.load_state_dict(state, strict=True)
     except RuntimeError as err:  # shapes that disagree with config.json
-        raise ModelLoadError(f"{folder}: weights do not fit config.json ({short_error(err)})") from err
+        raise ModelLoadError(
+            f"{folder}: weights do not fit config.json ({short_error(err)})"
+        ) from err
     return network, load_tokenizer(folder)
 
 
@@ -160,5 +162,3 @@ def transformers_bert(
         attn_implementation=attn_implementation,
     )
     return model.to(device).eval()
-
-

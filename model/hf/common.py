@@ -29,6 +29,7 @@ TOKENIZER_FILES = (
     "tokenizer.model",
 )
 
+
 def short_error(err: BaseException) -> str:
     """First line of an exception, for a message a person reads (no traceback)."""
     text = str(err).strip().splitlines()[0] if str(err).strip() else ""
@@ -146,7 +147,9 @@ def load_tokenizer(folder: str | Path) -> HFTokenizer:
             str(folder), local_files_only=True, trust_remote_code=False
         )
     except Exception as err:  # transformers raises many kinds; the reader needs one message
-        raise ModelLoadError(f"{folder}: the tokenizer could not be read ({short_error(err)})") from err
+        raise ModelLoadError(
+            f"{folder}: the tokenizer could not be read ({short_error(err)})"
+        ) from err
     # transformers may build a specials-only tokenizer from config alone: every word [UNK].
     if not hasattr(tok, "convert_ids_to_tokens") or len(tok) <= len(tok.all_special_tokens):
         raise ModelLoadError(f"{folder} has no usable tokenizer vocabulary")
@@ -185,7 +188,9 @@ def weight_files(folder: str | Path) -> list[Path]:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
             shards = sorted({folder / name for name in weight_map.values()})
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
-            raise ModelLoadError(f"{index} is not a readable shard index: {short_error(err)}") from err
+            raise ModelLoadError(
+                f"{index} is not a readable shard index: {short_error(err)}"
+            ) from err
         missing = [p.name for p in shards if not p.is_file()]
         if missing:
             raise ModelLoadError(f"{folder} lacks weight shards: {', '.join(missing)}")
@@ -245,5 +250,3 @@ def hf_kind(config) -> str:
 
 
 # --- BERT layout -> our EncoderModel ---------------------------------------------------------
-
-

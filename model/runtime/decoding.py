@@ -138,9 +138,14 @@ def decode_steps(
             token_id = int(torch.multinomial(probs, 1, generator=gen))
         out_ids.append(token_id)
         yield DecodeStep(
-            index, tokens_of([token_id])[0], token_id, tokens_of(out_ids),
-            last_rows(rec), probs, scores,
-        )  # fmt: skip
+            index,
+            tokens_of([token_id])[0],
+            token_id,
+            tokens_of(out_ids),
+            last_rows(rec),
+            probs,
+            scores,
+        )
         if token_id == eos_id:
             return
         new = [token_id]
@@ -179,10 +184,15 @@ def beam_steps(
         rec = Recorder()
         scores = step(new, rec, cache)
         yield DecodeStep(
-            index, tokens_of([token_id])[0], token_id, tokens_of(best[: index + 1]),
-            last_rows(rec), torch.softmax(scores, dim=-1), scores,
+            index,
+            tokens_of([token_id])[0],
+            token_id,
+            tokens_of(best[: index + 1]),
+            last_rows(rec),
+            torch.softmax(scores, dim=-1),
+            scores,
             history[min(index, len(history) - 1)],
-        )  # fmt: skip
+        )
         new = [token_id]
 
 

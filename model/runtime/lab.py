@@ -132,9 +132,12 @@ class LabModel:
             # Decoder input is the output shifted right: <bos> y1 .. yn (it predicts y1 .. <eos>).
             dec_in = [tgt.bos_id, *[i for i in continuation if i != tgt.eos_id]][: self.max_len]
             out = self.network(
-                self._tensor(enc.ids), self._tensor(dec_in), trace=True, stages=stages,
+                self._tensor(enc.ids),
+                self._tensor(dec_in),
+                trace=True,
+                stages=stages,
                 head_mask=head_mask,
-            )  # fmt: skip
+            )
             return out.trace(0, enc.tokens, tgt.tokens(dec_in))
         seq = (enc.ids + [i for i in continuation if i != tgt.eos_id])[: self.max_len]
         out = self.network(self._tensor(seq), trace=True, stages=stages, head_mask=head_mask)
@@ -165,11 +168,16 @@ class LabModel:
         steps = []
         for pos, want in enumerate(wanted):
             probs = torch.softmax(trace.logits[offset + pos], dim=-1)
-            steps.append(ForcedStep(
-                pos, inputs[offset + pos], tgt.tokens([want])[0],
-                tgt.tokens([int(probs.argmax())])[0], float(probs[want]),
-                free[pos] if pos < len(free) else None,
-            ))  # fmt: skip
+            steps.append(
+                ForcedStep(
+                    pos,
+                    inputs[offset + pos],
+                    tgt.tokens([want])[0],
+                    tgt.tokens([int(probs.argmax())])[0],
+                    float(probs[want]),
+                    free[pos] if pos < len(free) else None,
+                )
+            )
         return steps
 
     def decoder_tokens(self, text: str, generated: list[str]) -> list[str]:
@@ -213,9 +221,18 @@ class LabModel:
             )
             return
         yield from decode_steps(
-            step, prefix, self.network.new_cache, budget, tgt.tokens, tgt.eos_id,
-            strategy, temperature, top_k, top_p, seed,
-        )  # fmt: skip
+            step,
+            prefix,
+            self.network.new_cache,
+            budget,
+            tgt.tokens,
+            tgt.eos_id,
+            strategy,
+            temperature,
+            top_k,
+            top_p,
+            seed,
+        )
 
     def _budget(self, n_prefix: int, max_new_tokens: int | None) -> int:
         room = self.max_len - n_prefix

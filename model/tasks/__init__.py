@@ -36,6 +36,7 @@ class Vocabulary:
     prompt_suffix: tuple[str, ...] = ()
     suffixes: tuple[str, ...] = ()
 
+
 TASKS = ("en2ko", "reverse", "sort", "induction")
 TEST_PERCENT = 10  # share of the sentence space held out for evaluation
 
@@ -122,5 +123,7 @@ def vocabulary_sample(task: str | None, per_kind: int = 6) -> dict[str, list[str
     classes = getattr(module, "word_classes", None)
     if classes is None:
         return {}
-    return {kind: words[:: max(1, len(words) // per_kind)][:per_kind]
-            for kind, words in classes().items()}  # fmt: skip
+    return {
+        kind: words[:: max(1, len(words) // per_kind)][:per_kind]
+        for kind, words in classes().items()
+    }

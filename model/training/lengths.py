@@ -207,8 +207,10 @@ def run(
         rows += result["rows"]
         timings[scheme], final_loss[scheme] = result["timings"], result["final_loss"]
         accs = " ".join(f"{r['token_accuracy']:.2f}" for r in result["rows"])
-        log(f"{scheme:>10}: loss {final_loss[scheme]:.3f}  token accuracy by length {accs}  "
-            f"({timings[scheme]['total_s']} s)")  # fmt: skip
+        log(
+            f"{scheme:>10}: loss {final_loss[scheme]:.3f}  token accuracy by length {accs}  "
+            f"({timings[scheme]['total_s']} s)"
+        )
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -218,8 +220,13 @@ def run(
             )
             writer.writeheader()
             for r in rows:
-                writer.writerow({**r, "token_accuracy": f"{r['token_accuracy']:.4f}",
-                                 "exact_match": f"{r['exact_match']:.4f}"})  # fmt: skip
+                writer.writerow(
+                    {
+                        **r,
+                        "token_accuracy": f"{r['token_accuracy']:.4f}",
+                        "exact_match": f"{r['exact_match']:.4f}",
+                    }
+                )
         meta = {
             "settings": asdict(settings),
             "command": command,
@@ -247,10 +254,14 @@ def load_results(folder: Path = OUT_DIR) -> tuple[dict, list[dict]]:
     meta = json.loads((folder / METADATA).read_text(encoding="utf-8"))
     with open(folder / RESULTS, newline="", encoding="utf-8") as f:
         rows = [
-            {"scheme": r["scheme"], "length": int(r["length"]),
-             "token_accuracy": float(r["token_accuracy"]), "exact_match": float(r["exact_match"])}
+            {
+                "scheme": r["scheme"],
+                "length": int(r["length"]),
+                "token_accuracy": float(r["token_accuracy"]),
+                "exact_match": float(r["exact_match"]),
+            }
             for r in csv.DictReader(f)
-        ]  # fmt: skip
+        ]
     return meta, rows
 
 
@@ -280,12 +291,22 @@ def parse_args(argv: list[str]) -> tuple[Settings, Path, int, int]:
     if min(a.steps, a.train_max_len, a.eval_n, a.batch, a.warmup, *a.eval_lengths) < 1:
         p.error("steps, lengths and --eval-n must be positive")
     settings = Settings(
-        task=a.task, schemes=list(a.schemes), train_max_len=a.train_max_len,
-        eval_lengths=sorted(set(a.eval_lengths)), symbols=a.symbols, d_model=a.d_model,
-        n_heads=a.heads, layers=a.layers, d_ff=4 * a.d_model, steps=a.steps, batch=a.batch,
-        warmup=a.warmup, lr=a.lr,
-        eval_n=a.eval_n, seed=a.seed,
-    )  # fmt: skip
+        task=a.task,
+        schemes=list(a.schemes),
+        train_max_len=a.train_max_len,
+        eval_lengths=sorted(set(a.eval_lengths)),
+        symbols=a.symbols,
+        d_model=a.d_model,
+        n_heads=a.heads,
+        layers=a.layers,
+        d_ff=4 * a.d_model,
+        steps=a.steps,
+        batch=a.batch,
+        warmup=a.warmup,
+        lr=a.lr,
+        eval_n=a.eval_n,
+        seed=a.seed,
+    )
     if a.jobs < 1 or a.threads < 1:
         p.error("--jobs and --threads must be at least 1")
     return settings, a.out, a.jobs, a.threads

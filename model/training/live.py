@@ -278,8 +278,11 @@ class LiveRun:
         heads = None
         if task == "induction":
             scores = head_scores(network, self._probe_ids(trainer))
-            heads = (step, scores["prefix_matching"].max().item(),
-                     scores["previous_token"].max().item())  # fmt: skip
+            heads = (
+                step,
+                scores["prefix_matching"].max().item(),
+                scores["previous_token"].max().item(),
+            )
         with self._lock:
             self._progress.accuracy.append((step, acc["token_accuracy"]))
             self._progress.snapshots.append(snap)

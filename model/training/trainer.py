@@ -134,8 +134,11 @@ def parse_args(argv: list[str]) -> TrainConfig:
     p.add_argument("--d-ff", type=int, help="feed-forward inner width (0: attention-only)")
     p.add_argument("--dropout", type=float, help="dropout rate (default per task)")
     p.add_argument("--norm", choices=("post", "pre"), help="LayerNorm placement (default per task)")
-    p.add_argument("--positions", choices=SCHEMES,
-                   help="where order comes from (default per task; rope / alibi: inside self-attention)")  # fmt: skip
+    p.add_argument(
+        "--positions",
+        choices=SCHEMES,
+        help="where order comes from (default per task; rope / alibi: inside self-attention)",
+    )
     p.add_argument("--kv-heads", type=int, help="key/value heads (grouped-query; 1 = multi-query)")
     p.add_argument("--steps", type=int, help="optimizer steps")
     p.add_argument("--batch", type=int, help="examples per step (per process under torchrun)")

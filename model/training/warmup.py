@@ -62,13 +62,42 @@ def warmup_argv(
     factor: float = WARMUP_FACTOR,
 ) -> list[str]:
     return [
-        "--task", "reverse", "--out", str(out), "--norm", norm, "--warmup", str(warmup),
-        "--steps", str(steps), "--d-model", str(d_model), "--heads", str(WARMUP_HEADS),
-        "--layers", str(layers), "--d-ff", str(WARMUP_D_FF), "--batch", str(WARMUP_BATCH),
-        "--lr-factor", f"{factor:g}", "--dropout", "0.0", "--log-every", "10",
-        "--eval-n", "200", "--seed", str(seed), "--device", "cpu", "--threads", "1",
+        "--task",
+        "reverse",
+        "--out",
+        str(out),
+        "--norm",
+        norm,
+        "--warmup",
+        str(warmup),
+        "--steps",
+        str(steps),
+        "--d-model",
+        str(d_model),
+        "--heads",
+        str(WARMUP_HEADS),
+        "--layers",
+        str(layers),
+        "--d-ff",
+        str(WARMUP_D_FF),
+        "--batch",
+        str(WARMUP_BATCH),
+        "--lr-factor",
+        f"{factor:g}",
+        "--dropout",
+        "0.0",
+        "--log-every",
+        "10",
+        "--eval-n",
+        "200",
+        "--seed",
+        str(seed),
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
         "--no-progress",
-    ]  # fmt: skip
+    ]
 
 
 def curve_file(name: str, seed: int) -> str:
@@ -121,11 +150,12 @@ def run_warmup(
     }
     with tempfile.TemporaryDirectory() as tmp:
         jobs_argv = {
-            (name, seed): warmup_argv(norm, warmup, Path(tmp) / f"{name}_{seed}", steps, seed,
-                                      d_model, layers, factor)
+            (name, seed): warmup_argv(
+                norm, warmup, Path(tmp) / f"{name}_{seed}", steps, seed, d_model, layers, factor
+            )
             for name, (norm, warmup) in WARMUP_VARIANTS.items()
             for seed in seeds
-        }  # fmt: skip
+        }
         for (name, seed), argv in jobs_argv.items():
             print(f"{name}, seed {seed}: python -m model.train {' '.join(argv)}", file=sys.stderr)
         # Each run uses one thread and its own seed, so running them side by side (--jobs)
@@ -142,13 +172,15 @@ def run_warmup(
                 folder = Path(tmp) / f"{name}_{seed}"
                 shutil.copyfile(folder / "curve.csv", out / curve_file(name, seed))
                 shown = warmup_argv(norm, warmup, Path("OUT"), steps, seed, d_model, layers, factor)
-                runs.append({
-                    "seed": seed,
-                    "command": "python -m model.train " + " ".join(shown),
-                    **{key: metrics.get(key) for key in SUMMARY},
-                    "wall_time_s": metrics.get("wall_time_s"),
-                    "torch_version": metrics.get("torch_version"),
-                })  # fmt: skip
+                runs.append(
+                    {
+                        "seed": seed,
+                        "command": "python -m model.train " + " ".join(shown),
+                        **{key: metrics.get(key) for key in SUMMARY},
+                        "wall_time_s": metrics.get("wall_time_s"),
+                        "torch_version": metrics.get("torch_version"),
+                    }
+                )
             meta["variants"][name] = {
                 "norm": norm,
                 "warmup": warmup,
@@ -208,7 +240,9 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     try:
         seeds = tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError as err:
-        raise argparse.ArgumentTypeError(f"seeds must be integers separated by commas: {text}") from err
+        raise argparse.ArgumentTypeError(
+            f"seeds must be integers separated by commas: {text}"
+        ) from err
     if not seeds:
         raise argparse.ArgumentTypeError("give at least one seed")
     return seeds
@@ -221,16 +255,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--d-model", type=int, default=WARMUP_D_MODEL)
     parser.add_argument("--layers", type=int, default=WARMUP_LAYERS)
     parser.add_argument("--lr-factor", type=float, default=WARMUP_FACTOR)
-    parser.add_argument("--seeds", type=parse_seeds, default=WARMUP_SEEDS,
-                        help="comma-separated, e.g. 0,1,2")  # fmt: skip
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="runs side by side (one thread each); the numbers do not change")  # fmt: skip
+    parser.add_argument(
+        "--seeds", type=parse_seeds, default=WARMUP_SEEDS, help="comma-separated, e.g. 0,1,2"
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs side by side (one thread each); the numbers do not change",
+    )
     args = parser.parse_args(argv)
-    meta = run_warmup(args.out, args.steps, args.seeds, args.d_model, args.layers, args.lr_factor,
-                      max(1, args.jobs))  # fmt: skip
+    meta = run_warmup(
+        args.out,
+        args.steps,
+        args.seeds,
+        args.d_model,
+        args.layers,
+        args.lr_factor,
+        max(1, args.jobs),
+    )
     for name, info in meta["variants"].items():
-        print(f"{name}: mean final loss {info['final_loss']:.3f}, "
-              f"mean exact match {info['exact_match']:.3f}")  # fmt: skip
+        print(
+            f"{name}: mean final loss {info['final_loss']:.3f}, "
+            f"mean exact match {info['exact_match']:.3f}"
+        )
 
 
 if __name__ == "__main__":

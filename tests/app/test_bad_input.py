@@ -108,8 +108,6 @@ PAGES = [
 ]
 
 
-
-
 def open_page(page: Page, text: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=180)
     at.switch_page(page.path)

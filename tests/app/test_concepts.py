@@ -33,12 +33,20 @@ def test_every_concept_page_renders_in_both_languages(page, lang):
 def test_step_by_step_follows_layer_head_and_query_and_matches_the_model():
     at = open_page("concept_attention", clayer="2", chead="4", cquery="1", ctext="I study math")
     ok(at)
-    assert any(s.value.startswith(translate("concepts.attention.match", "en", error="")[:40])
-               for s in at.success)  # fmt: skip
+    assert any(
+        s.value.startswith(translate("concepts.attention.match", "en", error="")[:40])
+        for s in at.success
+    )
     q_fig = figures(at)[0]
     assert q_fig["layout"]["yaxis"]["ticktext"] == ["i"]  # the chosen query token
-    assert len(q_fig["data"][-1]["z"]["bdata"] if isinstance(q_fig["data"][-1]["z"], dict)
-               else q_fig["data"][-1]["z"][0]) > 0  # fmt: skip
+    assert (
+        len(
+            q_fig["data"][-1]["z"]["bdata"]
+            if isinstance(q_fig["data"][-1]["z"], dict)
+            else q_fig["data"][-1]["z"][0]
+        )
+        > 0
+    )
     assert any("+ b_Q" in latex.value for latex in at.latex)  # the numbers include the biases
     assert translate("concepts.attention.out_match", "en", error="")[:30] in " ".join(
         c.value for c in at.caption
@@ -139,8 +147,9 @@ def test_layernorm_captions_carry_the_measured_numbers(lang):
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_positional_shift_matrix_and_clipped_learned_table(lang):
-    at = open_page("concept_positional", pmaxlen="30", pdmodel="16", pshift="4", pstart="2",
-                   lang=lang)  # fmt: skip
+    at = open_page(
+        "concept_positional", pmaxlen="30", pdmodel="16", pshift="4", pstart="2", lang=lang
+    )
     ok(at)
     shift = helpers.chart(at, "shift_chart")
     assert shift["layout"]["yaxis"]["ticktext"] == ["PE(2)", "M_4 · PE(2)", "PE(6)"]

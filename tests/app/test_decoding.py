@@ -27,8 +27,6 @@ def output_tokens(at: AppTest) -> str:
     return line[len(prefix) :]
 
 
-
-
 def test_step_three_times_back_once_and_reset():
     at = decoding(text="I study math at school")
     assert not at.exception and not at.error

@@ -121,11 +121,24 @@ def test_the_checks_fail_on_a_catalog_that_mixes_terms():
         "i": "다음 단계",
     }
     problems = " ".join(two_terms(mixed))
-    for concept in ("LayerNorm", "warm-up", "cross-attention", "lab", "normalisation placement",
-                    "layer", "step"):  # fmt: skip
+    for concept in (
+        "LayerNorm",
+        "warm-up",
+        "cross-attention",
+        "lab",
+        "normalisation placement",
+        "layer",
+        "step",
+    ):
         assert concept in problems
     assert len(unfitted_particles(mixed)) == 2
     assert wrong_register(mixed) == ["h: «세요»"]
-    fine = {"a": "레이어 정규화(LayerNorm)", "b": "웜업 스텝", "c": "{text}은(는) {bos}로",
-            "d": "계산 단계별 보기", "e": "배치 64", "f": "softmax(QKᵀ/√d_k)는 소프트맥스"}  # fmt: skip
+    fine = {
+        "a": "레이어 정규화(LayerNorm)",
+        "b": "웜업 스텝",
+        "c": "{text}은(는) {bos}로",
+        "d": "계산 단계별 보기",
+        "e": "배치 64",
+        "f": "softmax(QKᵀ/√d_k)는 소프트맥스",
+    }
     assert two_terms(fine) == [] and unfitted_particles(fine) == [] and wrong_register(fine) == []

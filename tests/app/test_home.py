@@ -29,8 +29,6 @@ def visible_text(at: AppTest) -> list[str]:
     return texts
 
 
-
-
 def test_home_opens_in_english_with_its_title():
     at = open_app()
     assert not at.exception

@@ -31,9 +31,18 @@ def test_the_page_renders_every_tab_in_both_languages(lang):
     ok(at)
     assert at.title[0].value == translate("mech.title", lang)
     assert not at.warning
-    keys = ["mech_loss", "mech_prefix_matching", "mech_previous_token", "mech_att_induction",
-            "mech_lens", "mech_patch_pos", "mech_patch_decoder", "mech_sc_abl", "mech_sc_dla",
-            "mech_sc_roll"]  # fmt: skip
+    keys = [
+        "mech_loss",
+        "mech_prefix_matching",
+        "mech_previous_token",
+        "mech_att_induction",
+        "mech_lens",
+        "mech_patch_pos",
+        "mech_patch_decoder",
+        "mech_sc_abl",
+        "mech_sc_dla",
+        "mech_sc_roll",
+    ]
     for key in keys:
         assert chart(at, key) is not None, key
     # the logit lens: rows = embeddings + 2 layers, probabilities on a fixed [0, 1] scale

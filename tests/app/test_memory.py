@@ -15,10 +15,17 @@ from tests.app.helpers import APP
 from ui.i18n import translate
 
 RERUNS = 300  # per page
-EXPLORER_TEXTS = [f"student {i} reads the {w} sentence" for i, w in enumerate(
-    ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"))]  # fmt: skip
-DECODING_TEXTS = ["I study math at school", "my friend read a book at the library yesterday",
-                  "the teacher will drink coffee tomorrow"]  # fmt: skip
+EXPLORER_TEXTS = [
+    f"student {i} reads the {w} sentence"
+    for i, w in enumerate(
+        ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+    )
+]
+DECODING_TEXTS = [
+    "I study math at school",
+    "my friend read a book at the library yesterday",
+    "the teacher will drink coffee tomorrow",
+]
 VIEWS = ("heatmap", "heads", "model", "focus", "stats")
 
 
@@ -90,7 +97,9 @@ def test_reruns_keep_memory_flat_and_load_each_model_once(monkeypatch):
     after = rss_bytes()
 
     growth = (after - before) / before
-    print(f"\nRSS {before / 2**20:.0f} MiB -> {after / 2**20:.0f} MiB ({growth:+.1%}) over "
-          f"{RERUNS} reruns per page; loads {dict(loads)}")  # fmt: skip
+    print(
+        f"\nRSS {before / 2**20:.0f} MiB -> {after / 2**20:.0f} MiB ({growth:+.1%}) over "
+        f"{RERUNS} reruns per page; loads {dict(loads)}"
+    )
     assert growth < 0.10
     assert dict(loads) == {("minilm", "auto"): 1, ("en2ko", "auto"): 1}

@@ -22,8 +22,10 @@ def open_page(**query: str) -> AppTest:
 
 
 def figures(at: AppTest) -> dict[str, dict]:
-    return {chart.proto.id.split("-")[-1]: json.loads(chart.proto.spec)
-            for chart in at.get("plotly_chart")}  # fmt: skip
+    return {
+        chart.proto.id.split("-")[-1]: json.loads(chart.proto.spec)
+        for chart in at.get("plotly_chart")
+    }
 
 
 def specs(at: AppTest) -> list[dict]:
@@ -62,8 +64,10 @@ def test_the_shipped_length_experiment_is_plotted_with_every_scheme_and_the_trai
     ok(at)
     fig = specs(at)[0]
     names = [d["name"] for d in fig["data"]]
-    assert names == [translate(f"modern.scheme.{s}", "en")
-                     for s in ("sinusoidal", "learned", "rope", "alibi", "none")]  # fmt: skip
+    assert names == [
+        translate(f"modern.scheme.{s}", "en")
+        for s in ("sinusoidal", "learned", "rope", "alibi", "none")
+    ]
     shaded = fig["layout"]["shapes"][0]
     assert shaded["x1"] == 16.5  # the trained lengths, 1 .. 16
     table = at.dataframe[0].value
@@ -207,8 +211,17 @@ def test_sinks_show_a_share_per_layer_and_head_for_minilm():
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_a_mistyped_link_falls_back_to_defaults_not_a_traceback(lang):
-    at = open_page(lang=lang, mpair="999", mpos="abc", mfkeys="-3", mfblock="x", mkv="7",
-                   mcmodel="nope", mmetric="zzz", mmblock="5")  # fmt: skip
+    at = open_page(
+        lang=lang,
+        mpair="999",
+        mpos="abc",
+        mfkeys="-3",
+        mfblock="x",
+        mkv="7",
+        mcmodel="nope",
+        mmetric="zzz",
+        mmblock="5",
+    )
     ok(at)
     assert at.segmented_control(key="mkv").value == 8
     assert at.segmented_control(key="mcmodel").value == "en2ko"

@@ -65,8 +65,13 @@ def test_every_kind_answered_wrong_then_right(kind, lang):
     at = open_page(seed=str(SEED), topic=kind, lang=lang)
     ok(at)
     ex = current(kind)
-    title = translate("practice.exercise_title", lang, n=1, kind=translate(f"practice.kind.{kind}", lang),
-                      topic=translate(f"practice.topic.{ex.topic}", lang))  # fmt: skip
+    title = translate(
+        "practice.exercise_title",
+        lang,
+        n=1,
+        kind=translate(f"practice.kind.{kind}", lang),
+        topic=translate(f"practice.topic.{ex.topic}", lang),
+    )
     assert title in [s.value for s in at.subheader]
     wrong = ex.wrong[0]
     at = enter(at, ex, wrong.answer)
@@ -105,8 +110,9 @@ def test_bad_numbers_get_a_clear_message(text, key, params, lang):
     at.text_input(key="answer_peak").set_value("4000")
     at = press_check(at)
     assert not at.exception and not at.error
-    assert [w.value for w in at.warning] == [translate(key, lang, **params) if params
-                                             else translate(key, lang)]  # fmt: skip
+    assert [w.value for w in at.warning] == [
+        translate(key, lang, **params) if params else translate(key, lang)
+    ]
     assert at.metric[0].value == "0 / 0"  # unreadable answers are not scored
 
 
@@ -207,10 +213,14 @@ def test_find_the_bug_without_a_pick_says_so():
 
 @pytest.mark.parametrize(
     "page,topic",
-    [("concept_attention", "attention"), ("concept_positional", "positional"),
-     ("concept_layernorm", "layernorm"), ("concept_warmup", "warmup"),
-     ("concept_family", "family")],
-)  # fmt: skip
+    [
+        ("concept_attention", "attention"),
+        ("concept_positional", "positional"),
+        ("concept_layernorm", "layernorm"),
+        ("concept_warmup", "warmup"),
+        ("concept_family", "family"),
+    ],
+)
 def test_concept_pages_end_with_a_check_yourself_link(page, topic):
     at = open_page(page, model="minilm")
     assert not at.exception

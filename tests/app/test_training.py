@@ -33,8 +33,6 @@ def en(key: str, **kwargs) -> str:
     return translate(key, "en", **kwargs)
 
 
-
-
 @pytest.fixture(scope="module")
 def trained():
     """One short run through the page, finished: (AppTest, its run)."""
@@ -110,7 +108,9 @@ def test_a_second_run_while_the_server_is_busy_gets_a_message(monkeypatch):
 def test_an_uploaded_zip_of_a_trained_model_joins_the_choices(trained):
     _, run = trained
     at = training()
-    at.file_uploader(key="tr_upload").set_value(("model.zip", pack(run.snapshot().folder), "application/zip")).run()  # fmt: skip
+    at.file_uploader(key="tr_upload").set_value(
+        ("model.zip", pack(run.snapshot().folder), "application/zip")
+    ).run()
     assert not at.exception and not at.error
     assert any("uploaded #1 · reverse" in s.value for s in at.success)
     assert "uploaded #1 · reverse (this session)" in at.sidebar.selectbox(key="model").options
@@ -118,6 +118,8 @@ def test_an_uploaded_zip_of_a_trained_model_joins_the_choices(trained):
 
 def test_a_damaged_zip_gets_a_message_not_a_traceback():
     at = training()
-    at.file_uploader(key="tr_upload").set_value(("broken.zip", b"PK\x03\x04 broken", "application/zip")).run()  # fmt: skip
+    at.file_uploader(key="tr_upload").set_value(
+        ("broken.zip", b"PK\x03\x04 broken", "application/zip")
+    ).run()
     assert not at.exception
     assert [e.value for e in at.error] == [en("training.upload_failed", file="broken.zip")]

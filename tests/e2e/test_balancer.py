@@ -78,10 +78,24 @@ def test_make_serve_starts_one_replica_and_make_stop_ends_all_of_it(tmp_path):
 
     port, run_dir = free_port(), tmp_path / "run"
     serve = subprocess.Popen(
-        [sys.executable, "-m", "deploy.serve", "--replicas", "1", "--port", str(port),
-         "--bind", "127.0.0.1", "--run-dir", str(run_dir)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "deploy.serve",
+            "--replicas",
+            "1",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--run-dir",
+            str(run_dir),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         lines = []
         for line in serve.stdout:  # "starting ...", then "ready in N s: open URL ..."
@@ -94,16 +108,20 @@ def test_make_serve_starts_one_replica_and_make_stop_ends_all_of_it(tmp_path):
         # A class opening its links together on the freshly started replica: every student
         # gets the page inside the frame, on the link's model (MiniLM), not a bare page on
         # the default model (ui.frame.require_frame).
-        together = classsim.run_class(f"http://127.0.0.1:{port}", students=6, duration_s=1,
-                                      seed=3, arrival_s=0)  # fmt: skip
+        together = classsim.run_class(
+            f"http://127.0.0.1:{port}", students=6, duration_s=1, seed=3, arrival_s=0
+        )
         assert together["errors"] == [] and together["crosstalk"] == []
         assert together["actions"]["open"]["n"] == 6
         pids = json.loads((run_dir / "pids.json").read_text())
         started = [pids["serve"], pids["haproxy"], *pids["replicas"].values()]
         stop = subprocess.run(
             [sys.executable, "-m", "deploy.serve", "stop", "--run-dir", str(run_dir)],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert stop.returncode == 0, stop.stderr
         assert serve.wait(timeout=30) == 0
         deadline = time.monotonic() + 10
@@ -113,8 +131,11 @@ def test_make_serve_starts_one_replica_and_make_stop_ends_all_of_it(tmp_path):
         assert not (run_dir / "pids.json").exists()
         again = subprocess.run(
             [sys.executable, "-m", "deploy.serve", "stop", "--run-dir", str(run_dir)],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert again.returncode == 0 and "nothing to stop" in again.stdout
     finally:
         if serve.poll() is None:
@@ -156,8 +177,11 @@ def test_a_request_cut_off_by_a_dying_replica_is_sent_to_the_other(tmp_path):
     config = tmp_path / "haproxy.cfg"
     ports = [server.server_address[1] for server in servers]
     config.write_text(render_config(port, ports, sock, bind="127.0.0.1"))
-    haproxy = subprocess.Popen([haproxy_path(), "-db", "-f", str(config)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)  # fmt: skip
+    haproxy = subprocess.Popen(
+        [haproxy_path(), "-db", "-f", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -204,8 +228,9 @@ def test_websocket_sessions_stay_on_their_replica_with_xsrf_on(lab):
 
 
 @pytest.mark.browser
-def test_chromium_through_the_balancer_draws_the_explorer(lab, browser, screenshot_whole_page,
-                                                          artifacts_dir):  # fmt: skip
+def test_chromium_through_the_balancer_draws_the_explorer(
+    lab, browser, screenshot_whole_page, artifacts_dir
+):
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=lab.url)
     page = context.new_page()
     problems: list[str] = []
@@ -231,8 +256,10 @@ def test_chromium_through_the_balancer_draws_the_explorer(lab, browser, screensh
 def put_file(url: str, cookies: dict[str, str], token: str | None) -> tuple[int, str, str]:
     """PUT one small file the way st.file_uploader does: (status, replica, error detail)."""
     boundary = "lab-test-boundary"
-    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="n.txt"'
-            f"\r\nContent-Type: text/plain\r\n\r\nthe zebra\r\n--{boundary}--\r\n").encode()  # fmt: skip
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="n.txt"'
+        f"\r\nContent-Type: text/plain\r\n\r\nthe zebra\r\n--{boundary}--\r\n"
+    ).encode()
     request = urllib.request.Request(url, data=body, method="PUT")
     request.add_header("Content-Type", f"multipart/form-data; boundary={boundary}")
     request.add_header("Cookie", "; ".join(f"{k}={v}" for k, v in cookies.items()))
@@ -275,9 +302,9 @@ def test_an_upload_reaches_the_replica_that_holds_its_session_and_xsrf_is_checke
 
 
 @pytest.mark.browser
-def test_chromium_reconnects_through_the_balancer_when_its_replica_dies(lab, browser,
-                                                                        screenshot_whole_page,
-                                                                        artifacts_dir):  # fmt: skip
+def test_chromium_reconnects_through_the_balancer_when_its_replica_dies(
+    lab, browser, screenshot_whole_page, artifacts_dir
+):
     """Streamlit's own frontend, not the simulation: its replica is killed mid-lesson; it
     reconnects through HAProxy to the other one, the page comes back from its URL, works, and
     shows no error. The killed replica is started again for the tests after this one."""
@@ -342,8 +369,15 @@ def test_chromium_reconnects_through_the_balancer_when_its_replica_dies(lab, bro
 
 def test_a_killed_replica_is_dropped_and_its_students_move(lab):
     # Last in this module: it leaves r1 dead. Four students; r1 is SIGKILLed 8 s in.
-    result = classsim.run_class(lab.url, students=4, duration_s=20, seed=11, arrival_s=0.3,
-                                kill=classsim.replica_killer(lab, "r1"), kill_after_s=8)  # fmt: skip
+    result = classsim.run_class(
+        lab.url,
+        students=4,
+        duration_s=20,
+        seed=11,
+        arrival_s=0.3,
+        kill=classsim.replica_killer(lab, "r1"),
+        kill_after_s=8,
+    )
     failover = result["failover"]
     assert failover["students_on_victim"] >= 1
     assert failover["reconnected"] == failover["students_on_victim"]

@@ -82,8 +82,10 @@ def test_noam_peaks_at_warmup_exactly_as_the_page_prints_it():
         assert peak >= noam_lr(warmup + 1, d_model, warmup)
 
 
-@pytest.mark.parametrize(("layer", "text"), [(0, "Thinking Machines"), (3, "I study math"),
-                                             (5, "time flies like an arrow")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("layer", "text"),
+    [(0, "Thinking Machines"), (3, "I study math"), (5, "time flies like an arrow")],
+)
 def test_step_by_step_attention_equals_the_models_own(minilm, layer, text):
     from model.analysis.walkthrough import walkthrough
 
@@ -171,17 +173,27 @@ def test_the_shipped_warmup_experiment_has_every_curve_and_its_exact_command():
     )
     args = warmup_main_parser_defaults()
     assert (args.steps, args.d_model, args.layers, args.lr_factor, args.seeds) == (
-        meta["steps"], meta["d_model"], meta["layers"], meta["lr_factor"], tuple(meta["seeds"])
-    )  # fmt: skip
+        meta["steps"],
+        meta["d_model"],
+        meta["layers"],
+        meta["lr_factor"],
+        tuple(meta["seeds"]),
+    )
     for name, runs in curves.items():
         norm, warmup = WARMUP_VARIANTS[name]
         assert set(runs) == set(meta["seeds"])
         for seed, curve in runs.items():
             assert len(curve["step"]) == len(curve["loss"]) == len(curve["lr"]) > 10
             run = next(r for r in meta["variants"][name]["runs"] if r["seed"] == seed)
-            for flag in (f"--norm {norm}", f"--warmup {warmup}", f"--seed {seed}",
-                         f"--d-model {meta['d_model']}", f"--lr-factor {meta['lr_factor']:g}",
-                         f"--layers {meta['layers']}", f"--steps {meta['steps']}"):  # fmt: skip
+            for flag in (
+                f"--norm {norm}",
+                f"--warmup {warmup}",
+                f"--seed {seed}",
+                f"--d-model {meta['d_model']}",
+                f"--lr-factor {meta['lr_factor']:g}",
+                f"--layers {meta['layers']}",
+                f"--steps {meta['steps']}",
+            ):
                 assert flag in run["command"]
             # the logged rate is the Noam formula with the experiment's own settings
             for step, lr in zip(curve["step"][:5], curve["lr"][:5]):
@@ -234,15 +246,27 @@ def test_concept_figures_escape_tokens_and_fix_ranges():
     assert (heat.zmin, heat.zmax) == (0.0, 1.0)
     signed = matrix_heatmap([[-2.0, 1.0]], ["q"])
     assert signed.data[-1].zmid == 0.0 and signed.data[-1].zmin == -2.0
-    masks = mask_figure([torch.tril(torch.ones(2, 2)).bool().numpy()], [["<s>", "a"]],
-                        [["<s>", "a"]], titles=["t"], allowed_label="ok", blocked_label="no")  # fmt: skip
+    masks = mask_figure(
+        [torch.tril(torch.ones(2, 2)).bool().numpy()],
+        [["<s>", "a"]],
+        [["<s>", "a"]],
+        titles=["t"],
+        allowed_label="ok",
+        blocked_label="no",
+    )
     assert masks.layout.xaxis.ticktext == ("&lt;s&gt;", "a")
     lines = lines_figure(
         [1, 2], {"a": [1, 2], "b": [2, 3]}, x_title="x", y_title="y", dashed=("b",)
     )
     assert lines.data[1].line.dash == "dash"
-    frame = step_frame(["a", "b"], [1.0, 2.0], [0.5, 1.0], [True, False], [1.0, 0.0],
-                       {k: k for k in ("key", "score", "scaled", "allowed", "masked", "weight")})  # fmt: skip
+    frame = step_frame(
+        ["a", "b"],
+        [1.0, 2.0],
+        [0.5, 1.0],
+        [True, False],
+        [1.0, 0.0],
+        {k: k for k in ("key", "score", "scaled", "allowed", "masked", "weight")},
+    )
     assert frame["masked"].tolist() == [0.5, -math.inf]
 
 

@@ -44,7 +44,9 @@ def test_long_table_has_one_row_per_cell_and_keeps_repeated_tokens_apart():
         "key_token",
         "weight",
     ]
-    row = frame[(frame["layer"] == 2) & (frame["head"] == 3) & (frame["query"] == 2) & (frame["key"] == 0)]
+    row = frame[
+        (frame["layer"] == 2) & (frame["head"] == 3) & (frame["query"] == 2) & (frame["key"] == 0)
+    ]
     assert row.weight.item() == a[1, 2, 2, 0].item() and row.query_token.item() == "a"
     assert frame.groupby(["layer", "head", "query"]).weight.sum().round(5).eq(1).all()
 

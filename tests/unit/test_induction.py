@@ -61,9 +61,17 @@ def test_prompts_that_do_not_repeat_a_block_are_refused(prompt):
 
 
 def test_an_attention_only_model_has_no_feed_forward_layers_and_both_paths_agree():
-    cfg = TransformerConfig(kind="decoder", tgt_vocab_size=30, src_vocab_size=30, d_model=32,
-                            n_heads=2, n_decoder_layers=2, d_ff=0, norm_placement="pre",
-                            dropout=0.0)  # fmt: skip
+    cfg = TransformerConfig(
+        kind="decoder",
+        tgt_vocab_size=30,
+        src_vocab_size=30,
+        d_model=32,
+        n_heads=2,
+        n_decoder_layers=2,
+        d_ff=0,
+        norm_placement="pre",
+        dropout=0.0,
+    )
     net = build_model(cfg).eval()
     assert not any("ffn" in name for name, _ in net.named_parameters())
     ids = torch.randint(4, 30, (2, 9))
@@ -95,9 +103,18 @@ def test_head_scores_read_the_positions_they_are_about():
             ind = prev.clone()
             ind[n + torch.arange(1, n), n + torch.arange(0, n - 1)] = 0
             ind[n + torch.arange(1, n), torch.arange(2, n + 1)] = 1
-            rec = type("R", (), {"attention": {"decoder": [
-                prev.expand(len(ids), 1, n_tok, n_tok), ind.expand(len(ids), 1, n_tok, n_tok)
-            ]}})()  # fmt: skip
+            rec = type(
+                "R",
+                (),
+                {
+                    "attention": {
+                        "decoder": [
+                            prev.expand(len(ids), 1, n_tok, n_tok),
+                            ind.expand(len(ids), 1, n_tok, n_tok),
+                        ]
+                    }
+                },
+            )()
             return type("O", (), {"record": rec})()
 
     scores = head_scores(Planted(), ids)
@@ -107,9 +124,27 @@ def test_head_scores_read_the_positions_they_are_about():
 
 def test_a_short_induction_run_logs_head_snapshots_beside_its_curve(tmp_path):
     out = tmp_path / "run"
-    main(["--task", "induction", "--out", str(out), "--steps", "8", "--d-model", "16",
-          "--heads", "2", "--batch", "8", "--eval-n", "10", "--log-every", "2",
-          "--no-progress"])  # fmt: skip
+    main(
+        [
+            "--task",
+            "induction",
+            "--out",
+            str(out),
+            "--steps",
+            "8",
+            "--d-model",
+            "16",
+            "--heads",
+            "2",
+            "--batch",
+            "8",
+            "--eval-n",
+            "10",
+            "--log-every",
+            "2",
+            "--no-progress",
+        ]
+    )
     snaps = load_snapshots(out)
     assert snaps is not None and [r["step"] for r in snaps["snapshots"]] == [0, 4, 8]
     row = snaps["snapshots"][-1]
@@ -163,9 +198,17 @@ def test_the_shipped_models_record_how_they_were_made(two_layer, one_layer):
 
 def test_repeat_accuracy_is_chance_for_an_untrained_model():
     _, tok = task_tokenizers(induction)
-    cfg = TransformerConfig(kind="decoder", tgt_vocab_size=len(tok), src_vocab_size=len(tok),
-                            d_model=32, n_heads=2, n_decoder_layers=2, d_ff=0,
-                            norm_placement="pre", dropout=0.0)  # fmt: skip
+    cfg = TransformerConfig(
+        kind="decoder",
+        tgt_vocab_size=len(tok),
+        src_vocab_size=len(tok),
+        d_model=32,
+        n_heads=2,
+        n_decoder_layers=2,
+        d_ff=0,
+        norm_placement="pre",
+        dropout=0.0,
+    )
     torch.manual_seed(0)
     ids = repeated_ids(tok, induction.repeated(100, seed=0, length=8))
     acc = repeat_accuracy(build_model(cfg), ids)

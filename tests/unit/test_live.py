@@ -41,8 +41,20 @@ def wait_for_step(run: LiveRun, step: int, timeout: float = 60) -> None:
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     out = tmp_path_factory.mktemp("ckpt") / "reverse"
-    train_main(["--task", "reverse", "--out", str(out), "--steps", "2", *TINY, "--eval-n", "8",
-                "--no-progress"])  # fmt: skip
+    train_main(
+        [
+            "--task",
+            "reverse",
+            "--out",
+            str(out),
+            "--steps",
+            "2",
+            *TINY,
+            "--eval-n",
+            "8",
+            "--no-progress",
+        ]
+    )
     return out
 
 

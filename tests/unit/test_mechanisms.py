@@ -32,9 +32,18 @@ def model(request):
 def _random_lab(norm: str, d_ff: int) -> LabModel:
     """An untrained decoder-only model of either LayerNorm placement, with or without FFN."""
     _, tok = task_tokenizers(sort)
-    cfg = TransformerConfig(kind="decoder", src_vocab_size=len(tok), tgt_vocab_size=len(tok),
-                            d_model=32, n_heads=4, n_decoder_layers=3, d_ff=d_ff, dropout=0.0,
-                            norm_placement=norm, max_len=32)  # fmt: skip
+    cfg = TransformerConfig(
+        kind="decoder",
+        src_vocab_size=len(tok),
+        tgt_vocab_size=len(tok),
+        d_model=32,
+        n_heads=4,
+        n_decoder_layers=3,
+        d_ff=d_ff,
+        dropout=0.0,
+        norm_placement=norm,
+        max_len=32,
+    )
     torch.manual_seed(0)
     return LabModel("random", build_model(cfg), None, tok, device="cpu")
 

@@ -65,13 +65,27 @@ def test_sequences_hold_the_task_and_score_only_the_answer():
 
 
 def test_a_tiny_run_writes_results_and_metadata_that_load_back(tmp_path):
-    settings = Settings(schemes=["rope", "none"], steps=20, eval_lengths=[4, 8], eval_n=8,
-                        d_model=32, d_ff=64, train_max_len=4)  # fmt: skip
-    rows = run(settings, tmp_path, command="python -m model.training.lengths --steps 20",
-               log=lambda s: None)  # fmt: skip
+    settings = Settings(
+        schemes=["rope", "none"],
+        steps=20,
+        eval_lengths=[4, 8],
+        eval_n=8,
+        d_model=32,
+        d_ff=64,
+        train_max_len=4,
+    )
+    rows = run(
+        settings,
+        tmp_path,
+        command="python -m model.training.lengths --steps 20",
+        log=lambda s: None,
+    )
     assert [(r["scheme"], r["length"]) for r in rows] == [
-        ("rope", 4), ("rope", 8), ("none", 4), ("none", 8),
-    ]  # fmt: skip
+        ("rope", 4),
+        ("rope", 8),
+        ("none", 4),
+        ("none", 8),
+    ]
     meta, loaded = load_results(tmp_path)
     assert meta["seed"] == 0 and meta["command"].endswith("--steps 20")
     assert meta["settings"]["schemes"] == ["rope", "none"]
@@ -161,8 +175,15 @@ def test_kv_cache_bytes_for_a_real_model_and_its_grouped_variants():
 @pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
 def test_the_formula_equals_the_bytes_a_decoded_cache_really_holds(n_kv_heads):
     torch.manual_seed(0)
-    cfg = TransformerConfig(kind="decoder", tgt_vocab_size=20, d_model=32, n_heads=4,
-                            n_kv_heads=n_kv_heads, dropout=0.0, positions="rope")  # fmt: skip
+    cfg = TransformerConfig(
+        kind="decoder",
+        tgt_vocab_size=20,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=n_kv_heads,
+        dropout=0.0,
+        positions="rope",
+    )
     model = build_model(cfg).eval()
     cache = model.new_cache()
     out, _ = greedy_decode(model, torch.tensor([[5, 6, 7]]), 1, 2, 6, cache=cache)
@@ -227,17 +248,32 @@ def test_sink_share_is_the_mean_weight_on_each_sink_token():
 def test_figures_escape_labels_and_shade_the_trained_lengths():
     from viz.modern import human_bytes, length_figure, length_table, qk_distance_figure
 
-    rows = [{"scheme": s, "length": n, "token_accuracy": 0.5, "exact_match": 0.1}
-            for s in ("rope", "none") for n in (8, 16, 24)]  # fmt: skip
+    rows = [
+        {"scheme": s, "length": n, "token_accuracy": 0.5, "exact_match": 0.1}
+        for s in ("rope", "none")
+        for n in (8, 16, 24)
+    ]
     names = {"rope": "<b>RoPE</b>", "none": "none"}
-    fig = length_figure(rows, metric="token_accuracy", train_max_len=16, names=names,
-                        x_title="len", y_title="acc", trained_label="trained")  # fmt: skip
+    fig = length_figure(
+        rows,
+        metric="token_accuracy",
+        train_max_len=16,
+        names=names,
+        x_title="len",
+        y_title="acc",
+        trained_label="trained",
+    )
     assert fig.data[0].name == "&lt;b&gt;RoPE&lt;/b&gt;"
     assert fig.layout.shapes[0].x1 == 16.5
     table = length_table(rows, metric="exact_match", names=names, length_header="L")
     assert list(table.columns) == ["L 8", "L 16", "L 24"] and table.iloc[0, 0] == 0.1
-    qk = qk_distance_figure(qk_by_distance(max_distance=5, query_positions=(5, 9)),
-                            names={}, series_names={}, x_title="Δ", y_title="s")  # fmt: skip
+    qk = qk_distance_figure(
+        qk_by_distance(max_distance=5, query_positions=(5, 9)),
+        names={},
+        series_names={},
+        x_title="Δ",
+        y_title="s",
+    )
     assert len(qk.layout.annotations) == 4  # sinusoidal, rope, alibi, none
     assert human_bytes(1536) == "1.5 KiB" and human_bytes(2**30) == "1.0 GiB"
 

@@ -31,9 +31,18 @@ KV_HEADS = [4, 2, 1]  # MHA, GQA, MQA for n_heads = 4
 def make(kind, positions, n_kv_heads=None, seed=0, **kw):
     torch.manual_seed(seed)
     cfg = TransformerConfig(
-        kind=kind, positions=positions, n_kv_heads=n_kv_heads, dropout=0.0,
-        d_model=32, n_heads=4, d_ff=64, src_vocab_size=20, tgt_vocab_size=20, max_len=48, **kw,
-    )  # fmt: skip
+        kind=kind,
+        positions=positions,
+        n_kv_heads=n_kv_heads,
+        dropout=0.0,
+        d_model=32,
+        n_heads=4,
+        d_ff=64,
+        src_vocab_size=20,
+        tgt_vocab_size=20,
+        max_len=48,
+        **kw,
+    )
     return build_model(cfg).eval()
 
 
@@ -170,13 +179,18 @@ def test_rope_is_a_rotation_of_each_pair_by_position_times_its_frequency():
     out = apply_rope(x, pos)
     torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1))  # lengths kept
     theta = rope_frequencies(8)
-    torch.testing.assert_close(theta, torch.tensor([10000 ** (-2 * i / 8) for i in range(4)],
-                                                   dtype=torch.float64))  # fmt: skip
+    torch.testing.assert_close(
+        theta, torch.tensor([10000 ** (-2 * i / 8) for i in range(4)], dtype=torch.float64)
+    )
     p, i = 3, 2
     angle = p * theta[i]
     x0, x1 = x[p, 2 * i], x[p, 2 * i + 1]
-    expected = torch.stack([x0 * torch.cos(angle) - x1 * torch.sin(angle),
-                            x0 * torch.sin(angle) + x1 * torch.cos(angle)])  # fmt: skip
+    expected = torch.stack(
+        [
+            x0 * torch.cos(angle) - x1 * torch.sin(angle),
+            x0 * torch.sin(angle) + x1 * torch.cos(angle),
+        ]
+    )
     torch.testing.assert_close(out[p, 2 * i : 2 * i + 2], expected)
     torch.testing.assert_close(out[0], x[0])  # position 0: no rotation
 
@@ -250,8 +264,10 @@ def test_gqa_with_as_many_kv_heads_as_heads_is_the_ungrouped_path():
     # ... and the same holds for whole models: n_kv_heads=n_heads builds the default model.
     torch.testing.assert_close(
         run(make("encoder-decoder", "sinusoidal", n_kv_heads=4)).logits,
-        run(make("encoder-decoder", "sinusoidal")).logits, atol=1e-6, rtol=0,
-    )  # fmt: skip
+        run(make("encoder-decoder", "sinusoidal")).logits,
+        atol=1e-6,
+        rtol=0,
+    )
 
 
 def test_gqa_with_as_many_kv_heads_as_heads_is_the_papers_formula_head_by_head():

@@ -26,8 +26,10 @@ def test_markers_are_single_minilm_tokens_that_the_app_never_shows():
     lm = load("minilm", "cpu")
     assert len(set(classsim.MARKERS)) == len(classsim.MARKERS)
     assert classsim.MAX_STUDENTS >= 60
-    shipped = " ".join(p.read_text(encoding="utf-8").lower()
-                       for p in [*ROOT.glob("assets/i18n/*.json"), ROOT / "assets/examples.json"])  # fmt: skip
+    shipped = " ".join(
+        p.read_text(encoding="utf-8").lower()
+        for p in [*ROOT.glob("assets/i18n/*.json"), ROOT / "assets/examples.json"]
+    )
     for word in classsim.MARKERS:
         assert len(word) >= 5, word
         assert [t for t in lm.encode(word).tokens if t not in ("[CLS]", "[SEP]")] == [word]
@@ -79,7 +81,10 @@ def test_haproxy_config_is_cookie_sticky_with_websockets_and_health_checks(tmp_p
     text = render_config(8501, [8602, 8603, 8604], tmp_path / "haproxy.sock", bind="127.0.0.1")
     assert "bind 127.0.0.1:8501" in text
     assert re.findall(r"server (r\d) 127\.0\.0\.1:(\d+) cookie (r\d)", text) == [
-        ("r1", "8602", "r1"), ("r2", "8603", "r2"), ("r3", "8604", "r3")]  # fmt: skip
+        ("r1", "8602", "r1"),
+        ("r2", "8603", "r2"),
+        ("r3", "8604", "r3"),
+    ]
     assert "balance roundrobin" in text and "cookie SERVERID insert indirect nocache" in text
     assert "timeout tunnel" in text and "option redispatch" in text
     assert "uri /_stcore/health" in text and "inter 1s fall 2" in text
@@ -95,9 +100,16 @@ def test_haproxy_config_is_cookie_sticky_with_websockets_and_health_checks(tmp_p
 def _run(replicas: int, explorer_p95: float) -> dict:
     actions = {a: {"n": 0} for a in classsim.ACTIONS}
     actions["explorer"] = {"n": 3, "p50_s": 0.2, "p95_s": explorer_p95, "max_s": 1.0}
-    return {"replica_count": replicas, "students": 30, "errors": [], "crosstalk": [],
-            "replicas": {"r1": 30 // replicas}, "actions": actions,
-            "load_average_before": [1.0, 1.0, 1.0], "load_average_after": [2.0, 1.0, 1.0]}  # fmt: skip
+    return {
+        "replica_count": replicas,
+        "students": 30,
+        "errors": [],
+        "crosstalk": [],
+        "replicas": {"r1": 30 // replicas},
+        "actions": actions,
+        "load_average_before": [1.0, 1.0, 1.0],
+        "load_average_after": [2.0, 1.0, 1.0],
+    }
 
 
 def test_the_class_section_sits_beside_the_rest_of_the_report():
@@ -125,11 +137,18 @@ def test_the_class_section_says_which_targets_the_two_replica_run_met():
     missed = benchreport.class_targets({"runs": [slow]})
     assert missed[0].endswith("(target ≤ 1.5 s: NOT met)")
     assert missed[1] == "- 2 replicas, errors and cross-talk: 1, 0 (target 0, 0: NOT met)"
-    failover = {"students_on_victim": 2, "reconnected": 2, "errors_on_victim": [],
-                "errors_elsewhere": [], "kill_to_served": classsim.summary([3.0, 12.0])}  # fmt: skip
+    failover = {
+        "students_on_victim": 2,
+        "reconnected": 2,
+        "errors_on_victim": [],
+        "errors_elsewhere": [],
+        "kill_to_served": classsim.summary([3.0, 12.0]),
+    }
     late = benchreport.class_targets({"failover": {"failover": failover}})
-    assert late == ["- replica killed: every student of it served again, without an error, the "
-                    "last 12.0 s after the kill; no error among the other replica's students "
-                    "(target ≤ 10 s: NOT met)"]  # fmt: skip
+    assert late == [
+        "- replica killed: every student of it served again, without an error, the "
+        "last 12.0 s after the kill; no error among the other replica's students "
+        "(target ≤ 10 s: NOT met)"
+    ]
     failover["kill_to_served"] = classsim.summary([3.0, 4.0])
     assert benchreport.class_targets({"failover": {"failover": failover}})[0].endswith(": met)")

@@ -45,9 +45,11 @@ def test_tiled_with_other_query_and_key_lengths_and_a_cache_offset(block):
     ours, _ = scaled_dot_product_attention(q, k, v, mask)
     torch.testing.assert_close(tiled_attention(q, k, v, mask, block), ours, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(
-        tiled_attention(q, k, v, None, block), F.scaled_dot_product_attention(q, k, v),
-        atol=1e-5, rtol=1e-5,
-    )  # fmt: skip
+        tiled_attention(q, k, v, None, block),
+        F.scaled_dot_product_attention(q, k, v),
+        atol=1e-5,
+        rtol=1e-5,
+    )
 
 
 def test_tiled_with_an_alibi_bias_equals_the_ordinary_path():
@@ -84,8 +86,13 @@ def test_each_step_keeps_the_running_max_and_the_rescaled_sum():
     q, k, v = qkv(lq=4, lk=10, b=1, h=1)
     steps = list(online_softmax(q, k, v, block_size=4, q_block_size=2))
     assert [(s.q_start, s.k_start, s.k_end) for s in steps] == [
-        (0, 0, 4), (0, 4, 8), (0, 8, 10), (2, 0, 4), (2, 4, 8), (2, 8, 10),
-    ]  # fmt: skip
+        (0, 0, 4),
+        (0, 4, 8),
+        (0, 8, 10),
+        (2, 0, 4),
+        (2, 4, 8),
+        (2, 8, 10),
+    ]
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(8)  # [1, 1, 4, 10]
     for s in steps:
         seen = scores[..., s.q_start : s.q_end, : s.k_end]

@@ -70,7 +70,9 @@ def test_the_evaluation_command_measures_and_records_held_out_metrics(tmp_path, 
     assert result["eval_n"] == 30 and 0 <= result["token_accuracy"] <= 1
     assert json.loads(capsys.readouterr().out)["eval_n"] == 30
     saved = json.loads((out / "metrics.json").read_text())
-    assert saved["eval_n"] == 30 and saved["evaluated_by"].startswith("python -m model.training.evaluate")
+    assert saved["eval_n"] == 30 and saved["evaluated_by"].startswith(
+        "python -m model.training.evaluate"
+    )
     assert saved["task"] == "sort" and saved["steps"] == 2  # training provenance kept
 
 
@@ -118,8 +120,19 @@ def test_a_run_with_a_modern_position_scheme_and_fewer_kv_heads_loads_back(
 
     out = tmp_path / "run"
     args = ["--task", "reverse", "--out", str(out), "--steps", "4", "--warmup", "2"]
-    main([*args, *TINY, "--positions", positions, "--kv-heads", kv_heads, "--eval-n", "10",
-          "--no-progress"])  # fmt: skip
+    main(
+        [
+            *args,
+            *TINY,
+            "--positions",
+            positions,
+            "--kv-heads",
+            kv_heads,
+            "--eval-n",
+            "10",
+            "--no-progress",
+        ]
+    )
     net = load_checkpoint(out, "cpu")
     assert net.config.positions == positions and net.config.kv_heads == int(kv_heads)
     assert net.network.decoder.layers[0].self_attn.k_proj.out_features == int(kv_heads) * 8

@@ -167,4 +167,7 @@ def test_a_figure_asked_for_again_with_equal_inputs_is_not_rebuilt_but_new_input
     changed = w.clone()
     changed[4, 0] += 0.5
     again = attention_heatmap(changed, TOKENS, TOKENS, title="A")
-    assert again is not first and np.asarray(again.data[-1].z)[4, 0] != np.asarray(first.data[-1].z)[4, 0]
+    assert (
+        again is not first
+        and np.asarray(again.data[-1].z)[4, 0] != np.asarray(first.data[-1].z)[4, 0]
+    )
