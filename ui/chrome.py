@@ -25,7 +25,8 @@ def upload_limit_mb() -> int:
 
 def chrome_css(lang: str, upload_label: str) -> str:
     """The style sheet for ``lang``; ``upload_label`` replaces the uploader's "Upload"."""
-    label = json.dumps(upload_label, ensure_ascii=False)  # a quoted CSS string
+    # A quoted CSS string; "<" escaped so no text can close the <style> element.
+    label = json.dumps(upload_label, ensure_ascii=False).replace("<", "\\3C ")
     rules = [
         # the uploader's English size line: the page's own caption says the limit instead
         '[data-testid="stFileUploaderDropzoneInstructions"] { display: none; }',
