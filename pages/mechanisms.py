@@ -17,7 +17,7 @@ from model.training.warmup import load_curve
 from ui.charts import plotly_chart
 from ui.concepts import try_model
 from ui.frame import require_frame
-from ui.i18n import t
+from ui.i18n import axis_labels, t
 from ui.models import load_model, model_label, selected_device
 from ui.permalink import linked
 from ui.sentence import clean_text, code_span, sentence_input
@@ -180,6 +180,7 @@ with induction_tab:
                             q,
                             mask=trace.mask("decoder"),
                             title=head_label("decoder", layer, head),
+                            labels=axis_labels(),
                         ),
                         key=f"mech_att_{name}",
                         where=col,

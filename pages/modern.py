@@ -405,9 +405,11 @@ def flash_section() -> None:
     """The online softmax, tile by tile: its controls rerun only this."""
     st.header(t("modern.flash.header"))
     st.markdown(t("modern.flash.text"))
+    # Two lines: on one, the formula ran past the page's edge at 1024 px.
     st.latex(
-        r"m' = \max(m, \max_j s_j),\quad \ell' = e^{m - m'}\,\ell + \sum_j e^{s_j - m'},\quad "
-        r"o' = e^{m - m'}\,o + \sum_j e^{s_j - m'}\, v_j,\quad \text{out} = o / \ell"
+        r"\begin{gathered} m' = \max(m, \max_j s_j),\quad "
+        r"\ell' = e^{m - m'}\,\ell + \sum_j e^{s_j - m'} \\ "
+        r"o' = e^{m - m'}\,o + \sum_j e^{s_j - m'}\, v_j,\quad \text{out} = o / \ell \end{gathered}"
     )
     f1, f2, f3 = st.columns(3)
     n_keys = f1.slider(t("modern.flash.keys"), 4, 32, 10, key="mfkeys", bind="query-params")
