@@ -98,23 +98,33 @@ with induction_tab:
         st.info(t("mech.induction.missing"), icon=":material/hourglass_empty:")
     else:
         names = {"induction": t("mech.two_layer"), ONE_LAYER: t("mech.one_layer")}
-        cols = st.columns(2)
-        for col, (name, run) in zip(cols, (("induction", two), (ONE_LAYER, one))):
-            m = run["metrics"].get("induction", {})
-            col.subheader(names[name])
-            if m:
-                a, b, c = col.columns(3)
-                a.metric(t("mech.metric.repeat"), f"{m['repeat_accuracy']:.1%}")
-                b.metric(t("mech.metric.first_half"), f"{m['first_half_accuracy']:.1%}")
-                c.metric(t("mech.metric.prefix"), f"{m['best_prefix_matching']:.2f}")
-                col.caption(
-                    t(
-                        "mech.metric.caption",
-                        n=m["n"],
-                        length=m["block_length"],
-                        chance=f"{m['chance']:.1%}",
-                    )
+        # One table, the two models side by side: six metric boxes in two half columns cut
+        # their labels off at 1024 px.
+        shown = {
+            names[n]: r["metrics"].get("induction", {})
+            for n, r in (("induction", two), (ONE_LAYER, one))
+        }
+        if all(shown.values()):
+            table = pd.DataFrame(
+                {
+                    name: {
+                        t("mech.metric.repeat"): f"{m['repeat_accuracy']:.1%}",
+                        t("mech.metric.first_half"): f"{m['first_half_accuracy']:.1%}",
+                        t("mech.metric.prefix"): f"{m['best_prefix_matching']:.2f}",
+                    }
+                    for name, m in shown.items()
+                }
+            )
+            st.table(table)
+            m = shown[names["induction"]]
+            st.caption(
+                t(
+                    "mech.metric.caption",
+                    n=m["n"],
+                    length=m["block_length"],
+                    chance=f"{m['chance']:.1%}",
                 )
+            )
         plotly_chart(
             lines_figure(
                 {names["induction"]: two["curve"]["step"], names[ONE_LAYER]: one["curve"]["step"]},

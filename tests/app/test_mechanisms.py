@@ -26,6 +26,18 @@ def texts(at) -> str:
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_two_models_are_compared_in_one_table_in_the_ui_language(lang):
+    at = open_page(lang=lang)
+    (table,) = at.table
+    frame = table.value
+    two, one = translate("mech.two_layer", lang), translate("mech.one_layer", lang)
+    repeat = translate("mech.metric.repeat", lang)
+    assert list(frame.columns) == [two, one]
+    assert float(frame.loc[repeat, two].rstrip("%")) >= 95  # the shipped induction head works
+    assert float(frame.loc[repeat, one].rstrip("%")) < 50  # one layer cannot do it
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
 def test_the_page_renders_every_tab_in_both_languages(lang):
     at = open_page(lang=lang)
     ok(at)

@@ -1,5 +1,6 @@
-"""Every page at 1024 and 1440 px, in both languages: no control cut off, and in Korean none of
-Streamlit's own English (the uploader's "Upload" and size line, the charts' "Fullscreen").
+"""Every page at 1024 and 1440 px, in both languages: no control or formula cut off, and in
+Korean none of Streamlit's own English (the uploader's "Upload" and size line, the charts'
+"Fullscreen").
 Screenshots in tests/artifacts/chrome-<page>-<lang>-<width>.png."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ PAGES = {
     "practice": ("", "practice.title"),
     "find_the_bug": ("", "bugs.title"),
     "modern": ("", "modern.title"),
+    "mechanisms": ("", "mech.title"),
 }
 
 
@@ -57,7 +59,9 @@ def open_drawn(page, path: str, lang: str) -> None:
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_no_control_is_cut_off(page, artifacts_dir, clipped_controls, lang):
+def test_no_control_or_formula_is_cut_off(
+    page, artifacts_dir, clipped_controls, clipped_formulas, lang
+):
     # Each page opened once, then checked at both widths: Streamlit's layout is CSS, so a
     # narrower window reflows the same page without a rerun (half the page loads).
     cut = {}
@@ -69,7 +73,7 @@ def test_no_control_is_cut_off(page, artifacts_dir, clipped_controls, lang):
                 page.set_viewport_size({"width": width, "height": 900})
                 page.wait_for_timeout(400)  # columns and charts reflow
             screenshot(page, artifacts_dir / f"chrome-{path or 'home'}-{lang}-{width}.png")
-            if found := clipped_controls(page):
+            if found := clipped_controls(page) + clipped_formulas(page):
                 cut[f"{path or 'home'} at {width} px"] = found
     assert cut == {}
     assert page.problems == []
