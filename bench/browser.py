@@ -34,6 +34,10 @@ PAGES = (
     "concept_layernorm",
     "concept_warmup",
     "concept_family",
+    "modern",
+    "mechanisms",
+    "practice",
+    "find_the_bug",
 )
 EXPLORER_VIEWS = ("heatmap", "heads", "model", "lines", "focus", "stages", "stats")
 TEXT = (
