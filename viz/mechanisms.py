@@ -14,12 +14,14 @@ import plotly.graph_objects as go
 
 from viz.attention import PROBABILITY_SCALE, SCORE_SCALE, _as_array, token_label
 from viz.concepts import SERIES_COLOURS
+from viz.memo import memo_figure
 
 
 def _esc(text: str) -> str:
     return html.escape(text or "", quote=False)
 
 
+@memo_figure
 def grid_heatmap(
     values,
     row_labels: list[str],
@@ -97,6 +99,7 @@ def lens_table(top_tokens, top_probs, layer_labels: list[str], position: int) ->
     return pd.DataFrame.from_dict(rows, orient="index", columns=[str(i + 1) for i in range(k)])
 
 
+@memo_figure
 def head_lines_figure(
     steps: list[int],
     scores,
@@ -137,6 +140,7 @@ def head_lines_figure(
     return fig
 
 
+@memo_figure
 def head_scatter(
     x,
     y,

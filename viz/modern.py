@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from viz.attention import PROBABILITY_SCALE, _as_array
 from viz.concepts import SERIES_COLOURS
+from viz.memo import memo_figure
 
 SCHEME_ORDER = ("sinusoidal", "learned", "rope", "alibi", "none")
 SCHEME_COLOURS = dict(zip(SCHEME_ORDER, SERIES_COLOURS))
@@ -41,6 +42,7 @@ def _legend_top(fig: go.Figure, height: int, top: int = 40, above: int = 6) -> g
 # --- positions -----------------------------------------------------------------------------------
 
 
+@memo_figure
 def length_figure(
     rows: list[dict],
     *,
@@ -94,6 +96,7 @@ def length_table(rows: list[dict], *, metric: str, names: dict[str, str], length
     return table
 
 
+@memo_figure
 def qk_distance_figure(
     rows: list[dict],
     *,
@@ -138,6 +141,7 @@ def qk_distance_figure(
     return _legend_top(fig, height, top=72, above=30)
 
 
+@memo_figure
 def rope_rotation_figure(
     pairs: dict[str, list[dict]], *, position_label: str, height: int = 380
 ) -> go.Figure:
@@ -214,6 +218,7 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+@memo_figure
 def kv_bytes_figure(
     sizes: dict[str, float], *, y_title: str, title: str = "", height: int = 300
 ) -> go.Figure:
@@ -239,6 +244,7 @@ def kv_bytes_figure(
     return fig
 
 
+@memo_figure
 def cache_rows_figure(
     keys: np.ndarray, *, tokens: list[str], title: str, x_title: str, height: int | None = None
 ) -> go.Figure:
@@ -310,6 +316,7 @@ def online_steps_frame(steps: list, columns: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+@memo_figure
 def online_softmax_figure(
     steps: list,
     scores,
@@ -385,6 +392,7 @@ def online_softmax_figure(
     return _legend_top(fig, height, top=72, above=30)
 
 
+@memo_figure
 def memory_figure(
     memory: dict[str, list[float]],
     *,
@@ -435,6 +443,7 @@ def memory_figure(
 # --- attention sinks -----------------------------------------------------------------------------
 
 
+@memo_figure
 def sink_figure(
     share,
     *,
