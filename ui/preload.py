@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 def _work(device: str) -> None:
     time.sleep(START_DELAY_S)
-    from ui import concepts
+    from ui import concepts, modern
     from ui.models import load_model
 
     started = time.perf_counter()
@@ -35,12 +35,19 @@ def _work(device: str) -> None:
             load_model(name, device)
         except Exception as err:  # the page that needs it will say why, in the UI language
             log.warning("preloading %s failed: %s", name, err)
-    for compute in (
-        concepts.cached_qk_variance,
-        concepts.cached_saturation,
-        concepts.cached_attention_cost,
+    for name, compute in (
+        ("qk variance", concepts.cached_qk_variance),
+        ("saturation", concepts.cached_saturation),
+        ("attention cost", concepts.cached_attention_cost),
+        # Attention since 2017: q·k by distance (MiniLM's table) and the measured memory at
+        # the default block size took ~3.5 s of a first visit's server time.
+        ("q·k by distance", lambda: modern.qk_rows(True)),
+        ("attention memory", lambda: modern.memory(128)),
     ):
-        compute()
+        try:
+            compute()
+        except Exception as err:  # the page computes it again and shows any error itself
+            log.warning("preloading %s failed: %s", name, err)
     log.info("preloaded in %.1f s", time.perf_counter() - started)
 
 
