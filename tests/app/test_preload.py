@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import pytest
+
 import ui.concepts
 import ui.models
 import ui.modern
 from ui import preload
 
 CONCEPT_NUMBERS = ("cached_qk_variance", "cached_saturation", "cached_attention_cost")
+
+
+@pytest.fixture(autouse=True)
+def _no_real_freeze(monkeypatch):
+    """The test process's own objects must stay collectable."""
+    monkeypatch.setattr(preload.gc, "freeze", lambda: None)
 
 
 def _record_modern(monkeypatch, computed):
@@ -58,6 +66,18 @@ def test_a_model_that_fails_to_preload_does_not_stop_the_rest(monkeypatch, caplo
     _record_modern(monkeypatch, computed)
     preload._work("cpu")
     assert "preloading en2ko failed: disk full" in caplog.text and len(computed) == 5
+
+
+def test_what_the_preload_leaves_alive_is_kept_out_of_full_collections(monkeypatch):
+    order = []
+    monkeypatch.setattr(preload, "START_DELAY_S", 0)
+    monkeypatch.setattr(ui.models, "load_model", lambda name, device: order.append(name))
+    for name in CONCEPT_NUMBERS:
+        monkeypatch.setattr(ui.concepts, name, lambda name=name: order.append(name))
+    _record_modern(monkeypatch, order)
+    monkeypatch.setattr(preload.gc, "freeze", lambda: order.append("freeze"))
+    preload._work("cpu")
+    assert order[-1] == "freeze" and order.count("freeze") == 1
 
 
 def test_preloading_can_be_switched_off(monkeypatch):
