@@ -499,17 +499,24 @@ def browser_markdown(b) -> list[str]:
         "Each page opened in headless Chromium on a freshly started server (cold: its first "
         "visit since the start, right after the previous page's) and again (warm). *Drawn*: "
         "from navigation until the script run has finished and every chart is laid out and "
-        "painted; *server*: the script runs that visit caused (bench.scripttiming).",
+        "painted; *server*: the script runs that visit caused (bench.scripttiming). Of the "
+        "warm server time, *cpu* is what the script's own thread computed and *gc* the "
+        "collector's pauses; the rest is waiting for a core (Chromium draws on the same two).",
         "",
-        "| page | cold: drawn | cold: server | warm: drawn | warm: server |",
-        "|---|---:|---:|---:|---:|",
+        "| page | cold: drawn | cold: server | warm: drawn | warm: server | warm: cpu / gc |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     visits = {(v["page"], v["visit"]): v for v in b["pages"]}
     for name in dict.fromkeys(v["page"] for v in b["pages"]):
         cold, warm = visits.get((name, "cold")), visits.get((name, "warm"))
+        split = (
+            f"{warm['server_cpu_ms']:,.0f} / {warm['gc_ms']:,.0f} ms"
+            if "server_cpu_ms" in warm
+            else "—"  # a result from before bench.scripttiming logged them
+        )
         out.append(
             f"| {name} | {cold['drawn_s']:.1f} s | {_ms(cold['server_ms'])} | "
-            f"{warm['drawn_s']:.1f} s | {_ms(warm['server_ms'])} |"
+            f"{warm['drawn_s']:.1f} s | {_ms(warm['server_ms'])} | {split} |"
         )
     sizes = sorted({r["tokens"] for r in b["explorer"]})
     out += [

@@ -144,18 +144,22 @@ def page_visits(base: str, browser, timing_log: Path) -> list[dict]:
             seconds = settle_after(page, timing_log, seen) - start
             runs = scripttiming.read_runs(timing_log)[seen:]
             server_ms = sum(r["ms"] for r in runs)
+            cpu_ms = sum(r["cpu_ms"] for r in runs)
+            gc_ms = sum(r["gc_ms"] for r in runs)
             rows.append(
                 {
                     "page": name or "home",
                     "visit": visit,
                     "drawn_s": round(seconds, 3),
                     "server_ms": round(server_ms, 1),
+                    "server_cpu_ms": round(cpu_ms, 1),
+                    "gc_ms": round(gc_ms, 1),
                     "script_runs": len(runs),
                 }
             )
             print(
                 f"{visit} {name or 'home':20s} drawn {seconds:6.2f} s, server {server_ms:7.1f} ms"
-                f" in {len(runs)} runs",
+                f" (cpu {cpu_ms:.0f}, gc {gc_ms:.0f}) in {len(runs)} runs",
                 file=sys.stderr,
             )
             page.close()

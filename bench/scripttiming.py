@@ -6,17 +6,34 @@ for the browser tests that check a click reran only a fragment.
 A Step press in the browser reruns only the decoding page's step fragment; AppTest cannot
 rerun a fragment alone (it reruns the whole page), so the benchmark starts the real server
 through this module instead. It wraps Streamlit's ScriptRunner and appends one JSON line per
-script run to LOG: ``{"ms": 31.2, "fragment": true}``. Callbacks, the page code and queuing
-its elements all run inside that span; sending them over the websocket does not.
+script run to LOG: ``{"ms": 31.2, "cpu_ms": 28.0, "gc_ms": 0.0, "fragment": true}``.
+Callbacks, the page code and queuing its elements all run inside that span; sending them over
+the websocket does not. ``cpu_ms`` is the CPU time of the run's own thread and ``gc_ms`` the
+collector's pauses in the process during the run, so a slow run can be told apart: work
+(cpu close to ms), the collector (gc), or waiting for a core that Chromium or another
+session holds (ms well above cpu).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import threading
 import time
 from pathlib import Path
+
+_gc_pauses = {"total_s": 0.0, "started": None}
+
+
+def _time_collections(phase: str, info: dict) -> None:
+    # Collections hold the GIL, so they stall every session's script, not just the
+    # thread that triggered them.
+    if phase == "start":
+        _gc_pauses["started"] = time.perf_counter()
+    elif _gc_pauses["started"] is not None:
+        _gc_pauses["total_s"] += time.perf_counter() - _gc_pauses["started"]
+        _gc_pauses["started"] = None
 
 
 def install(log_path: str | Path) -> None:
@@ -28,14 +45,18 @@ def install(log_path: str | Path) -> None:
         return
     lock = threading.Lock()  # sessions run their scripts on threads of their own
     path = Path(log_path)
+    if _time_collections not in gc.callbacks:
+        gc.callbacks.append(_time_collections)
 
     def timed(self, rerun_data):
-        start = time.perf_counter()
+        start, cpu, collected = time.perf_counter(), time.thread_time(), _gc_pauses["total_s"]
         try:
             return original(self, rerun_data)
         finally:
             record = {
                 "ms": round((time.perf_counter() - start) * 1000, 2),
+                "cpu_ms": round((time.thread_time() - cpu) * 1000, 2),
+                "gc_ms": round((_gc_pauses["total_s"] - collected) * 1000, 2),
                 "fragment": bool(rerun_data.fragment_id_queue),
             }
             with lock, path.open("a", encoding="utf-8") as log:

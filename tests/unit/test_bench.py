@@ -50,7 +50,14 @@ def test_the_browser_section_tables_every_page_and_every_view_by_size():
     result = {
         "pages": [
             {"page": "home", "visit": "cold", "drawn_s": 3.2, "server_ms": 900.0},
-            {"page": "home", "visit": "warm", "drawn_s": 0.8, "server_ms": 40.0},
+            {
+                "page": "home",
+                "visit": "warm",
+                "drawn_s": 0.8,
+                "server_ms": 40.0,
+                "server_cpu_ms": 31.0,
+                "gc_ms": 2.4,
+            },
             {"page": "explorer", "visit": "cold", "drawn_s": 4.1, "server_ms": 1200.0},
             {"page": "explorer", "visit": "warm", "drawn_s": 1.0, "server_ms": 120.0},
         ],
@@ -61,7 +68,8 @@ def test_the_browser_section_tables_every_page_and_every_view_by_size():
         ],
     }
     text = "\n".join(browser_markdown(result))
-    assert "| home | 3.2 s | 900 ms | 0.8 s | 40 ms |" in text
+    assert "| home | 3.2 s | 900 ms | 0.8 s | 40 ms | 31 / 2 ms |" in text
+    assert "| explorer | 4.1 s | 1,200 ms | 1.0 s | 120 ms | — |" in text
     assert "| heatmap | 0.40 s | 1.10 s |" in text and "| heads | — | 2.50 s |" in text
     assert summary(result) == {
         "worst_cold_drawn_s": 4.1,
@@ -71,3 +79,31 @@ def test_the_browser_section_tables_every_page_and_every_view_by_size():
         "worst_view_256_s": 2.5,
     }
     assert "Not measured: no Chromium" in "\n".join(browser_markdown("no Chromium at /x"))
+
+
+def test_a_script_run_log_says_how_much_was_its_own_work_and_how_much_the_collector(
+    tmp_path, monkeypatch
+):
+    """A slow warm visit in the browser bench must be explainable from the log alone."""
+    import gc
+    from types import SimpleNamespace
+
+    from streamlit.runtime.scriptrunner import script_runner
+
+    from bench import scripttiming
+
+    def busy_run(self, rerun_data):
+        sum(i * i for i in range(300_000))  # work on this thread
+        gc.collect()  # and a full collection in the middle of it
+
+    monkeypatch.setattr(script_runner.ScriptRunner, "_run_script", busy_run)
+    log = tmp_path / "runs.jsonl"
+    scripttiming.install(log)
+    try:
+        script_runner.ScriptRunner._run_script(None, SimpleNamespace(fragment_id_queue=[]))
+    finally:  # leave the test process's collector as it was
+        gc.callbacks.remove(scripttiming._time_collections)
+    (run,) = scripttiming.read_runs(log)
+    assert run["fragment"] is False
+    assert run["cpu_ms"] > 0 and run["gc_ms"] > 0
+    assert run["gc_ms"] <= run["ms"] and run["cpu_ms"] <= run["ms"] * 1.05 + 1
