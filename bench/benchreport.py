@@ -501,7 +501,9 @@ def browser_markdown(b) -> list[str]:
         "from navigation until the script run has finished and every chart is laid out and "
         "painted; *server*: the script runs that visit caused (bench.scripttiming). Of the "
         "warm server time, *cpu* is what the script's own thread computed and *gc* the "
-        "collector's pauses; the rest is waiting for a core (Chromium draws on the same two).",
+        "collector's pauses; the rest is waiting: for the interpreter lock, while the "
+        "server's event loop sends the elements already queued, or for a core, which "
+        "Chromium shares.",
         "",
         "| page | cold: drawn | cold: server | warm: drawn | warm: server | warm: cpu / gc |",
         "|---|---:|---:|---:|---:|---:|",
