@@ -16,6 +16,8 @@ from viz.attention import PROBABILITY_SCALE, SCORE_SCALE, _as_array, token_label
 from viz.concepts import SERIES_COLOURS
 from viz.memo import memo_figure
 
+LEGEND_BELOW_PX = 90  # room under the chart for a legend of up to four rows
+
 
 def _esc(text: str) -> str:
     return html.escape(text or "", quote=False)
@@ -133,9 +135,11 @@ def head_lines_figure(
     fig.update_yaxes(title=_esc(y_title), range=[0, 1])
     fig.update_layout(
         title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
-        height=height,
-        margin=dict(l=10, r=10, t=60 if title else 20, b=10),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+        height=height + LEGEND_BELOW_PX,
+        margin=dict(l=10, r=10, t=40 if title else 20, b=10),
+        # Under the x-axis title, not above the plot: eight heads wrap to three or four rows
+        # in a half-width column, and above the plot those rows covered the chart's title.
+        legend=dict(orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0),
     )
     return fig
 

@@ -17,6 +17,19 @@ TIMEOUT_MS = 120_000
 VISIBLE_CHART = "[data-testid=stPlotlyChart] .main-svg >> visible=true"  # the open tab's
 
 
+# Titles of the open tab's charts whose legend covers the chart's title or x-axis title.
+COVERED_TITLES = """() => [...document.querySelectorAll('.js-plotly-plot')]
+  .filter(p => p.offsetParent !== null)
+  .flatMap(p => {
+    const box = s => { const e = p.querySelector(s); return e && e.getBoundingClientRect(); };
+    const legend = box('g.legend');
+    const hits = b => legend && b && b.width > 0 && legend.left < b.right
+      && b.left < legend.right && legend.top < b.bottom && b.top < legend.bottom;
+    const title = p.querySelector('.gtitle');
+    return hits(box('.gtitle')) || hits(box('.xtitle')) ? [title ? title.textContent : '?'] : [];
+  })"""
+
+
 def wait_until_drawn(page) -> None:
     page.locator(VISIBLE_CHART).first.wait_for(timeout=TIMEOUT_MS)
     page.wait_for_function(
@@ -36,6 +49,8 @@ def test_every_tab_draws_in_both_languages(page, artifacts_dir, screenshot_whole
     page.locator("h1", has_text=translate("mech.title", lang)).wait_for(timeout=TIMEOUT_MS)
     wait_until_drawn(page)
     screenshot_whole_page(page, artifacts_dir / f"mechanisms-induction-{lang}.png")
+    # eight heads' legend wrapped over the head-score charts' titles in half-width columns
+    assert page.evaluate(COVERED_TITLES) == []
     for tab, name in (
         ("mech.tab.lens", "lens"),
         ("mech.tab.patching", "patching"),
@@ -44,6 +59,7 @@ def test_every_tab_draws_in_both_languages(page, artifacts_dir, screenshot_whole
         open_tab(page, tab, lang)
         wait_until_drawn(page)
         screenshot_whole_page(page, artifacts_dir / f"mechanisms-{name}-{lang}.png")
+        assert page.evaluate(COVERED_TITLES) == [], name
     text = page.get_by_test_id("stMain").inner_text()
     if lang == "ko":
         assert HANGUL.search(text)
