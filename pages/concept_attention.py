@@ -40,6 +40,43 @@ require_frame()
 
 PILLS_MAX_TOKENS = 40
 
+
+def qkv_charts(
+    q_row, query_token: str, k, v, key_tokens: list[str], *, titles: tuple[str, str, str], key: str
+) -> None:
+    """The query's q vector, then K and V side by side; ``titles`` for q, K and V, ``key``
+    keeps the charts of self- and cross-attention apart."""
+    value, dims = t("concepts.value"), t("concepts.dimension")
+    plotly_chart(
+        matrix_heatmap(
+            q_row, [query_token], title=titles[0], value_name=value, col_title=dims, height=190
+        ),
+        key=f"{key}q_chart",
+    )
+    for where, name, matrix, title in zip(st.columns(2), "kv", (k, v), titles[1:], strict=True):
+        plotly_chart(
+            where=where,
+            fig=matrix_heatmap(matrix, key_tokens, title=title, value_name=value, col_title=dims),
+            key=f"{key}{name}_chart",
+        )
+
+
+def step_table(key_tokens, scores, scaled, allowed, weights, columns: dict[str, str]) -> None:
+    """One row per key: q·k, scaled, allowed, masked and the softmax weight as a bar."""
+    st.dataframe(
+        step_frame(key_tokens, scores, scaled, allowed, weights, columns),
+        hide_index=True,
+        column_config={
+            columns["weight"]: st.column_config.ProgressColumn(
+                columns["weight"], min_value=0.0, max_value=1.0, format="%.4f"
+            ),
+            columns["score"]: st.column_config.NumberColumn(format="%.3f"),
+            columns["scaled"]: st.column_config.NumberColumn(format="%.3f"),
+            columns["masked"]: st.column_config.NumberColumn(format="%.3f"),
+        },
+    )
+
+
 st.title(t("concepts.attention.title"))
 st.caption(t("concepts.attention.intro"))
 st.latex(
@@ -109,31 +146,18 @@ else:
     st.latex(r"q_i = x_i W_Q,\quad k_j = x_j W_K,\quad v_j = x_j W_V")
 value = t("concepts.value")
 dims = t("concepts.dimension")
-plotly_chart(
-    matrix_heatmap(
-        wt.q[head, query],
-        [tokens[query]],
-        title=t("concepts.attention.q_title"),
-        value_name=value,
-        col_title=dims,
-        height=190,
+qkv_charts(
+    wt.q[head, query],
+    tokens[query],
+    wt.k[head],
+    wt.v[head],
+    tokens,
+    titles=(
+        t("concepts.attention.q_title"),
+        t("concepts.attention.k_title"),
+        t("concepts.attention.v_title"),
     ),
-    key="q_chart",
-)
-k1, k2 = st.columns(2)
-plotly_chart(
-    where=k1,
-    fig=matrix_heatmap(
-        wt.k[head], tokens, title=t("concepts.attention.k_title"), value_name=value, col_title=dims
-    ),
-    key="k_chart",
-)
-plotly_chart(
-    where=k2,
-    fig=matrix_heatmap(
-        wt.v[head], tokens, title=t("concepts.attention.v_title"), value_name=value, col_title=dims
-    ),
-    key="v_chart",
+    key="",
 )
 
 # ---- 2. scores, scale, mask, softmax ------------------------------------------------------------
@@ -155,18 +179,7 @@ columns = {
     "masked": t("concepts.attention.col_masked"),
     "weight": t("concepts.attention.col_weight"),
 }
-st.dataframe(
-    step_frame(tokens, scores, scaled, allowed, weights, columns),
-    hide_index=True,
-    column_config={
-        columns["weight"]: st.column_config.ProgressColumn(
-            columns["weight"], min_value=0.0, max_value=1.0, format="%.4f"
-        ),
-        columns["score"]: st.column_config.NumberColumn(format="%.3f"),
-        columns["scaled"]: st.column_config.NumberColumn(format="%.3f"),
-        columns["masked"]: st.column_config.NumberColumn(format="%.3f"),
-    },
-)
+step_table(tokens, scores, scaled, allowed, weights, columns)
 st.latex(r"w_{j} = \frac{\exp(s_j)}{\sum_{j'} \exp(s_{j'})}, \qquad z = \sum_j w_j\, v_j")
 # The notes' slip: a masked score set to 0 still gets exp(0) = 1. Shown on this row, with the
 # keys after the query masked as a decoder would (the first query when this one is the last).
@@ -304,58 +317,26 @@ else:
             )
         )
         st.latex(r"q_t = y_t W_Q + b_Q,\quad k_s = m_s W_K + b_K,\quad v_s = m_s W_V + b_V")
-        plotly_chart(
-            matrix_heatmap(
-                xw.q[xhead, xquery],
-                [dec_tokens[xquery]],
-                title=t("concepts.attention.cross_q_title"),
-                value_name=value,
-                col_title=dims,
-                height=190,
+        qkv_charts(
+            xw.q[xhead, xquery],
+            dec_tokens[xquery],
+            xw.k[xhead],
+            xw.v[xhead],
+            src_tokens,
+            titles=(
+                t("concepts.attention.cross_q_title"),
+                t("concepts.attention.cross_k_title"),
+                t("concepts.attention.cross_v_title"),
             ),
-            key="xq_chart",
+            key="x",
         )
-        xk1, xk2 = st.columns(2)
-        plotly_chart(
-            where=xk1,
-            fig=matrix_heatmap(
-                xw.k[xhead],
-                src_tokens,
-                title=t("concepts.attention.cross_k_title"),
-                value_name=value,
-                col_title=dims,
-            ),
-            key="xk_chart",
-        )
-        plotly_chart(
-            where=xk2,
-            fig=matrix_heatmap(
-                xw.v[xhead],
-                src_tokens,
-                title=t("concepts.attention.cross_v_title"),
-                value_name=value,
-                col_title=dims,
-            ),
-            key="xv_chart",
-        )
-        st.dataframe(
-            step_frame(
-                src_tokens,
-                xw.scores[xhead, xquery],
-                xw.scaled[xhead, xquery],
-                xw.allowed[xquery],
-                xw.weights[xhead, xquery],
-                columns,
-            ),
-            hide_index=True,
-            column_config={
-                columns["weight"]: st.column_config.ProgressColumn(
-                    columns["weight"], min_value=0.0, max_value=1.0, format="%.4f"
-                ),
-                columns["score"]: st.column_config.NumberColumn(format="%.3f"),
-                columns["scaled"]: st.column_config.NumberColumn(format="%.3f"),
-                columns["masked"]: st.column_config.NumberColumn(format="%.3f"),
-            },
+        step_table(
+            src_tokens,
+            xw.scores[xhead, xquery],
+            xw.scaled[xhead, xquery],
+            xw.allowed[xquery],
+            xw.weights[xhead, xquery],
+            columns,
         )
         plotly_chart(
             heads_figure(
