@@ -35,12 +35,10 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import random
 import re
 import signal
-import statistics
 import threading
 import time
 import urllib.error
@@ -50,6 +48,7 @@ from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
 
+from bench.loadtest import summary
 from ui.i18n import translate
 
 # One marker per student: a single MiniLM token found in no catalog or example, so seeing
@@ -150,24 +149,6 @@ def sentence(marker: str, rng: random.Random) -> str:
 def digits_for(i: int, rng: random.Random) -> list[str]:
     """Eight digits, the last two the student's number: no two students type the same."""
     return [rng.choice("0123456789") for _ in range(6)] + list(f"{i:02d}")
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile: the smallest wait that q% of the waits do not exceed."""
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))]
-
-
-def summary(waits: list[float]) -> dict:
-    if not waits:
-        return {"n": 0}
-    return {
-        "n": len(waits),
-        "p50_s": percentile(waits, 50),
-        "p95_s": percentile(waits, 95),
-        "max_s": max(waits),
-        "mean_s": statistics.fmean(waits),
-    }
 
 
 class Disconnected(Exception):

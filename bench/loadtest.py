@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import random
-import socket
 import statistics
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -28,6 +27,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from deploy.serve import free_port, healthy, streamlit_command
 from ui.i18n import translate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,9 +82,22 @@ def student_inputs(i: int) -> tuple[str, str, str]:
 
 
 def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile: the value q% of waits were no longer than."""
+    """Nearest-rank percentile: the smallest wait that q% of the waits do not exceed."""
     ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+def summary(waits: list[float]) -> dict:
+    """How many waits, their p50 / p95 / max and mean, in seconds; ``{"n": 0}`` for none."""
+    if not waits:
+        return {"n": 0}
+    return {
+        "n": len(waits),
+        "p50_s": percentile(waits, 50),
+        "p95_s": percentile(waits, 95),
+        "max_s": max(waits),
+        "mean_s": statistics.fmean(waits),
+    }
 
 
 async def _student(browser, base: str, i: int, barrier, n: int) -> dict:
@@ -198,17 +211,6 @@ def run_sessions(base_url: str, n: int = 16) -> dict:
     step = [w for s in sessions for w in s["waits"]["step"]]
     every = explorer + step
 
-    def summary(waits: list[float]) -> dict:
-        if not waits:
-            return {"n": 0}
-        return {
-            "n": len(waits),
-            "p50_s": percentile(waits, 50),
-            "p95_s": percentile(waits, 95),
-            "max_s": max(waits),
-            "mean_s": statistics.fmean(waits),
-        }
-
     return {
         "sessions": n,
         "wall_s": time.perf_counter() - started,
@@ -234,20 +236,6 @@ def wait_for_mask_rows(page, rows: int, timeout_ms: float = WAIT_MS) -> None:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @contextmanager
 def serve(
     log_path: Path | None = None,
@@ -258,26 +246,10 @@ def serve(
     """A ``streamlit run app.py`` on a free port: yields (url, seconds until healthy), and
     the server's Popen too with ``return_process`` (to read its memory). With
     ``timing_log`` the server records every script run's time there (bench.scripttiming)."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     launcher = ["streamlit"] if timing_log is None else ["bench.scripttiming", str(timing_log)]
-    command = [
-        sys.executable,
-        "-m",
-        *launcher,
-        "run",
-        "app.py",
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--server.fileWatcherType",
-        "none",
-        "--browser.gatherUsageStats",
-        "false",
-    ]
+    command = streamlit_command(port, launcher)
     log = open(log_path or os.devnull, "w")  # noqa: SIM115 - closed in finally
     start = time.perf_counter()
     env = {**os.environ, "ATTENTION_LAB_PRELOAD": "1"}  # a server as `make run` starts it

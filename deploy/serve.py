@@ -110,6 +110,29 @@ def replica_threads(replicas: int) -> str:
     return str(max(1, min(4, (os.cpu_count() or 2) // max(1, replicas))))
 
 
+def streamlit_command(port: int, launcher: Sequence[str] = ("streamlit",)) -> list[str]:
+    """``streamlit run app.py`` headless on 127.0.0.1:``port``, with no file watcher and no
+    usage statistics; ``launcher`` is the module run with ``python -m`` (the timed server of
+    bench.scripttiming takes Streamlit's arguments after its own)."""
+    return [
+        sys.executable,
+        "-m",
+        *launcher,
+        "run",
+        "app.py",
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+
+
 @dataclass
 class Replica:
     name: str
@@ -124,23 +147,7 @@ class Replica:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, launcher: Sequence[str] = ("streamlit",)) -> None:
-        self.command = [
-            sys.executable,
-            "-m",
-            *launcher,
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(self.port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.fileWatcherType",
-            "none",
-            "--browser.gatherUsageStats",
-            "false",
-        ]
+        self.command = streamlit_command(self.port, launcher)
         env = {**os.environ, "ATTENTION_LAB_THREADS": self.threads}
         with open(self.log_path, "ab") as log:
             # Its own session: a Ctrl-C reaches `make serve` alone, which stops the
