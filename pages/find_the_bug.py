@@ -6,11 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from practice import bugs
-from ui.charts import plotly_chart
 from ui.frame import require_frame
 from ui.i18n import t, translated_widget
-from ui.practice import cached_gallery, class_seed, say
-from viz.concepts import matrix_heatmap
+from ui.practice import attention_map, cached_gallery, class_seed, say
 
 require_frame()
 
@@ -21,17 +19,7 @@ def side_map(side: bugs.Side, kind: str, title: str, key: str, where) -> None:
     weights = side.attention[kind][-1].mean(0)  # last layer, heads averaged
     rows = side.src_tokens if kind == "encoder" else side.dec_tokens
     cols = side.dec_tokens if kind == "decoder" else side.src_tokens
-    fig = matrix_heatmap(
-        weights,
-        rows,
-        cols,
-        probability=True,
-        title=title,
-        value_name=t("practice.weight"),
-        row_title=t("practice.queries"),
-        col_title=t("practice.keys"),
-    )
-    plotly_chart(fig, key=key, where=where)
+    attention_map(weights, rows, cols, key=key, title=title, where=where)
 
 
 def outputs_table(case: bugs.BugCase) -> pd.DataFrame:

@@ -10,10 +10,10 @@ import streamlit as st
 import practice
 from practice.core import Exercise
 from practice.parse import AnswerError
-from ui.charts import plotly_chart
 from ui.frame import require_frame
 from ui.i18n import t, translated_widget
 from ui.practice import (
+    attention_map,
     cached_exercise,
     class_seed,
     class_topic,
@@ -22,7 +22,6 @@ from ui.practice import (
     read_answer,
     teacher_view,
 )
-from viz.concepts import matrix_heatmap
 
 require_frame()
 
@@ -42,20 +41,6 @@ def tx(key: str, /, **params: object) -> str:
 
 def fmt_list(xs) -> str:
     return "[" + ", ".join(f"{x:g}" for x in xs) + "]"
-
-
-def heat(weights, rows, cols, key: str, title: str = "") -> None:
-    fig = matrix_heatmap(
-        weights,
-        rows,
-        cols,
-        probability=True,
-        title=title,
-        value_name=t("practice.weight"),
-        row_title=t("practice.queries"),
-        col_title=t("practice.keys"),
-    )
-    plotly_chart(fig, key=key)
 
 
 # --- the prompt of each kind ------------------------------------------------------------------
@@ -87,7 +72,7 @@ def show_prompt(ex: Exercise, index: int) -> None:
         )
     elif k == "which_mask":
         st.markdown(tx(ex.prompt_key))
-        heat(d["weights"], d["tokens"], d["tokens"], key=f"q_heat_{index}")
+        attention_map(d["weights"], d["tokens"], d["tokens"], key=f"q_heat_{index}")
     elif k == "shift_right":
         st.markdown(tx(ex.prompt_key, target=" ".join(d["target"]), bos=d["bos"], eos=d["eos"]))
     elif k == "pe_dot":
@@ -123,7 +108,7 @@ def show_prompt(ex: Exercise, index: int) -> None:
         st.markdown(tx(ex.prompt_key, d_model=d["d_model"], warmup=d["warmup"], step=d["step"]))
     elif k == "attention_kind":
         st.markdown(tx(ex.prompt_key, layer=d["layer"] + 1, head=d["head"] + 1))
-        heat(d["weights"], d["queries"], d["keys"], key=f"q_heat_{index}")
+        attention_map(d["weights"], d["queries"], d["keys"], key=f"q_heat_{index}")
     elif k == "family_task":
         st.markdown(tx(ex.prompt_key, task=t(f"practice.family_task.task.{d['task']}")))
     elif k == "cross_attention":
@@ -181,7 +166,7 @@ def show_solution(ex: Exercise, index: int) -> None:
     st.markdown("\n".join(lines))
     if ex.kind == "cross_attention":
         d = ex.data
-        heat(
+        attention_map(
             d["weights"],
             d["queries"],
             d["keys"],

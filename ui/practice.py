@@ -18,7 +18,9 @@ from practice.parse import (
     parse_shape,
     parse_tokens,
 )
+from ui.charts import plotly_chart
 from ui.i18n import t, translated_widget
+from viz.concepts import matrix_heatmap
 
 SEED_KEY, TOPIC_KEY, TEACHER_KEY = "seed", "topic", "teacher"
 _PUBLISHED = "_practice_published"  # what this session last wrote into the URL, per key
@@ -183,3 +185,18 @@ def read_answer(ex: Exercise, raw: dict[str, object]):
             raise AnswerError("practice.input.pick_cells")
         return picks
     raise ValueError(f"unknown form {ex.form!r}")
+
+
+def attention_map(weights, rows, cols, *, key: str, title: str = "", where=st) -> None:
+    """An attention-weight heatmap with the practice pages' labels (queries down, keys across)."""
+    fig = matrix_heatmap(
+        weights,
+        rows,
+        cols,
+        probability=True,
+        title=title,
+        value_name=t("practice.weight"),
+        row_title=t("practice.queries"),
+        col_title=t("practice.keys"),
+    )
+    plotly_chart(fig, key=key, where=where)
