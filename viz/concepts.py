@@ -31,6 +31,19 @@ def _esc(text: str) -> str:
     return html.escape(text or "", quote=False)
 
 
+def _titled_with_legend(fig: go.Figure, title: str, height: int) -> go.Figure:
+    """A title on the top edge and the legend below it, both above the plot."""
+    fig.update_layout(
+        title=dict(text=_esc(title), y=1, yref="container", yanchor="top", pad=dict(t=8))
+        if title
+        else None,
+        height=height + (30 if title else 0),
+        margin=dict(l=10, r=10, t=85 if title else 20, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+    )
+    return fig
+
+
 @memo_figure
 def matrix_heatmap(
     values,
@@ -175,16 +188,7 @@ def lines_figure(
         )
     fig.update_xaxes(title=_esc(x_title), type="log" if log_x else "linear")
     fig.update_yaxes(title=_esc(y_title), type="log" if log_y else "linear")
-    fig.update_layout(
-        # A title sits on the top edge, the legend below it, both above the plot.
-        title=dict(text=_esc(title), y=1, yref="container", yanchor="top", pad=dict(t=8))
-        if title
-        else None,
-        height=height + (30 if title else 0),
-        margin=dict(l=10, r=10, t=85 if title else 20, b=10),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
-    )
-    return fig
+    return _titled_with_legend(fig, title, height)
 
 
 @memo_figure
@@ -441,12 +445,4 @@ def band_figure(
         )
     fig.update_xaxes(title=_esc(x_title))
     fig.update_yaxes(title=_esc(y_title))
-    fig.update_layout(
-        title=dict(text=_esc(title), y=1, yref="container", yanchor="top", pad=dict(t=8))
-        if title
-        else None,
-        height=height + (30 if title else 0),
-        margin=dict(l=10, r=10, t=85 if title else 20, b=10),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
-    )
-    return fig
+    return _titled_with_legend(fig, title, height)
