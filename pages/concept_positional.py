@@ -9,7 +9,7 @@ import streamlit as st
 from model.analysis.concepts import cosine_matrix, pe_shift_error, pe_shift_matrix, pe_wavelengths
 from model.positional import sinusoidal_encoding
 from ui.charts import plotly_chart
-from ui.concepts import cached_permutation_demo, try_model
+from ui.concepts import cached_permutation_demo, minilm_position_table
 from ui.frame import require_frame
 from ui.i18n import t
 from ui.permalink import linked
@@ -24,14 +24,6 @@ SENTENCE_B = ("love", "I", "you")
 @st.cache_data(show_spinner=False, max_entries=32)
 def table(max_len: int, d_model: int, interleaved: bool) -> np.ndarray:
     return sinusoidal_encoding(max_len, d_model, interleaved=interleaved).numpy()
-
-
-@st.cache_data(show_spinner=False)
-def minilm_positions() -> np.ndarray | None:
-    lm, _ = try_model("minilm")
-    if lm is None:
-        return None
-    return lm.network.embed.position.table.detach().float().cpu().numpy()
 
 
 st.title(t("concepts.positional.title"))
@@ -191,7 +183,7 @@ st.success(
 
 st.subheader(t("concepts.positional.learned"))
 st.markdown(t("concepts.positional.learned_text"))
-learned = minilm_positions()
+learned = minilm_position_table()
 if learned is None:
     st.info(t("concepts.positional.learned_missing"), icon=":material/info:")
 else:

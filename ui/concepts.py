@@ -36,6 +36,16 @@ def try_model(name: str) -> tuple[LabModel | None, str]:
         return None, str(err)
 
 
+@st.cache_data(show_spinner=False)
+def minilm_position_table() -> np.ndarray | None:
+    """MiniLM's learned position embeddings [positions, d_model], or None when it cannot load
+    (the positional and "since 2017" pages compare them with the sinusoids)."""
+    lm, _ = try_model("minilm")
+    if lm is None:
+        return None
+    return lm.network.embed.position.table.detach().float().cpu().numpy()
+
+
 def concept_model() -> tuple[LabModel | None, str]:
     """The sidebar's model, or MiniLM with a clear note when that one cannot be used here.
 

@@ -20,7 +20,7 @@ from model.analysis.summaries import sink_share
 from model.attention import MultiHeadAttention
 from model.runtime.decoding import greedy_decode
 from model.training.lengths import load_results
-from ui.concepts import try_model
+from ui.concepts import minilm_position_table
 from ui.models import load_model
 from viz.modern import (
     length_figure,
@@ -38,14 +38,6 @@ MEMORY_NS = (64, 128, 256, 512, 1024)  # measuring every allocation: ~2 s at blo
 def length_results() -> tuple[dict, list[dict]]:
     """The shipped length-generalisation result (assets/experiments/positions)."""
     return load_results()
-
-
-@st.cache_data(show_spinner=False)
-def minilm_position_table() -> np.ndarray | None:
-    lm, _ = try_model("minilm")
-    if lm is None:
-        return None
-    return lm.network.embed.position.table.detach().float().cpu().numpy()
 
 
 @st.cache_data(show_spinner=False)
