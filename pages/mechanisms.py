@@ -384,40 +384,25 @@ with heads_tab:
         )
         labels = [head_label(h.kind, h.layer, h.head) for h in a.heads]
         x_att, x_roll = t("mech.heads.attention"), t("mech.heads.rollout")
-        c1, c2, c3 = st.columns(3)
-        plotly_chart(
-            head_scatter(
-                [h.attention for h in a.heads],
-                [h.ablation_logit for h in a.heads],
-                labels,
-                x_title=x_att,
-                y_title=t("mech.heads.ablation"),
-            ),
-            key="mech_sc_abl",
-            where=c1,
-        )
-        plotly_chart(
-            head_scatter(
-                [h.attention for h in a.heads],
-                [h.direct for h in a.heads],
-                labels,
-                x_title=x_att,
-                y_title=t("mech.heads.direct"),
-            ),
-            key="mech_sc_dla",
-            where=c2,
-        )
-        plotly_chart(
-            head_scatter(
+        attention = [h.attention for h in a.heads]
+        ablation = [h.ablation_logit for h in a.heads]
+        scatters = (  # (x, y, x title, y title, chart key): is attention a good proxy?
+            (attention, ablation, x_att, t("mech.heads.ablation"), "mech_sc_abl"),
+            (attention, [h.direct for h in a.heads], x_att, t("mech.heads.direct"), "mech_sc_dla"),
+            (
                 [h.rollout for h in a.heads],
-                [h.ablation_logit for h in a.heads],
-                labels,
-                x_title=x_roll,
-                y_title=t("mech.heads.ablation"),
+                ablation,
+                x_roll,
+                t("mech.heads.ablation"),
+                "mech_sc_roll",
             ),
-            key="mech_sc_roll",
-            where=c3,
         )
+        for where, (xs, ys, x_title, y_title, key) in zip(st.columns(3), scatters, strict=True):
+            plotly_chart(
+                head_scatter(xs, ys, labels, x_title=x_title, y_title=y_title),
+                key=key,
+                where=where,
+            )
         st.caption(t("mech.heads.caption"))
         frame = pd.DataFrame(
             {
