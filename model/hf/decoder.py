@@ -303,27 +303,27 @@ def build_decoder(folder: str | Path, config=None) -> tuple[DecoderModel, HFToke
         raise ModelLoadError(f"{folder} cannot run in our decoder: {reason}")
     tokenizer = load_tokenizer(folder)
     cfg = decoder_config(config, decoder_max_len(config, tokenizer))
-    state = map_decoder_weights(read_weights(weight_files(folder)), cfg, config.model_type)
-    with torch.device("meta"):  # no random init of weights that are replaced at once
-        network = DecoderModel(cfg)
+    weights = read_weights(weight_files(folder))
     try:
-        network.load_state_dict(state, strict=True, assign=True)
+        network = decoder_from_weights(weights, cfg, config.model_type)
     except RuntimeError as err:  # shapes that disagree with config.json
         raise ModelLoadError(
             f"{folder}: weights do not fit config.json ({short_error(err)})"
         ) from err
+    return network, tokenizer
+
+
+def decoder_from_weights(
+    weights: dict[str, torch.Tensor], cfg: TransformerConfig, model_type: str
+) -> DecoderModel:
+    """Our DecoderModel holding a checkpoint's tensors (float32 ones are shared, not copied)."""
+    state = map_decoder_weights(weights, cfg, model_type)
+    with torch.device("meta"):  # no random init of weights that are replaced at once
+        network = DecoderModel(cfg)
+    network.load_state_dict(state, strict=True, assign=True)
     if cfg.tie_embeddings:  # assign=True replaced the shared Parameter: share it again
         network.head.weight = network.embed.token.weight
-    _materialise_buffers(network)
-    return network.eval(), tokenizer
-
-
-def _materialise_buffers(network: DecoderModel) -> None:
-    """Buffers built on the meta device (none today for these layouts) must not stay there."""
-    for module in network.modules():
-        for name, buf in list(module.named_buffers(recurse=False)):
-            if buf.is_meta:
-                raise ModelLoadError(f"internal: buffer {name} was not materialised")
+    return network.eval()
 
 
 def transformers_causal_lm(
