@@ -138,6 +138,7 @@ def load_hf_folder(folder: str | Path, device: str | torch.device = "auto"):
         reason = f"model_type {config.model_type!r} is not one Attention Lab maps"
     lm = HFLabModel.from_folder(folder, device, config=config)
     lm.info["note"] = fallback_note(reason)
+    lm.info["fallback_reason"] = reason
     return lm
 
 
