@@ -33,7 +33,9 @@ class TransformerConfig:
     # The feed-forward sub-layer: W_2 act(W_1 x) with ReLU (the paper), GELU (BERT) or
     # GELU's tanh form (GPT-2); "swiglu" is W_2 (Swish(W_1 x) ⊙ V x) (Shazeer 2020; LLaMA).
     ffn: Literal["relu", "gelu", "gelu_tanh", "swiglu"] | None = None  # None: "relu"
-    activation: str | None = None  # the older name of ``ffn``, kept for saved checkpoints
+    # The older name of ``ffn``, read from saved checkpoints; it always mirrors ``ffn``, which
+    # wins when both are given (so dataclasses.replace(cfg, ffn=...) works).
+    activation: str | None = None
     norm_placement: Literal["post", "pre"] = "post"  # post-LN as in the paper; pre-LN as GPT-2
     # LayerNorm (Ba et al. 2016: centre, scale, shift) or RMSNorm (Zhang & Sennrich 2019:
     # scale by the root mean square only, no centring, no bias; LLaMA, Qwen2, Mistral).
@@ -77,8 +79,6 @@ class TransformerConfig:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.d_ff < 0:
             raise ValueError(f"d_ff must be 0 (attention-only) or positive, not {self.d_ff}")
-        if self.ffn is not None and self.activation is not None and self.ffn != self.activation:
-            raise ValueError(f"ffn={self.ffn!r} and activation={self.activation!r} disagree")
         self.ffn = self.ffn or self.activation or "relu"
         self.activation = self.ffn
         if self.ffn not in FFNS:

@@ -201,3 +201,48 @@ def test_an_empty_prompt_is_refused_with_a_clear_message(models):
         lm.trace("")
     with pytest.raises(ValueError, match="empty"):
         list(lm.decode(""))
+
+
+# --- the config switches on their own ---------------------------------------------------------
+
+
+def test_the_two_rotary_layouts_are_one_rotation_on_permuted_dimensions():
+    from model.positional import apply_rope
+
+    x = torch.randn(2, 3, 5, 8)  # [B, H, L, d_k]
+    positions = torch.arange(5)
+    # Dimension i of the half layout pairs with i + 4; interleaved pairs 2i with 2i + 1.
+    to_interleaved = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7])
+    half = apply_rope(x, positions, base=500.0, layout="half")
+    inter = apply_rope(x[..., to_interleaved], positions, base=500.0, layout="interleaved")
+    torch.testing.assert_close(half[..., to_interleaved], inter)
+    assert not torch.allclose(half, apply_rope(x, positions, base=500.0))  # layouts differ
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("norm", "batch", "norm must be 'layer' or 'rms'"),
+        ("ffn", "tanh", "ffn must be one of relu, gelu, gelu_tanh, swiglu"),
+        ("rope_layout", "spiral", "rope_layout must be 'interleaved' or 'half'"),
+        ("rope_base", 0.0, "rope_base must be positive"),
+    ],
+)
+def test_a_bad_layout_switch_is_refused_with_a_message(field, value, message):
+    from model.config import TransformerConfig
+
+    with pytest.raises(ValueError, match=message):
+        TransformerConfig(**{field: value})
+
+
+def test_saved_configs_with_the_old_activation_key_load_as_their_ffn():
+    from model.config import TransformerConfig
+
+    cfg = TransformerConfig.from_dict({"kind": "decoder", "activation": "gelu"})
+    assert (cfg.ffn, cfg.norm, cfg.qkv_bias, cfg.rope_layout) == (
+        "gelu",
+        "layer",
+        True,
+        "interleaved",
+    )
+    assert TransformerConfig.from_dict(cfg.to_dict()) == cfg
