@@ -246,3 +246,12 @@ def test_saved_configs_with_the_old_activation_key_load_as_their_ffn():
         "interleaved",
     )
     assert TransformerConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_pieces_are_written_back_as_the_text_they_spell(models):
+    from model.analysis.tokens import written_text
+
+    lm, _ = models["llama"]
+    tokens = lm.encode(TEXT).tokens
+    assert tokens[:3] == ["<s>", "the", "Ġcat"]  # byte-level pieces, as the pages list them
+    assert written_text(lm.tgt_tokenizer, tokens, lm.tgt_tokenizer.special_tokens) == TEXT
