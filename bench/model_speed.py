@@ -75,8 +75,11 @@ def time_side_by_side_cpu(
         fn()
     wall: dict[str, list[float]] = {name: [] for name in fns}
     cpu: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
+    names = list(fns)
+    for r in range(repeats):
+        # The order turns every repeat, so no path always runs after the same other one.
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            fn = fns[name]
             start, start_cpu = time.perf_counter(), time.thread_time()
             fn()
             cpu[name].append(time.thread_time() - start_cpu)
