@@ -68,19 +68,18 @@ FACTS = attention_facts(load_model(FOLDER, selected_device()).config) if FOLDER 
 if FACTS:
     with st.container(border=True):
         st.subheader(t("models.yours.header", name=model_label(FOLDER)))
-        f1, f2, f3, f4 = st.columns(4)
-        positions = (
-            t("models.yours.rope", base=f"{FACTS['rope_base']:,.0f}")
-            if FACTS["rope_base"]
-            else t(f"modern.scheme.{FACTS['positions']}")
-        )
-        f1.metric(t("models.yours.positions"), positions)
-        f2.metric(
+        # Two rows: four metrics in one row cut "RoPE, base 1,000,000" off at 1440 px.
+        f1, f2, f3 = st.columns(3)
+        f1.metric(t("models.yours.positions"), t(f"modern.scheme.{FACTS['positions']}"))
+        base = FACTS["rope_base"]
+        f2.metric(t("models.yours.rope_base"), f"{base:,.0f}" if base else "–")
+        f3.metric(
             t("models.yours.heads"),
             t("models.yours.heads_value", q=FACTS["n_heads"], kv=FACTS["kv_heads"]),
         )
-        f3.metric(t("models.yours.per_token"), human_bytes(FACTS["cache_per_token"]))
-        f4.metric(
+        g1, g2, _ = st.columns(3)
+        g1.metric(t("models.yours.per_token"), human_bytes(FACTS["cache_per_token"]))
+        g2.metric(
             t("models.yours.at_max", n=f"{FACTS['max_len']:,}"),
             human_bytes(FACTS["cache_at_max_len"]),
         )

@@ -114,10 +114,12 @@ def test_attention_since_2017_reads_rope_base_kv_heads_and_cache_bytes_from_the_
     ok(at)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[translate("models.yours.positions", lang)] == translate(
-        "models.yours.rope", lang, base="10,000"
+        "modern.scheme.rope", lang
     )
+    assert metrics[translate("models.yours.rope_base", lang)] == "10,000"
     heads = translate("models.yours.heads_value", lang, q=8, kv=2)
     assert metrics[translate("models.yours.heads", lang)] == heads
+    assert heads.replace("개", "") == "8 / 2"
     # 2 layers x (k and v) x 2 KV heads x d_k 8 x 4 bytes = 256 B a token; 128 positions.
     assert metrics[translate("models.yours.per_token", lang)] == "256 B"
     assert metrics[translate("models.yours.at_max", lang, n="128")] == "32.0 KiB"
