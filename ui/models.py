@@ -151,14 +151,12 @@ def show_engine_note(lm) -> None:
     """A folder transformers runs says so, and what it lacks (its reason stays literal)."""
     if lm.info.get("engine") != "transformers":
         return
-    from ui.sentence import code_span  # ui.sentence imports this module
-
     reason = lm.info.get("fallback_reason", "")
     st.caption(
         t(
             "models.fallback_note",
-            model_type=code_span(lm.info.get("model_type", "?")),
-            reason=code_span(reason) if reason else "",
+            model_type=lm.info.get("model_type", "?"),
+            reason=reason.replace("`", "'"),  # literal, in the loader's words
         )
     )
 
