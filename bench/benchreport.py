@@ -401,6 +401,20 @@ def markdown(r: dict) -> str:
             f"| {x['tokens']} tokens | {_ms(x['ours_fast_ms'])} | {_ms(x['ours_traced_ms'])} "
             f"| {_ms(x['transformers_ms'])} | {x['traced_over_transformers']:.2f}x |"
         )
+    dec = r["model"].get("pretrained_decoder")
+    if dec:
+        out += [
+            "",
+            "## A pretrained decoder's size: our engine beside transformers",
+            "",
+            "How a LLaMA-family folder (`load(folder)`, model.hf.decoder) runs in our code: one "
+            "trace of a random-initialised model at Qwen2.5-0.5B's dimensions (hidden 896, 24 "
+            "layers, 14 query heads sharing 2 key/value heads, SwiGLU 4864, vocabulary 151,936, "
+            "rotary base 10⁶, tied embeddings; the config only, nothing downloaded), timed "
+            "interleaved with transformers' eager forward on the same weights and ids.",
+            "",
+            *model_bench.decoder_table(dec),
+        ]
     out += [
         "",
         "## Head view beside BertViz",

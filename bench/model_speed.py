@@ -1,9 +1,13 @@
 """Benchmark: tokens/s of the fast (fused SDPA) and traced (explicit softmax) forward paths.
 
-    python -m bench.model_speed [--device auto] [--repeats 7] [--minilm-lengths 20,256] [--json out.json]
+    python -m bench.model_speed [--device auto] [--repeats 7] [--minilm-lengths 20,256]
+        [--decoder-length 64] [--json out.json]
 
 The MiniLM section times our mapped encoder beside transformers' own BertModel on the same
 weights and the same input, so the cost of running a real model through our code is visible.
+The pretrained-decoder section does the same for a random-initialised model at
+Qwen2.5-0.5B's dimensions (its config only; nothing is downloaded): our traced path, which
+returns every attention map, beside transformers' eager forward asked for its attentions.
 
 Paths are timed side by side, interleaved, in one run, and compared as a ratio: absolute
 numbers on a shared machine are noisy, ratios taken together are not (much).
@@ -58,6 +62,32 @@ def time_side_by_side(
             _sync(device)
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def time_side_by_side_cpu(
+    fns: dict[str, Callable[[], object]], repeats: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """(median wall seconds, median CPU seconds of this thread) per call, interleaved.
+
+    With one torch thread all the work runs on the calling thread, so its CPU time does not
+    count the time other processes held the cores: on a shared machine the fairer ratio."""
+    for fn in fns.values():
+        fn()
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
+    for r in range(repeats):
+        # The order turns every repeat, so no path always runs after the same other one.
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            fn = fns[name]
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            fn()
+            cpu[name].append(time.thread_time() - start_cpu)
+            wall[name].append(time.perf_counter() - start)
+    return (
+        {name: statistics.median(ts) for name, ts in wall.items()},
+        {name: statistics.median(ts) for name, ts in cpu.items()},
+    )
 
 
 def bench_forward(device: torch.device, batch: int, length: int, repeats: int) -> list[dict]:
@@ -145,6 +175,121 @@ def bench_minilm(device: torch.device, lengths: list[int], repeats: int) -> list
     return rows
 
 
+# Qwen2.5-0.5B's dimensions (its config.json), so the figures are a real small model's.
+QWEN25_05B = dict(
+    vocab_size=151936,
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    max_position_embeddings=32768,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+    bos_token_id=151643,
+    eos_token_id=151643,
+)
+
+
+def _peak_reset() -> bool:
+    """Reset this process's peak RSS (Linux: /proc/self/clear_refs), so the next reading of
+    VmHWM is the peak of what runs after it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _rss_mib(field: str = "VmRSS") -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def peak_extra_mib(fn: Callable[[], object], device: torch.device) -> float | None:
+    """Memory one call needs beyond what is already held, in MiB: the CUDA allocator's peak,
+    or on CPU the rise of the process's peak RSS over its RSS before the call."""
+    import gc
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fn()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - base) / 2**20
+    before = _rss_mib()
+    if before is None or not _peak_reset():
+        return None
+    fn()
+    peak = _rss_mib("VmHWM")
+    return None if peak is None else max(0.0, peak - before)
+
+
+def bench_pretrained_decoder(
+    device: torch.device,
+    length: int,
+    repeats: int,
+    dims: dict | None = None,
+    label: str = "Qwen2.5-0.5B dimensions",
+) -> dict:
+    """One ``length``-token trace through our engine beside transformers' eager forward, on
+    the same random weights at Qwen2.5-0.5B's size (mapped by model.hf.decoder, shared, not
+    copied), with the memory each forward needs on top of the weights."""
+
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from model.hf.decoder import decoder_config, decoder_from_weights
+
+    config = Qwen2Config(**(dims or QWEN25_05B))
+    config._attn_implementation = "eager"  # the implementation that returns attention weights
+    torch.manual_seed(0)
+    reference = Qwen2ForCausalLM(config).eval()
+    cfg = decoder_config(config, max_len=4096)
+    ours = decoder_from_weights(reference.state_dict(), cfg, "qwen2")
+    reference, ours = reference.to(device), ours.to(device)
+    ids = torch.randint(0, config.vocab_size, (1, length), device=device)
+    calls = {
+        "ours_traced": lambda: ours(ids, trace=True),
+        "ours_fast": lambda: ours(ids),
+        "transformers_eager": lambda: reference(input_ids=ids, output_attentions=True),
+    }
+    one_thread = device.type == "cpu" and torch.get_num_threads() == 1
+    with torch.inference_mode():
+        if one_thread:
+            t, cpu = time_side_by_side_cpu(calls, repeats)
+        else:
+            t, cpu = time_side_by_side(calls, repeats, device), None
+        memory = {name: peak_extra_mib(fn, device) for name, fn in calls.items()}
+        logits_gap = float((ours(ids).logits - reference(input_ids=ids).logits).abs().max())
+    weights_mib = sum(p.numel() * p.element_size() for p in ours.parameters()) / 2**20
+    result = {
+        "what": f"{label} (random weights), {length} tokens, batch 1",
+        "tokens": length,
+        "params_m": sum(p.numel() for p in ours.parameters()) / 1e6,
+        "weights_mib": weights_mib,
+        **{f"{name}_ms": 1e3 * t[name] for name in calls},
+        **{f"{name}_peak_mib": memory[name] for name in calls},
+        "speed_vs_transformers": t["transformers_eager"] / t["ours_traced"],
+        # One torch thread: the same ratio in CPU time, which other processes cannot skew.
+        "cpu_speed_vs_transformers": (
+            cpu["transformers_eager"] / cpu["ours_traced"] if cpu else None
+        ),
+        "threads": torch.get_num_threads(),
+        "max_logit_difference": logits_gap,
+    }
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="auto")
@@ -154,6 +299,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument(
         "--minilm-lengths", default="20,256", help="comma-separated token counts; '' skips MiniLM"
+    )
+    parser.add_argument(
+        "--decoder-length",
+        type=int,
+        default=64,
+        help="tokens for the Qwen2.5-0.5B-sized decoder; 0 skips it",
     )
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args(argv)
@@ -168,6 +319,11 @@ def main(argv: list[str] | None = None) -> dict:
     forward = bench_forward(device, args.batch, args.length, args.repeats)
     decoding = bench_decoding(device, 4, 48, max(3, args.repeats // 2))
     minilm = bench_minilm(device, lengths, args.repeats) if lengths else []
+    decoder = (
+        bench_pretrained_decoder(device, args.decoder_length, args.repeats)
+        if args.decoder_length > 0
+        else None
+    )
     machine = {
         "device": str(device) if device.type != "cuda" else torch.cuda.get_device_name(),
         "cpu": platform.processor() or platform.machine(),
@@ -205,11 +361,49 @@ def main(argv: list[str] | None = None) -> dict:
                 f"| {r['what']} | {r['ours_fast_ms']:.2f} | {r['ours_traced_ms']:.2f} | "
                 f"{r['transformers_ms']:.2f} | {r['traced_over_transformers']:.2f}x |"
             )
-    result = {"machine": machine, "forward": forward, "decoding": decoding, "minilm": minilm}
+    if decoder:
+        print("\n" + "\n".join(decoder_table(decoder)))
+    result = {
+        "machine": machine,
+        "forward": forward,
+        "decoding": decoding,
+        "minilm": minilm,
+        "pretrained_decoder": decoder,
+    }
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
     return result
+
+
+def _mib(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.0f} MiB"
+
+
+def decoder_table(d: dict) -> list[str]:
+    """Markdown lines for the pretrained-decoder section (also used by bench.benchreport)."""
+    return [
+        f"{d['what']}: {d['params_m']:,.0f} M parameters, {_mib(d['weights_mib'])} of float32 "
+        f"weights; our logits differ from transformers' by at most {d['max_logit_difference']:.1e}.",
+        "",
+        "| path | time | memory beyond the weights (peak) |",
+        "|---|---:|---:|",
+        f"| ours, traced (every attention map, stages off) | {d['ours_traced_ms']:,.0f} ms "
+        f"| {_mib(d['ours_traced_peak_mib'])} |",
+        f"| ours, fast (fused attention) | {d['ours_fast_ms']:,.0f} ms "
+        f"| {_mib(d['ours_fast_peak_mib'])} |",
+        f"| transformers, eager with attentions | {d['transformers_eager_ms']:,.0f} ms "
+        f"| {_mib(d['transformers_eager_peak_mib'])} |",
+        "",
+        f"**Our traced path runs at {d['speed_vs_transformers']:.2f}x transformers' eager speed** "
+        "(its time divided by ours; the goal is at least 0.9x)"
+        + (
+            f"; in CPU time of the one torch thread, which other processes cannot skew, "
+            f"{d['cpu_speed_vs_transformers']:.2f}x."
+            if d.get("cpu_speed_vs_transformers")
+            else "."
+        ),
+    ]
 
 
 if __name__ == "__main__":

@@ -230,33 +230,88 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         n_kv_heads: int | None = None,
         positions: str | None = None,
+        *,
+        d_k: int | None = None,
+        out_bias: bool | None = None,
+        rope_base: float = 10000.0,
+        rope_layout: str = "interleaved",
     ):
         super().__init__()
-        if d_model % n_heads:
+        if d_k is None and d_model % n_heads:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if n_kv_heads < 1 or n_heads % n_kv_heads:
             raise ValueError(f"n_heads={n_heads} must be a multiple of n_kv_heads={n_kv_heads}")
-        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.d_model, self.n_heads = d_model, n_heads
+        self.d_k = d_model // n_heads if d_k is None else d_k
         self.n_kv_heads = n_kv_heads
         self.rope = positions == "rope"
         self.alibi = positions == "alibi"
+        self.rope_base, self.rope_layout = rope_base, rope_layout
         if self.rope and self.d_k % 2:
             raise ValueError(f"rotary positions need an even d_k, got {self.d_k}")
         self.dropout = dropout
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        # bias: on q, k, v (and W_O unless out_bias says otherwise; Qwen2 has q/k/v only).
+        self.q_proj = nn.Linear(d_model, n_heads * self.d_k, bias=bias)
         self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
         self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(
+            n_heads * self.d_k, d_model, bias=bias if out_bias is None else out_bias
+        )
 
     def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
         """[B, L, heads·d_k] -> [B, heads, L, d_k] (heads: n_heads unless given)."""
         b, n, _ = x.shape
         return x.view(b, n, heads or self.n_heads, self.d_k).transpose(1, 2)
 
-    def merge_heads(self, x: torch.Tensor) -> torch.Tensor:  # [B, H, L, d_k] -> [B, L, D]
+    def merge_heads(self, x: torch.Tensor) -> torch.Tensor:  # [B, H, L, d_k] -> [B, L, H·d_k]
         b, _, n, _ = x.shape
-        return x.transpose(1, 2).reshape(b, n, self.d_model)
+        return x.transpose(1, 2).reshape(b, n, -1)
+
+    def project(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        cache: dict | None = None,
+        static_kv: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(q [B, H, Lq, d_k], k and v [B, H, Lk, d_k], score bias or None): the inputs of
+        softmax(QKᵀ/√d_k + bias) V, positions applied and key/value heads shared out.
+
+        cache: a dict the caller owns for incremental decoding; new keys/values
+        [B, n_kv_heads, L, d_k] are appended (self-attention) or computed once and reused
+        (``static_kv``, cross-attention). Relative positions count the cached keys: the new
+        queries and keys stand at positions past .. past + L - 1.
+        """
+        q = self.split_heads(self.q_proj(query))  # [B, H, Lq, d_k]
+        if cache is not None and static_kv and "k" in cache:
+            k, v = cache["k"], cache["v"]
+        else:
+            k = self.split_heads(self.k_proj(key), self.n_kv_heads)  # [B, G, Lk, d_k]
+            v = self.split_heads(self.v_proj(value), self.n_kv_heads)
+            past = (
+                cache["k"].shape[2] if cache is not None and "k" in cache and not static_kv else 0
+            )
+            if self.rope:  # keys rotated once, at their absolute positions, then cached
+                positions = torch.arange(past, past + k.shape[2], device=k.device)
+                k = apply_rope(k, positions, self.rope_base, self.rope_layout)
+            if cache is not None:
+                if past:
+                    k = torch.cat([cache["k"], k], dim=2)
+                    v = torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+        lq, lk = q.shape[2], k.shape[2]
+        # Self-attention: the queries are the last lq of the lk positions (all of them
+        # without a cache).
+        q_pos = torch.arange(lk - lq, lk, device=q.device)
+        if self.rope:
+            q = apply_rope(q, q_pos, self.rope_base, self.rope_layout)
+        bias = None
+        if self.alibi:
+            bias = alibi_bias(self.n_heads, q_pos, torch.arange(lk, device=q.device)).to(q.dtype)
+        groups = self.n_heads // self.n_kv_heads
+        return q, repeat_kv(k, groups), repeat_kv(v, groups), bias  # k, v: [B, H, Lk, d_k]
 
     def forward(
         self,
@@ -274,39 +329,10 @@ class MultiHeadAttention(nn.Module):
         """Returns (out [B, Lq, D], weights [B, H, Lq, Lk]).
 
         need_weights=False takes the fused fast path and returns None for the weights.
-        cache: a dict the caller owns for incremental decoding; new keys/values
-        [B, n_kv_heads, L, d_k] are appended (self-attention) or computed once and reused
-        (``static_kv``, cross-attention). Relative positions count the cached keys: the new
-        queries and keys stand at positions past .. past + L - 1.
+        cache / static_kv: see ``project``.
         head_mask [H]: multiplies each head's output (0 switches a head off).
         """
-        q = self.split_heads(self.q_proj(query))  # [B, H, Lq, d_k]
-        if cache is not None and static_kv and "k" in cache:
-            k, v = cache["k"], cache["v"]
-        else:
-            k = self.split_heads(self.k_proj(key), self.n_kv_heads)  # [B, G, Lk, d_k]
-            v = self.split_heads(self.v_proj(value), self.n_kv_heads)
-            past = (
-                cache["k"].shape[2] if cache is not None and "k" in cache and not static_kv else 0
-            )
-            if self.rope:  # keys rotated once, at their absolute positions, then cached
-                k = apply_rope(k, torch.arange(past, past + k.shape[2], device=k.device))
-            if cache is not None:
-                if past:
-                    k = torch.cat([cache["k"], k], dim=2)
-                    v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
-        lq, lk = q.shape[2], k.shape[2]
-        # Self-attention: the queries are the last lq of the lk positions (all of them
-        # without a cache).
-        q_pos = torch.arange(lk - lq, lk, device=q.device)
-        if self.rope:
-            q = apply_rope(q, q_pos)
-        bias = None
-        if self.alibi:
-            bias = alibi_bias(self.n_heads, q_pos, torch.arange(lk, device=q.device)).to(q.dtype)
-        groups = self.n_heads // self.n_kv_heads
-        k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # [B, H, Lk, d_k]
+        q, k, v, bias = self.project(query, key, value, cache, static_kv)
         p = self.dropout if self.training else 0.0
         if need_weights or return_stages:
             heads, weights = scaled_dot_product_attention(

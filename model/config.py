@@ -8,6 +8,9 @@ from typing import Literal
 
 Kind = Literal["encoder-decoder", "encoder", "decoder"]
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "none")
+NORMS = ("layer", "rms")
+FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
+ROPE_LAYOUTS = ("interleaved", "half")
 
 
 @dataclass
@@ -27,8 +30,16 @@ class TransformerConfig:
     n_decoder_layers: int = 2
     d_ff: int = 256  # 0: attention-only, no feed-forward sub-layer at all
     dropout: float = 0.1
-    activation: Literal["relu", "gelu"] = "relu"
+    # The feed-forward sub-layer: W_2 act(W_1 x) with ReLU (the paper), GELU (BERT) or
+    # GELU's tanh form (GPT-2); "swiglu" is W_2 (Swish(W_1 x) ⊙ V x) (Shazeer 2020; LLaMA).
+    ffn: Literal["relu", "gelu", "gelu_tanh", "swiglu"] | None = None  # None: "relu"
+    # The older name of ``ffn``, read from saved checkpoints; it always mirrors ``ffn``, which
+    # wins when both are given (so dataclasses.replace(cfg, ffn=...) works).
+    activation: str | None = None
     norm_placement: Literal["post", "pre"] = "post"  # post-LN as in the paper; pre-LN as GPT-2
+    # LayerNorm (Ba et al. 2016: centre, scale, shift) or RMSNorm (Zhang & Sennrich 2019:
+    # scale by the root mean square only, no centring, no bias; LLaMA, Qwen2, Mistral).
+    norm: Literal["layer", "rms"] = "layer"
     # Where order comes from: added to the embeddings ("sinusoidal", the paper; "learned",
     # BERT / GPT-2), applied inside self-attention ("rope", rotary; "alibi", a linear
     # distance bias per head), or nowhere ("none").
@@ -36,6 +47,18 @@ class TransformerConfig:
     # Key/value heads: None = n_heads (the paper); fewer = grouped-query attention, each
     # shared by n_heads / n_kv_heads query heads; 1 = multi-query attention.
     n_kv_heads: int | None = None
+    # Per-head width of queries and keys; None = d_model / n_heads (the paper).
+    head_dim: int | None = None
+    # Bias terms: on the q/k/v projections, on W_O, in the feed-forward layers. The paper
+    # and BERT have them all; LLaMA none; Qwen2 only on q, k, v.
+    qkv_bias: bool = True
+    out_bias: bool = True
+    ffn_bias: bool = True
+    # Rotary positions: the base of θ_i = base^(-2i/d_k), and which dimensions form a pair:
+    # "interleaved" (2i, 2i+1), as in the RoPE paper, or "half" (i, i + d_k/2), the
+    # rotate-half form of GPT-NeoX and LLaMA checkpoints.
+    rope_base: float = 10000.0
+    rope_layout: Literal["interleaved", "half"] = "interleaved"
     max_len: int = 128
     layer_norm_eps: float = 1e-5
     scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model), paper §3.4
@@ -47,17 +70,29 @@ class TransformerConfig:
     # False: an encoder that ends at its last hidden state, as pretrained encoders shipped
     # without a language-model head do (MiniLM); no [vocab]-wide logits are computed.
     output_head: bool = True
-    pad_id: int = 0
+    pad_id: int | None = 0  # None: no padding id (pretrained decoders run unpadded)
 
     def __post_init__(self) -> None:
         if self.kind not in ("encoder-decoder", "encoder", "decoder"):
             raise ValueError(f"unknown model kind {self.kind!r}")
-        if self.d_model % self.n_heads:
+        if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.d_ff < 0:
             raise ValueError(f"d_ff must be 0 (attention-only) or positive, not {self.d_ff}")
-        if self.activation not in ("relu", "gelu"):
-            raise ValueError(f"activation must be 'relu' or 'gelu', not {self.activation!r}")
+        self.ffn = self.ffn or self.activation or "relu"
+        self.activation = self.ffn
+        if self.ffn not in FFNS:
+            raise ValueError(f"ffn must be one of {', '.join(FFNS)}, not {self.ffn!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be 'layer' or 'rms', not {self.norm!r}")
+        if self.rope_layout not in ROPE_LAYOUTS:
+            raise ValueError(
+                f"rope_layout must be 'interleaved' or 'half', not {self.rope_layout!r}"
+            )
+        if self.rope_base <= 0:
+            raise ValueError(f"rope_base must be positive, not {self.rope_base}")
+        if self.head_dim is not None and self.head_dim < 1:
+            raise ValueError(f"head_dim must be at least 1, not {self.head_dim}")
         if self.norm_placement not in ("post", "pre"):
             raise ValueError(f"norm_placement must be 'post' or 'pre', not {self.norm_placement!r}")
         if self.positions not in POSITIONS:
@@ -77,8 +112,8 @@ class TransformerConfig:
 
     @property
     def d_k(self) -> int:
-        """Per-head width of queries and keys (= d_v): d_model / n_heads."""
-        return self.d_model // self.n_heads
+        """Per-head width of queries and keys (= d_v): head_dim, else d_model / n_heads."""
+        return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
 
     @property
     def kv_heads(self) -> int:

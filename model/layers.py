@@ -13,18 +13,56 @@ from model.config import TransformerConfig
 from model.trace import Recorder
 
 
-class FeedForward(nn.Module):
-    """Position-wise FFN(x) = W_2 act(W_1 x + b_1) + b_2, the same MLP at every position."""
+def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU's tanh approximation, the form GPT-2 was trained with."""
+    return F.gelu(x, approximate="tanh")
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str):
+
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": _gelu_tanh, "swiglu": F.silu}
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN(x) = W_2 act(W_1 x + b_1) + b_2, the same MLP at every position.
+
+    "swiglu" (Shazeer 2020, LLaMA) gates it: W_2 (Swish(W_1 x) ⊙ V x), with a third matrix
+    V (``up``); Swish = SiLU, x·σ(x).
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str, bias: bool = True):
         super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.linear2 = nn.Linear(d_ff, d_model)
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.up = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
-        self.activation = F.gelu if activation == "gelu" else F.relu
+        self.activation = ACTIVATIONS[activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+        h = self.activation(self.linear1(x))  # [B, L, d_ff]
+        if self.up is not None:
+            h = h * self.up(x)
+        return self.linear2(self.dropout(h))
+
+
+class RMSNorm(nn.Module):
+    """x / RMS(x) · g, RMS(x) = sqrt(mean(x²) + eps) (Zhang & Sennrich 2019): LayerNorm
+    without the centring and without a bias; LLaMA, Qwen2 and Mistral normalise this way."""
+
+    def __init__(self, d_model: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+def make_norm(cfg: TransformerConfig) -> nn.Module:
+    """The config's normalisation over d_model: LayerNorm or RMSNorm."""
+    if cfg.norm == "rms":
+        return RMSNorm(cfg.d_model, cfg.layer_norm_eps)
+    return nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
 
 
 def recorded(ffn: nn.Module, rec: Recorder | None, kind: str) -> Callable:
@@ -45,9 +83,9 @@ class AddNorm(nn.Module):
     pre-LN (GPT-2, Xiong et al. 2020): x + Sublayer(LayerNorm(x)); trains without warm-up.
     """
 
-    def __init__(self, d_model: int, eps: float, dropout: float, pre_norm: bool):
+    def __init__(self, d_model: int, eps: float, dropout: float, pre_norm: bool, rms: bool = False):
         super().__init__()
-        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.norm = RMSNorm(d_model, eps) if rms else nn.LayerNorm(d_model, eps=eps)
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = pre_norm
 
@@ -75,8 +113,23 @@ def self_attention(cfg: TransformerConfig) -> MultiHeadAttention:
     ALiBi) applied here rather than added to the embeddings. Cross-attention takes no
     positions: its keys are another sequence's."""
     return MultiHeadAttention(
-        cfg.d_model, cfg.n_heads, cfg.dropout, n_kv_heads=cfg.kv_heads, positions=cfg.positions
+        cfg.d_model,
+        cfg.n_heads,
+        cfg.dropout,
+        bias=cfg.qkv_bias,
+        n_kv_heads=cfg.kv_heads,
+        positions=cfg.positions,
+        d_k=cfg.d_k,
+        out_bias=cfg.out_bias,
+        rope_base=cfg.rope_base,
+        rope_layout=cfg.rope_layout,
     )
+
+
+def add_norm(cfg: TransformerConfig) -> AddNorm:
+    """Add & Norm as the config places it, with its kind of normalisation."""
+    pre = cfg.norm_placement == "pre"
+    return AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre, cfg.norm == "rms")
 
 
 def _feed_forward(cfg: TransformerConfig) -> tuple[FeedForward | None, AddNorm | None]:
@@ -84,9 +137,8 @@ def _feed_forward(cfg: TransformerConfig) -> tuple[FeedForward | None, AddNorm |
     as in Elhage et al. 2021's "attention-only transformers", where induction heads are read)."""
     if cfg.d_ff == 0:
         return None, None
-    pre = cfg.norm_placement == "pre"
-    ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
-    return ffn, AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
+    ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.ffn, cfg.ffn_bias)
+    return ffn, add_norm(cfg)
 
 
 class EncoderLayer(nn.Module):
@@ -94,9 +146,8 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        pre = cfg.norm_placement == "pre"
         self.self_attn = self_attention(cfg)
-        self.attn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
+        self.attn_norm = add_norm(cfg)
         self.ffn, self.ffn_norm = _feed_forward(cfg)
 
     def forward(
@@ -134,17 +185,22 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, cross: bool):
         super().__init__()
-        pre = cfg.norm_placement == "pre"
         self.self_attn = self_attention(cfg)
-        self.attn_norm = AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre)
+        self.attn_norm = add_norm(cfg)
         self.cross_attn = (
-            MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout, n_kv_heads=cfg.kv_heads)
+            MultiHeadAttention(
+                cfg.d_model,
+                cfg.n_heads,
+                cfg.dropout,
+                bias=cfg.qkv_bias,
+                n_kv_heads=cfg.kv_heads,
+                d_k=cfg.d_k,
+                out_bias=cfg.out_bias,
+            )
             if cross
             else None
         )
-        self.cross_norm = (
-            AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre) if cross else None
-        )
+        self.cross_norm = add_norm(cfg) if cross else None
         self.ffn, self.ffn_norm = _feed_forward(cfg)
 
     def forward(

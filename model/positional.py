@@ -94,16 +94,29 @@ def rope_frequencies(d_k: int, base: float = 10000.0) -> torch.Tensor:
     return torch.exp(torch.arange(0, d_k, 2, dtype=torch.float64) * (-math.log(base) / d_k))
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
-    """Rotate each pair (x_2i, x_2i+1) of x [..., L, d_k] by the angle positions[L] · θ_i.
+def apply_rope(
+    x: torch.Tensor,
+    positions: torch.Tensor,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+) -> torch.Tensor:
+    """Rotate each pair of dimensions of x [..., L, d_k] by the angle positions[L] · θ_i.
 
     A rotation by p·θ of q and by s·θ of k leaves q·k a function of (p - s) alone, so
     attention scores see only relative distance, and cached keys keep their rotation.
+    ``layout`` says which dimensions pair up: "interleaved" (2i, 2i+1), the RoPE paper's, or
+    "half" (i, i + d_k/2), the rotate-half form LLaMA-family checkpoints were trained with.
+    The two are the same rotation on permuted dimensions, so weights fit only their own.
     """
+    if layout not in ("interleaved", "half"):
+        raise ValueError(f"unknown rotary layout {layout!r}; use 'interleaved' or 'half'")
     d_k = x.shape[-1]
     angles = positions.to(torch.float64)[:, None] * rope_frequencies(d_k, base).to(x.device)
     cos = torch.cos(angles).to(x.dtype)  # [L, d_k/2]
     sin = torch.sin(angles).to(x.dtype)
+    if layout == "half":
+        first, second = x[..., : d_k // 2], x[..., d_k // 2 :]
+        return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
     even, odd = x[..., 0::2], x[..., 1::2]
     out = torch.empty_like(x)
     out[..., 0::2] = even * cos - odd * sin

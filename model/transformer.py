@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from model.config import TransformerConfig
-from model.layers import DecoderLayer, EncoderLayer
+from model.layers import DecoderLayer, EncoderLayer, make_norm
 from model.masks import attention_mask
 from model.positional import build_positional
 from model.trace import Recorder, Trace
@@ -69,7 +69,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         pre = cfg.norm_placement == "pre"
-        self.final_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if pre else None
+        self.final_norm = make_norm(cfg) if pre else None
 
     def forward(
         self,
@@ -99,7 +99,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(DecoderLayer(cfg, cross) for _ in range(cfg.n_decoder_layers))
         pre = cfg.norm_placement == "pre"
-        self.final_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if pre else None
+        self.final_norm = make_norm(cfg) if pre else None
 
     def forward(
         self,
@@ -171,6 +171,12 @@ class _Model(nn.Module):
             else:
                 nn.init.xavier_uniform_(p)
 
+    def valid(self, ids: torch.Tensor) -> torch.Tensor:
+        """True where ``ids`` holds a real token, False at padding (none without a pad id)."""
+        if self.config.pad_id is None:
+            return torch.ones_like(ids, dtype=torch.bool)
+        return ids != self.config.pad_id
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
@@ -183,7 +189,7 @@ class _Model(nn.Module):
         self, ids: torch.Tensor, cache: dict | None, src_valid: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor | None, int]:
         """Masked self-attention (causal + padding) and cross-attention masks for ``ids``."""
-        valid = ids != self.config.pad_id
+        valid = self.valid(ids)
         offset = 0 if cache is None else cache["length"]
         key_valid = valid
         if cache is not None:
@@ -214,7 +220,7 @@ class EncoderDecoderModel(_Model):
         self, src_ids: torch.Tensor, rec: Recorder | None = None, head_mask: HeadMask | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Source ids [B, Ls] -> (memory [B, Ls, D], source validity [B, Ls])."""
-        valid = src_ids != self.config.pad_id
+        valid = self.valid(src_ids)
         memory = self.encoder(self.src_embed(src_ids), attention_mask(valid, valid), rec, head_mask)
         return memory, valid
 
@@ -270,7 +276,7 @@ class EncoderModel(_Model):
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Ids [B, L] -> hidden states [B, L, D]."""
-        valid = ids != self.config.pad_id
+        valid = self.valid(ids)
         x = self.embed(ids, token_type_ids=token_type_ids)
         return self.encoder(x, attention_mask(valid, valid), rec, head_mask)
 

@@ -18,7 +18,7 @@ from ui.charts import plotly_chart
 from ui.concepts import try_model
 from ui.frame import require_frame
 from ui.i18n import axis_labels, t
-from ui.models import load_model, model_label, selected_device
+from ui.models import engine_folder, load_model, model_label, selected_device
 from ui.permalink import linked
 from ui.sentence import clean_text, code_span, sentence_input
 from viz.attention import attention_heatmap
@@ -35,6 +35,12 @@ PATCH_DEFAULTS = {
     "en2ko": ("I study math at school", "I study music at school"),
     "reverse": ("a b c d e f g", "a b c x e f g"),
 }
+# A pretrained decoder's pair: the indirect-object sentence of interpretability work (the
+# two names swap, so the answer swaps with them).
+FOLDER_PATCH = (
+    "When Mary and John went to the store, John gave a drink to",
+    "When Mary and John went to the store, Mary gave a drink to",
+)
 
 
 @st.cache_data(show_spinner=False, ttl=60)
@@ -203,7 +209,17 @@ device = selected_device()
 
 
 def pick_model(where, key: str):
-    name = linked(where.selectbox, t("mech.model"), MODELS, key=key, format_func=model_label)
+    folder = engine_folder()  # the sidebar's LLaMA / Qwen2 / Mistral / GPT-2 folder, if any
+    options = (*MODELS, folder) if folder else MODELS
+    default = folder or MODELS[0]
+    name = linked(
+        where.selectbox,
+        t("mech.model"),
+        options,
+        key=key,
+        default=default,
+        format_func=model_label,
+    )
     lm, why = try_model(name)
     if lm is None:
         where.error(t("model.load_failed", name=model_label(name)), icon=":material/error:")
@@ -261,7 +277,8 @@ with patch_tab:
     lm, name = pick_model(st, "mpatch_m")
     if lm is not None:
         if st.session_state.get("mpatch_for") != name:  # a new model starts from its example
-            st.session_state["mclean"], st.session_state["mcorrupt"] = PATCH_DEFAULTS[name]
+            pair = PATCH_DEFAULTS.get(name, FOLDER_PATCH)
+            st.session_state["mclean"], st.session_state["mcorrupt"] = pair
             st.session_state["mpatch_for"] = name
         c1, c2 = st.columns(2)
         clean, _ = clean_text(c1.text_input(t("mech.patch.clean"), key="mclean"))

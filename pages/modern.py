@@ -8,12 +8,18 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.analysis.concepts import kv_cache_bytes
+from model.analysis.concepts import attention_facts, kv_cache_bytes
 from ui.charts import plotly_chart
 from ui.concepts import try_model
 from ui.frame import require_frame
 from ui.i18n import t, translated_widget
-from ui.models import model_label, selected_device, show_load_detail
+from ui.models import (
+    engine_folder,
+    load_model,
+    model_label,
+    selected_device,
+    show_load_detail,
+)
 from ui.modern import (
     cache_run,
     flash_chart,
@@ -55,6 +61,38 @@ def scheme_names() -> dict[str, str]:
 st.title(t("modern.title"))
 st.caption(t("modern.intro"))
 st.markdown(t("modern.overview"))
+
+# The sidebar's own LLaMA / Qwen2 / Mistral / GPT-2 folder: what its config chose, in numbers.
+FOLDER = engine_folder()
+FACTS = attention_facts(load_model(FOLDER, selected_device()).config) if FOLDER else None
+if FACTS:
+    with st.container(border=True):
+        st.subheader(t("models.yours.header", name=model_label(FOLDER)))
+        # Two rows: four metrics in one row cut "RoPE, base 1,000,000" off at 1440 px.
+        f1, f2, f3 = st.columns(3)
+        f1.metric(t("models.yours.positions"), t(f"modern.scheme.{FACTS['positions']}"))
+        base = FACTS["rope_base"]
+        f2.metric(t("models.yours.rope_base"), f"{base:,.0f}" if base else "–")
+        f3.metric(
+            t("models.yours.heads"),
+            t("models.yours.heads_value", q=FACTS["n_heads"], kv=FACTS["kv_heads"]),
+        )
+        g1, g2, _ = st.columns(3)
+        g1.metric(t("models.yours.per_token"), human_bytes(FACTS["cache_per_token"]))
+        g2.metric(
+            t("models.yours.at_max", n=f"{FACTS['max_len']:,}"),
+            human_bytes(FACTS["cache_at_max_len"]),
+        )
+        st.caption(
+            t(
+                f"models.yours.{FACTS['attention']}",
+                layers=FACTS["layers"],
+                kv=FACTS["kv_heads"],
+                group=FACTS["group"],
+                d_k=FACTS["d_k"],
+                mha=human_bytes(FACTS["cache_if_mha"]),
+            )
+        )
 
 # ---- 1. positions ------------------------------------------------------------------------------
 st.header(t("modern.positions.header"))
@@ -159,6 +197,19 @@ def rope_section() -> None:
     st.caption(
         t("modern.rope.caption", i=pair, theta=f"{theta:.4g}", turns=f"{theta * (n_pos - 1):.3g}")
     )
+    if FACTS and FACTS["rope_base"] and pair < FACTS["d_k"] // 2:
+        own = FACTS["rope_base"] ** (-2 * pair / FACTS["d_k"])
+        st.caption(
+            t(
+                "models.yours.rope_pair",
+                name=model_label(FOLDER),
+                base=f"{FACTS['rope_base']:,.0f}",
+                d_k=FACTS["d_k"],
+                i=pair,
+                theta=f"{own:.4g}",
+                layout=t(f"models.yours.layout.{FACTS['rope_layout']}"),
+            )
+        )
 
 
 rope_section()
@@ -209,7 +260,7 @@ def cache_section() -> None:
     cache_model = linked(
         st.segmented_control,
         t("modern.cache.model"),
-        list(CACHE_MODELS),
+        [*CACHE_MODELS, FOLDER] if FOLDER else list(CACHE_MODELS),
         key="mcmodel",
         required=True,
         format_func=model_label,
@@ -287,6 +338,11 @@ def cache_section() -> None:
                 run.layers, run.d_model, run.n_heads, 1, rows_now, run.bytes_per_value
             ),
         }
+        if run.kv_heads not in (run.n_heads, max(1, run.n_heads // 2), 1):  # the model's own
+            ours[t("modern.cache.gqa", g=run.kv_heads)] = kv_cache_bytes(
+                run.layers, run.d_model, run.n_heads, run.kv_heads, rows_now, run.bytes_per_value
+            )
+            ours = dict(sorted(ours.items(), key=lambda item: -item[1]))
         real = {
             t(f"modern.cache.{k}", g=g): kv_cache_bytes(
                 REAL["layers"],

@@ -153,3 +153,86 @@ def build_folders(tmp_path_factory) -> dict:
         )
     ).save_pretrained(out["t5"])
     return out
+
+
+# --- today's decoder-only layouts, run by our own engine -------------------------------------
+
+DECODER_TYPES = ("llama", "qwen2", "mistral", "gpt2")
+
+
+def decoder_tokenizer(model_type: str) -> tuple[PreTrainedTokenizerFast, dict]:
+    """A small byte-level BPE in the family's manner, and the config's special ids.
+
+    LLaMA and Mistral put <s> before every text; Qwen2 and GPT-2 add nothing.
+    """
+    if model_type in ("llama", "mistral"):
+        tok = byte_level_tokenizer(["<unk>", "<s>", "</s>"])
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", 1)]
+        )
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+        )
+        return fast, {"bos_token_id": 1, "eos_token_id": 2}
+    end = "<|endoftext|>"
+    tok = byte_level_tokenizer([end])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=end, pad_token=end)
+    if model_type == "gpt2":
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=tok, bos_token=end, eos_token=end, unk_token=end
+        )
+        return fast, {"bos_token_id": 0, "eos_token_id": 0}
+    return fast, {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}
+
+
+def decoder_model(model_type: str, vocab: int, ids: dict, **overrides):
+    """A random-initialised causal LM of the family: 2 layers, hidden 64, grouped-query
+    heads where the layout has them (8 query heads sharing 2 key/value heads)."""
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        MistralConfig,
+        MistralForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
+
+    if model_type == "gpt2":
+        cfg = dict(vocab_size=vocab, n_positions=64, n_embd=64, n_layer=2, n_head=4, **ids)
+        cfg["initializer_range"] = 0.1  # sharper attention than the default 0.02
+        return GPT2LMHeadModel(GPT2Config(**{**cfg, **overrides}))
+    classes = {
+        "llama": (LlamaConfig, LlamaForCausalLM, {"tie_word_embeddings": False}),
+        # Qwen2.5's small models tie their embeddings and use a large rotary base.
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM, {"tie_word_embeddings": True}),
+        "mistral": (MistralConfig, MistralForCausalLM, {"sliding_window": 32}),
+    }
+    config_cls, model_cls, extra = classes[model_type]
+    cfg = dict(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        rope_theta=1_000_000.0 if model_type == "qwen2" else 10_000.0,
+        initializer_range=0.1,  # sharper attention than the default 0.02
+        **ids,
+        **extra,
+    )
+    return model_cls(config_cls(**{**cfg, **overrides}))
+
+
+def build_decoder_folder(model_type: str, folder, **overrides):
+    """A tiny random ``model_type`` folder (safetensors + its tokenizer) saved into ``folder``."""
+    torch.manual_seed(0)
+    tokenizer, ids = decoder_tokenizer(model_type)
+    model = decoder_model(model_type, len(tokenizer), ids, **overrides)
+    with torch.no_grad():  # random biases, so a mapping that drops one cannot pass
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or "norm" in name or name.startswith("ln"):
+                p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

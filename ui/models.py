@@ -12,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from model.runtime.lab import LabModel
-from model.runtime.loading import PRETRAINED, SHIPPED, load
+from model.runtime.loading import CONTRAST, PRETRAINED, SHIPPED, load
 from model.runtime.types import DecodeStep, ForcedStep, ModelLoadError
 from model.trace import Trace
 from ui.i18n import t, translated_widget
@@ -44,6 +44,8 @@ def model_label(name: str) -> str:
     if extra is not None:
         origin, task = extra
         return t(f"model.session.{origin}", task=task, n=_ordinal(name))
+    if name not in (*SHIPPED, *PRETRAINED, *CONTRAST, FOLDER):
+        return Path(name).name or name  # a model folder: its own name
     return t(f"model.name.{name}")
 
 
@@ -120,11 +122,43 @@ def get_model(name: str | None = None, device: str | None = None) -> LabModel | 
     label = model_label(name) if name in model_choices() else Path(name).name
     try:
         with st.spinner(t("model.loading", name=label)):
-            return load_model(name, device)
+            lm = load_model(name, device)
     except (ModelLoadError, ValueError, OSError) as err:
         st.error(t("model.load_failed", name=label), icon=":material/error:")
         show_load_detail(str(err))
         return None
+    show_engine_note(lm)
+    return lm
+
+
+def engine_folder() -> str | None:
+    """The sidebar's model folder when our own engine runs it as a decoder (a LLaMA, Qwen2,
+    Mistral or GPT-2 folder, or a decoder checkpoint), else None: pages built on our engine
+    (mechanisms, "Attention since 2017") offer it beside their own models."""
+    if st.session_state.get(_MODEL_KEY) != FOLDER:
+        return None
+    name = selected_model()
+    if not name:
+        return None
+    try:
+        lm = load_model(name, selected_device())
+    except (ModelLoadError, ValueError, OSError):
+        return None
+    return name if isinstance(lm, LabModel) and lm.kind == "decoder" else None
+
+
+def show_engine_note(lm) -> None:
+    """A folder transformers runs says so, and what it lacks (its reason stays literal)."""
+    if lm.info.get("engine") != "transformers":
+        return
+    reason = lm.info.get("fallback_reason", "")
+    st.caption(
+        t(
+            "models.fallback_note",
+            model_type=lm.info.get("model_type", "?"),
+            reason=reason.replace("`", "'"),  # literal, in the loader's words
+        )
+    )
 
 
 def show_load_detail(detail: str) -> None:

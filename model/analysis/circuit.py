@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from model.attention import MultiHeadAttention, scaled_dot_product_attention
-from model.layers import AddNorm
+from model.layers import AddNorm, RMSNorm
 from model.masks import attention_mask
 from model.transformer import DecoderModel, EncoderDecoderModel
 
@@ -71,10 +71,15 @@ class _State:
         if self.tracking:
             self.run.parts.update(parts)
 
-    def layer_norm(self, norm: nn.LayerNorm, z: torch.Tensor, name: str) -> torch.Tensor:
-        """LayerNorm(z); the parts go through it as the affine map it is for this z."""
+    def layer_norm(self, norm: nn.Module, z: torch.Tensor, name: str) -> torch.Tensor:
+        """LayerNorm(z) or RMSNorm(z); the parts go through it as the linear (LayerNorm:
+        affine) map it is for this z."""
         out = norm(z)
-        if self.tracking:
+        if self.tracking and isinstance(norm, RMSNorm):  # no centring, no bias
+            rms = (z.pow(2).mean(dim=-1, keepdim=True) + norm.eps).sqrt()
+            for key, part in self.run.parts.items():
+                self.run.parts[key] = part / rms * norm.weight
+        elif self.tracking:
             sigma = (z.var(dim=-1, unbiased=False, keepdim=True) + norm.eps).sqrt()
             for key, part in self.run.parts.items():
                 self.run.parts[key] = (part - part.mean(-1, keepdim=True)) / sigma * norm.weight
@@ -91,15 +96,13 @@ def _attend(
     layer: int,
     st: _State,
 ) -> torch.Tensor:
-    q = mha.split_heads(mha.q_proj(query))  # [B, H, Lq, d_k]
-    k = mha.split_heads(mha.k_proj(memory))
-    v = mha.split_heads(mha.v_proj(memory))
-    heads, weights = scaled_dot_product_attention(q, k, v, mask)
+    q, k, v, bias = mha.project(query, memory, memory)  # [B, H, L, d_k], positions applied
+    heads, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias)
     st.run.attention.setdefault(kind, []).append(weights)
     heads = st.site(("heads", kind, layer), heads)
     out = mha.out_proj(mha.merge_heads(heads))
     if st.tracking:
-        w = mha.out_proj.weight  # [D, D]; head h owns input columns h*d_k .. (h+1)*d_k
+        w = mha.out_proj.weight  # [D, H·d_k]; head h owns input columns h*d_k .. (h+1)*d_k
         parts = {
             f"{kind}.{layer}.{h}": heads[:, h] @ w[:, h * mha.d_k : (h + 1) * mha.d_k].T
             for h in range(mha.n_heads)
@@ -188,7 +191,7 @@ def run(
     if isinstance(network, EncoderDecoderModel):
         if src_ids is None:
             raise ValueError("an encoder-decoder model needs the source ids")
-        valid = src_ids != network.config.pad_id
+        valid = network.valid(src_ids)
         memory = _stack(
             network.encoder.layers,
             network.encoder.final_norm,

@@ -220,6 +220,31 @@ def kv_cache_bytes(
     return 2 * layers * n_kv_heads * (d_model // n_heads) * tokens * bytes_per_value * batch
 
 
+def attention_facts(cfg, bytes_per_value: int = 4) -> dict:
+    """What a model's own config says about its attention (a TransformerConfig): where order
+    comes from (with RoPE's base and pair layout), query and key/value heads, d_k, and the
+    key/value cache its decoder keeps, per token and at its longest input (float32, as the
+    lab runs it, unless ``bytes_per_value`` says otherwise)."""
+    layers = cfg.n_decoder_layers if cfg.has_decoder else cfg.n_encoder_layers
+    per_token = 2 * layers * cfg.kv_heads * cfg.d_k * bytes_per_value
+    kv = cfg.kv_heads
+    return {
+        "positions": cfg.positions,
+        "rope_base": cfg.rope_base if cfg.positions == "rope" else None,
+        "rope_layout": cfg.rope_layout if cfg.positions == "rope" else None,
+        "layers": layers,
+        "n_heads": cfg.n_heads,
+        "kv_heads": kv,
+        "attention": "mha" if kv == cfg.n_heads else "mqa" if kv == 1 else "gqa",
+        "group": cfg.n_heads // kv,
+        "d_k": cfg.d_k,
+        "max_len": cfg.max_len,
+        "cache_per_token": per_token,
+        "cache_at_max_len": per_token * cfg.max_len,
+        "cache_if_mha": 2 * layers * cfg.n_heads * cfg.d_k * bytes_per_value * cfg.max_len,
+    }
+
+
 def cache_nbytes(cache: dict) -> dict[str, int]:
     """Bytes actually held by a model's key/value cache (``model.new_cache()`` after decoding),
     by kind: "self" grows one row per step, "cross" (encoder keys) is computed once."""

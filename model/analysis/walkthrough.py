@@ -96,8 +96,8 @@ def _by_hand(
     """Every head of one attention recomputed from its weights, beside what the model did."""
     x = seen["query"][0].float().cpu()  # [Lq, D]
     memory = seen["memory"][0].float().cpu()  # [Lk, D] (the same tensor as x for self-attention)
-    n, m, d_model, h = x.shape[0], memory.shape[0], x.shape[1], mha.n_heads
-    d_k = d_model // h
+    n, m, h = x.shape[0], memory.shape[0], mha.n_heads
+    d_k = mha.d_k  # d_model / h, unless the checkpoint sets its own head width
 
     def project(linear: nn.Linear, source: torch.Tensor, heads: int) -> torch.Tensor:
         """[L, D] -> [heads, L, d_k]: the projection, bias included, split into heads."""
@@ -112,7 +112,8 @@ def _by_hand(
     v = repeat_kv(project(mha.v_proj, memory, g)[None], h // g)[0]
     q_pos, k_pos = torch.arange(n), torch.arange(m)
     if mha.rope:  # rotary positions turn q and k before they meet (self-attention only)
-        q, k = apply_rope(q, q_pos), apply_rope(k, k_pos)
+        turn = {"base": mha.rope_base, "layout": mha.rope_layout}
+        q, k = apply_rope(q, q_pos, **turn), apply_rope(k, k_pos, **turn)
     scores = q @ k.transpose(-1, -2)  # [H, Lq, Lk]
     scaled = scores / math.sqrt(d_k)
     if mha.alibi:  # ALiBi: the distance penalty joins the scaled scores
@@ -126,8 +127,8 @@ def _by_hand(
     weights = torch.softmax(scaled.masked_fill(~allowed, float("-inf")), dim=-1)
     weights = torch.nan_to_num(weights, nan=0.0)  # a query with no allowed key: zero weights
     heads = weights @ v  # [H, Lq, d_k]
-    concat = heads.transpose(0, 1).reshape(n, d_model)  # [Lq, D]
-    w_o = mha.out_proj.weight.detach().float().cpu().T  # [D, D]
+    concat = heads.transpose(0, 1).reshape(n, h * d_k)  # [Lq, H·d_k]
+    w_o = mha.out_proj.weight.detach().float().cpu().T  # [H·d_k, D]
     b_o = mha.out_proj.bias.detach().float().cpu() if mha.out_proj.bias is not None else 0.0
     out = concat @ w_o + b_o
     model_out, _ = mha(seen["query"], seen["memory"], seen["memory"], mask, need_weights=False)

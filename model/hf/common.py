@@ -111,6 +111,14 @@ class HFTokenizer:
     def detokenize(self, ids: list[int]) -> str:
         return self.hf.decode(list(ids), skip_special_tokens=True).strip()
 
+    def written(self, tokens: list[str]) -> str:
+        """Tokens as the text they spell: byte-level "Ġcat" and SentencePiece "▁cat" pieces
+        joined back into words (model.analysis.tokens.written_text uses this)."""
+        try:
+            return self.hf.convert_tokens_to_string(list(tokens)).strip()
+        except Exception:  # a tokenizer without the conversion: pieces joined by spaces
+            return " ".join(tokens)
+
 
 def _refuse_custom_code(folder: Path) -> None:
     """Custom modelling code would only run with trust_remote_code, which stays off."""

@@ -80,7 +80,8 @@ def greedy_decode(
     for _ in range(max_new_tokens):
         logits = step(new if use_cache else prefix, None, cache)  # [B, vocab]
         token = logits.argmax(dim=-1)
-        token = torch.where(done, torch.full_like(token, model.config.pad_id), token)
+        pad = model.config.pad_id if model.config.pad_id is not None else eos_id
+        token = torch.where(done, torch.full_like(token, pad), token)
         generated.append(token)
         chosen_logits.append(logits)
         done |= token == eos_id

@@ -46,6 +46,7 @@ class LabModel:
         tgt_tokenizer: Tokenizer | None = None,
         device: str | torch.device = "auto",
         info: dict | None = None,
+        default_new_tokens: int | None = None,
     ):
         self.name = name
         self.device = resolve_device(device)
@@ -53,6 +54,9 @@ class LabModel:
         self.src_tokenizer = src_tokenizer
         self.tgt_tokenizer = tgt_tokenizer or src_tokenizer
         self.info = info or {}  # provenance shown in the UI: task, metrics, source folder
+        # Generation budget when a call gives none: None = up to max_len (the toy models stop
+        # at <eos> long before); pretrained decoders get a fixed number (CPU time).
+        self.default_new_tokens = default_new_tokens
 
     @property
     def config(self):
@@ -118,6 +122,8 @@ class LabModel:
         otherwise on their own greedy output, so the picture shows what the model produces.
         """
         enc = self.encode(text)
+        if not enc.ids:  # a pretrained tokenizer adds no <bos> of its own to an empty text
+            raise ValueError("the text is empty: type a sentence first")
         if self.kind == "encoder":
             out = self.network(
                 self._tensor(enc.ids), trace=True, stages=stages, head_mask=head_mask
@@ -236,10 +242,15 @@ class LabModel:
 
     def _budget(self, n_prefix: int, max_new_tokens: int | None) -> int:
         room = self.max_len - n_prefix
+        if max_new_tokens is None:
+            max_new_tokens = self.default_new_tokens
         return room if max_new_tokens is None else max(0, min(room, max_new_tokens))
 
     def _stepper(self, text: str, head_mask: HeadMask | None) -> tuple[SeqStepFn, list[int]]:
         """(logits of the last position for new ids given a cache, the decoder's first input)."""
-        ids = self._tensor(self.encode(text).ids)
+        enc = self.encode(text)
+        if not enc.ids:  # a pretrained tokenizer adds no <bos> of its own to an empty text
+            raise ValueError("the text is empty: type a sentence first")
+        ids = self._tensor(enc.ids)
         step, prefix = stepper(self.network, ids, self.tgt_tokenizer.bos_id, head_mask)
         return one_sequence(step, self.device), prefix[0].tolist()

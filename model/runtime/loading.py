@@ -91,14 +91,39 @@ def load_minilm(device: str | torch.device = "auto") -> LabModel:
     return load_bert_folder(minilm_path(), device, "minilm", {"source": MINILM_SOURCE})
 
 
-def load_hf_folder(folder: str | Path, device: str | torch.device = "auto"):
-    """A local Hugging Face folder: our encoder when the weights map, transformers otherwise.
+def load_decoder_folder(
+    folder: str | Path, device: str | torch.device = "auto", config=None
+) -> LabModel:
+    """A LLaMA / Qwen2 / Mistral / GPT-2 folder as a LabModel running our own DecoderModel."""
+    from model.hf.common import read_hf_config
+    from model.hf.decoder import build_decoder
+    from model.hf.fallback import DEFAULT_NEW_TOKENS
 
-    Returns a LabModel, or an HFLabModel with the same public surface.
+    folder = Path(folder)
+    config = config if config is not None else read_hf_config(folder)
+    network, tokenizer = build_decoder(folder, config)
+    info = {"engine": "attention-lab", "folder": str(folder), "model_type": config.model_type}
+    return LabModel(
+        folder.name,
+        network,
+        tokenizer,
+        device=device,
+        info=info,
+        default_new_tokens=DEFAULT_NEW_TOKENS,  # big models are slow on CPU
+    )
+
+
+def load_hf_folder(folder: str | Path, device: str | torch.device = "auto"):
+    """A local Hugging Face folder: our own engine when the layout maps (BERT encoders;
+    LLaMA, Qwen2, Mistral and GPT-2 decoders), transformers' own code otherwise.
+
+    Returns a LabModel, or an HFLabModel with the same public surface whose ``info["note"]``
+    says what it cannot show.
     """
     # transformers is imported only here, when a pretrained model is first asked for.
     from model.hf.bert import bert_unmappable
     from model.hf.common import read_hf_config, weight_files
+    from model.hf.decoder import DECODER_TYPES, decoder_unmappable
     from model.hf.fallback import HFLabModel
 
     folder = Path(folder).expanduser()
@@ -106,4 +131,22 @@ def load_hf_folder(folder: str | Path, device: str | torch.device = "auto"):
     weight_files(folder)  # no weights / pickle-only weights: refuse before anything loads
     if bert_unmappable(config) is None:
         return load_bert_folder(folder, device, folder.name, config=config)
-    return HFLabModel.from_folder(folder, device, config=config)
+    reason = decoder_unmappable(config)
+    if reason is None:
+        return load_decoder_folder(folder, device, config=config)
+    if config.model_type not in (*DECODER_TYPES, "bert"):
+        reason = f"model_type {config.model_type!r} is not one Attention Lab maps"
+    lm = HFLabModel.from_folder(folder, device, config=config)
+    lm.info["note"] = fallback_note(reason)
+    lm.info["fallback_reason"] = reason
+    return lm
+
+
+def fallback_note(reason: str) -> str:
+    """What a folder run by transformers' own code lacks, and why."""
+    return (
+        f"Runs through transformers' own code ({reason}; Attention Lab's engine maps "
+        "bert, llama, qwen2, mistral and gpt2): attention maps and decoding only; the four "
+        "attention stages, head ablation, the KV-cache view, the logit lens, patching and "
+        "attribution need our engine."
+    )

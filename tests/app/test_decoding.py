@@ -130,13 +130,15 @@ def test_an_encoder_only_model_is_sent_to_a_model_that_generates():
     assert translate("decoding.encoder_only", "en") in [i.value for i in at.info]
 
 
-def test_a_local_gpt2_folder_steps_with_greedy_and_sampling_only(hf_folders):
+def test_a_folder_transformers_runs_steps_with_greedy_and_sampling_only(hf_folders):
     at = AppTest.from_file(APP, default_timeout=120)
     at.switch_page("pages/decoding.py")
     at.query_params.update({"model": "folder", "text": "the cat sat"})
-    at.session_state["model_folder"] = str(hf_folders["gpt2"])
+    at.session_state["model_folder"] = str(hf_folders["bart"])  # GPT-2 now runs in our engine
     at.run()
     assert not at.exception and not at.error
+    note = translate("models.fallback_note", "en", model_type="bart", reason="")
+    assert any(c.value.startswith(note.split("(")[0]) for c in at.caption)
     assert at.segmented_control(key="strategy").options == [
         translate("decoding.strategy.greedy", "en"),
         translate("decoding.strategy.sample", "en"),

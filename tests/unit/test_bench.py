@@ -3,8 +3,10 @@
 import contextlib
 import io
 import json
+from pathlib import Path
 
 import pytest
+import torch
 
 from bench import model_speed as bench
 
@@ -14,6 +16,7 @@ def report(tmp_path_factory) -> tuple[dict, dict, str]:
     """One small run of the whole benchmark: (returned result, --json file, printed tables)."""
     out = tmp_path_factory.mktemp("bench") / "bench.json"
     args = ["--repeats", "1", "--batch", "2", "--length", "8", "--minilm-lengths", "6,9"]
+    args += ["--decoder-length", "0"]  # the 0.5B-sized decoder: its own test, at a tiny size
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         result = bench.main([*args, "--json", str(out)])
@@ -41,6 +44,26 @@ def test_bench_times_minilm_beside_transformers_for_each_length(report):
         for r in written["minilm"]
     )
     assert "traced / transformers" in printed and "| MiniLM, 9 tokens |" in printed
+
+
+def test_the_pretrained_decoder_section_times_ours_beside_transformers_and_renders():
+    from bench.benchreport import markdown
+
+    tiny = {**bench.QWEN25_05B, "vocab_size": 300, "hidden_size": 64, "intermediate_size": 96}
+    tiny.update(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    tiny.update(bos_token_id=0, eos_token_id=0)
+    d = bench.bench_pretrained_decoder(torch.device("cpu"), 8, 1, dims=tiny, label="tiny")
+    assert d["what"] == "tiny (random weights), 8 tokens, batch 1"
+    assert d["max_logit_difference"] < 1e-4  # the same weights, mapped: the same model
+    for path in ("ours_traced", "ours_fast", "transformers_eager"):
+        assert d[f"{path}_ms"] > 0
+    lines = "\n".join(bench.decoder_table(d))
+    assert "| transformers, eager with attentions |" in lines and "x transformers' eager" in lines
+    # benchreport puts the section into docs/benchmarks.md (the rest of a run faked minimal).
+    saved = Path(bench.__file__).resolve().parents[1] / "docs" / "benchmarks.json"
+    old = json.loads(saved.read_text(encoding="utf-8"))
+    old["model"]["pretrained_decoder"] = d
+    assert "## A pretrained decoder's size: our engine beside transformers" in markdown(old)
 
 
 def test_the_browser_section_tables_every_page_and_every_view_by_size():

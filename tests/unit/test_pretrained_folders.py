@@ -1,4 +1,5 @@
-"""load(folder) on local Hugging Face folders: BERT in our encoder, the rest through transformers.
+"""load(folder) on local Hugging Face folders: BERT in our encoder, GPT-2 in our decoder (its
+parity with transformers: test_decoder_folders.py), the rest through transformers.
 
 Tiny random models are built into temporary folders with transformers' own classes and
 save_pretrained, each with a tokenizer beside it; nothing touches the network.
@@ -66,6 +67,9 @@ def test_bert_folder_runs_in_our_encoder_and_equals_transformers(folders):
 def test_an_encoder_our_code_cannot_map_falls_back_to_transformers(folders):
     lm = load(folders["distilbert"], device="cpu")
     assert isinstance(lm, HFLabModel) and lm.kind == "encoder"
+    # It says what it cannot show, and why.
+    assert "'distilbert' is not one Attention Lab maps" in lm.info["note"]
+    assert "the four attention stages" in lm.info["note"]
     trace = lm.trace("the cat sat")
     assert trace.src_tokens == ["[CLS]", "the", "cat", "sat", "[SEP]"] and trace.tgt_tokens == []
     assert set(trace.attention) == {"encoder"}
@@ -78,7 +82,8 @@ def test_an_encoder_our_code_cannot_map_falls_back_to_transformers(folders):
 
 def test_gpt2_folder_traces_causal_decoder_attention(folders):
     lm = load(folders["gpt2"], device="cpu")
-    assert isinstance(lm, HFLabModel) and lm.kind == "decoder" and lm.max_len == 48
+    assert isinstance(lm, LabModel) and lm.kind == "decoder" and lm.max_len == 48
+    assert lm.info["engine"] == "attention-lab" and lm.info["model_type"] == "gpt2"
     trace = lm.trace("the cat sat", target=" on the mat")
     assert trace.src_tokens == [] and set(trace.attention) == {"decoder"}
     assert trace.tgt_tokens[:2] == ["the", "Ġcat"]
@@ -93,13 +98,13 @@ def test_gpt2_folder_traces_causal_decoder_attention(folders):
     assert lm.input_tokenizer.special_tokens == {"<|endoftext|>"}
 
 
-def test_gpt2_step_by_step_decoding_follows_generate_and_the_traced_rows(folders):
+def test_gpt2_step_by_step_decoding_follows_the_traced_rows(folders):
     lm = load(folders["gpt2"], device="cpu")
     prompt = "hello world"
     n_prompt = len(lm.encode(prompt).ids)
     steps = list(lm.decode(prompt, max_new_tokens=6))
     assert len(steps) >= 2
-    trace = lm.trace(prompt)  # teacher-forced on transformers' generate, greedy
+    trace = lm.trace(prompt)  # teacher-forced on its own greedy output
     generated = trace.tgt_tokens[n_prompt:]
     assert [s.token for s in steps] == generated[: len(steps)]
     for k, step in enumerate(steps):
