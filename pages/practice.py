@@ -10,6 +10,7 @@ import streamlit as st
 import practice
 from practice.core import Exercise
 from practice.parse import AnswerError
+from ui.exercise_prompts import show_block_prompt
 from ui.frame import require_frame
 from ui.i18n import t, translated_widget
 from ui.practice import (
@@ -49,6 +50,8 @@ def fmt_list(xs) -> str:
 def show_prompt(ex: Exercise, index: int) -> None:
     d = ex.data
     k = ex.kind
+    if show_block_prompt(ex):
+        return
     if k == "sdpa_row":
         n = len(d["keys"])
         st.markdown(tx(ex.prompt_key, n=n, d_k=d["d_k"]))
@@ -132,7 +135,11 @@ def answer_widgets(ex: Exercise) -> None:
             hint = t("practice.field.list_help", n=f.size) if f.size > 1 else None
             st.text_input(label, key=f"answer_{f.name}", placeholder=hint)
     elif ex.form == "shape":
-        st.text_input(t("practice.field.shape"), key="answer_shape", placeholder="[B, H, L, d_k]")
+        st.text_input(
+            t("practice.field.shape"),
+            key="answer_shape",
+            placeholder=t("practice.field.shape_help"),
+        )
     elif ex.form == "tokens":
         st.text_input(
             t("practice.field.tokens"),

@@ -27,11 +27,11 @@ _PUBLISHED = "_practice_published"  # what this session last wrote into the URL,
 
 
 def topic_choices() -> tuple[str, ...]:
-    return (practice.MIXED, *practice.TOPICS, *practice.KINDS)
+    return tuple(dict.fromkeys((practice.MIXED, *practice.TOPICS, *practice.KINDS)))
 
 
 def topic_label(topic: str) -> str:
-    if topic in practice.KINDS:
+    if topic in practice.KINDS and topic not in practice.TOPICS:
         return f"{t(f'practice.topic.{practice.topic_of(topic)}')} · {t(f'practice.kind.{topic}')}"
     return t(f"practice.topic.{topic}")
 
