@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import practice
-from practice.core import Exercise
+from practice.core import Exercise, fmt_vec
 from practice.parse import AnswerError
 from ui.exercise_prompts import show_block_prompt
 from ui.frame import require_frame
@@ -19,6 +19,7 @@ from ui.practice import (
     class_seed,
     class_topic,
     clear_answer_widgets,
+    md_literal,
     raw_answer,
     read_answer,
     teacher_view,
@@ -189,7 +190,7 @@ def answer_text(ex: Exercise) -> str:
         parts = []
         for f, v in zip(ex.fields, a):
             if isinstance(v, tuple):
-                parts.append("[" + ", ".join(f"{x:.3f}" for x in v) + "]")
+                parts.append(fmt_vec(v))  # (no "-0.000")
             elif f.integer:
                 parts.append(str(int(v)))
             else:
@@ -276,7 +277,10 @@ with st.container(border=True):
         )
     fb = st.session_state.get(feedback_key)
     if isinstance(fb, AnswerError):
-        st.warning(tx(fb.key, **fb.params), icon=":material/edit_note:")
+        st.warning(
+            t(fb.key, **{k: md_literal(v) for k, v in fb.params.items()}),
+            icon=":material/edit_note:",
+        )
         fb = None
     elif fb is not None:
         if fb.correct:

@@ -3,6 +3,7 @@ cached exercises, and how each answer form is asked and read."""
 
 from __future__ import annotations
 
+import re
 import secrets
 
 import streamlit as st
@@ -200,3 +201,14 @@ def attention_map(weights, rows, cols, *, key: str, title: str = "", where=st) -
         col_title=t("practice.keys"),
     )
     plotly_chart(fig, key=key, where=where)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:$&])")
+
+
+def md_literal(value: object) -> object:
+    """Text the user typed, safe to echo in Markdown: every Markdown sign is escaped, so a
+    link, a bold run or a bare address is shown as typed and never made live."""
+    if not isinstance(value, str):
+        return value
+    return _MD_SPECIAL.sub(r"\\\1", value)
