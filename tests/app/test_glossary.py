@@ -59,7 +59,10 @@ GLOSSARY: dict[str, tuple[str, list[str]]] = {
     ),
     "KV cache": ("KV 캐시", [r"키\s*[/-]\s*값\s*캐시", r"KV캐시"]),
     "KV head": ("KV 헤드", [r"키\s*[/-]\s*값\s*헤드", r"KV헤드"]),
-    "ordinary attention": ("일반 어텐션", [r"보통의?\s*어텐션", r"표준\s*어텐션", r"평범한\s*어텐션"]),
+    "ordinary attention": (
+        "일반 어텐션",
+        [r"보통의?\s*어텐션", r"표준\s*어텐션", r"평범한\s*어텐션"],
+    ),
     "clock hand": ("시곗바늘", [r"시계의?\s*바늘", r"시곗\s+바늘"]),
     "added once": ("한 번만 더합니다", [r"한 번 더합니다"]),
     "generating tokens": ("생성합니다", [r"토큰(?:을)?\s*(?:하나씩|한 개씩)\s*씁니다"]),

@@ -144,7 +144,7 @@ def test_grouped_and_full_width_numbers_are_read_as_one_answer():
     ex = current("noam")
     lr, peak = ex.answer
     at = open_page(seed=str(SEED), topic="noam")
-    at.text_input(key="answer_lr").set_value(f"{lr / 10 ** -4:.3f}×10⁻⁴")
+    at.text_input(key="answer_lr").set_value(f"{lr / 10**-4:.3f}×10⁻⁴")
     at.text_input(key="answer_peak").set_value(f"{int(peak):,}")
     at = press_check(at)
     assert not at.warning and [s.value for s in at.success]
