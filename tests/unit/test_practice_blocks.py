@@ -111,6 +111,16 @@ def test_weight_matrix_is_a_softmax_per_row_and_the_wrong_axis_is_named():
             assert hint(ex, full) == "no_mask"
             after = [p if allowed[k // n][k % n] else 0.0 for k, p in enumerate(full)]
             assert hint(ex, after) == "mask_after_softmax"
+        for step in ex.solution[1:-1]:  # integer scores print as integers: "0", never "0."
+            assert (
+                step.params["scores"]
+                == "["
+                + ", ".join(
+                    "-∞" if not ok else f"{v:.0f}"
+                    for v, ok in zip(s[step.params["i"] - 1], allowed[step.params["i"] - 1])
+                )
+                + "]"
+            )
         typed = ", ".join(f"{x:.2f}" for x in got.reshape(-1))  # two decimals, as asked
         assert ex.check(practice.parse.parse_numbers(typed, n * n)).correct
     assert seen == {"none", "causal"}
