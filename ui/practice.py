@@ -74,7 +74,7 @@ def class_seed() -> int:
         seed = parse_seed(linked)
         if seed is None:
             st.warning(
-                t("practice.bad_seed", value=linked[:40], max=practice.MAX_SEED),
+                t("practice.bad_seed", value=md_literal(linked[:40]), max=practice.MAX_SEED),
                 icon=":material/warning:",
             )
         elif st.session_state.get("practice_seed") != seed:
@@ -98,7 +98,9 @@ def class_topic() -> str:
                 st.session_state["ptopic"] = linked
                 st.session_state["practice_index"] = 0
         else:
-            st.warning(t("practice.bad_topic", value=linked[:40]), icon=":material/warning:")
+            st.warning(
+                t("practice.bad_topic", value=md_literal(linked[:40])), icon=":material/warning:"
+            )
     st.session_state.setdefault("ptopic", practice.MIXED)
     if st.session_state["ptopic"] not in choices:
         st.session_state["ptopic"] = practice.MIXED
@@ -203,12 +205,13 @@ def attention_map(weights, rows, cols, *, key: str, title: str = "", where=st) -
     plotly_chart(fig, key=key, where=where)
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:$&])")
-
-
 def md_literal(value: object) -> object:
-    """Text the user typed, safe to echo in Markdown: every Markdown sign is escaped, so a
-    link, a bold run or a bare address is shown as typed and never made live."""
+    """Text the user typed, safe to echo in Markdown: shown as inline code, where nothing is
+    Markdown (no link, no bold, no bare address made live; backslash escapes would not stop
+    GitHub-style autolinks), with a backtick fence longer than any run of backticks in it."""
     if not isinstance(value, str):
         return value
-    return _MD_SPECIAL.sub(r"\\\1", value)
+    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"

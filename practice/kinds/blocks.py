@@ -60,7 +60,10 @@ def attn_output(seed: int) -> Exercise:
                 "practice.attn_output.step.component",
                 {
                     "j": j + 1,
-                    "products": " + ".join(f"{w[i]:.2f}·{values[i][j]}" for i in range(n)),
+                    "products": " + ".join(
+                        f"{w[i]:.2f}·" + (f"({v})" if (v := values[i][j]) < 0 else f"{v}")
+                        for i in range(n)
+                    ),
                     "value": fmt(z[j]),
                 },
             )
