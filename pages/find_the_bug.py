@@ -71,10 +71,10 @@ kind = st.segmented_control(
     t("bugs.which_attention"),
     KINDS,
     key=translated_widget(f"bug_kind_{number}"),
-    default=case.telling_kind,
+    default=bugs.NEUTRAL_KIND,
     format_func=kind_names.__getitem__,
 )
-kind = kind or case.telling_kind
+kind = kind or bugs.NEUTRAL_KIND
 left, right = st.columns(2)
 side_map(case.correct, kind, t("bugs.correct_title"), f"bug_ok_{number}", left)
 side_map(case.buggy, kind, t("bugs.buggy_title"), f"bug_bad_{number}", right)

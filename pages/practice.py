@@ -8,8 +8,9 @@ import pandas as pd
 import streamlit as st
 
 import practice
-from practice.core import Exercise
+from practice.core import Exercise, fmt_vec
 from practice.parse import AnswerError
+from ui.exercise_prompts import show_block_prompt
 from ui.frame import require_frame
 from ui.i18n import t, translated_widget
 from ui.practice import (
@@ -18,6 +19,7 @@ from ui.practice import (
     class_seed,
     class_topic,
     clear_answer_widgets,
+    md_literal,
     raw_answer,
     read_answer,
     teacher_view,
@@ -49,6 +51,8 @@ def fmt_list(xs) -> str:
 def show_prompt(ex: Exercise, index: int) -> None:
     d = ex.data
     k = ex.kind
+    if show_block_prompt(ex):
+        return
     if k == "sdpa_row":
         n = len(d["keys"])
         st.markdown(tx(ex.prompt_key, n=n, d_k=d["d_k"]))
@@ -132,7 +136,11 @@ def answer_widgets(ex: Exercise) -> None:
             hint = t("practice.field.list_help", n=f.size) if f.size > 1 else None
             st.text_input(label, key=f"answer_{f.name}", placeholder=hint)
     elif ex.form == "shape":
-        st.text_input(t("practice.field.shape"), key="answer_shape", placeholder="[B, H, L, d_k]")
+        st.text_input(
+            t("practice.field.shape"),
+            key="answer_shape",
+            placeholder=t("practice.field.shape_help"),
+        )
     elif ex.form == "tokens":
         st.text_input(
             t("practice.field.tokens"),
@@ -182,7 +190,7 @@ def answer_text(ex: Exercise) -> str:
         parts = []
         for f, v in zip(ex.fields, a):
             if isinstance(v, tuple):
-                parts.append("[" + ", ".join(f"{x:.3f}" for x in v) + "]")
+                parts.append(fmt_vec(v))  # (no "-0.000")
             elif f.integer:
                 parts.append(str(int(v)))
             else:
@@ -269,7 +277,10 @@ with st.container(border=True):
         )
     fb = st.session_state.get(feedback_key)
     if isinstance(fb, AnswerError):
-        st.warning(tx(fb.key, **fb.params), icon=":material/edit_note:")
+        st.warning(
+            t(fb.key, **{k: md_literal(v) for k, v in fb.params.items()}),
+            icon=":material/edit_note:",
+        )
         fb = None
     elif fb is not None:
         if fb.correct:

@@ -18,22 +18,27 @@ import random
 from collections.abc import Callable
 
 from practice.core import Exercise, Feedback, Field, Step, Wrong
-from practice.kinds import attention, family, layernorm, masks, positional, warmup
+from practice.kinds import attention, blocks, family, layernorm, masks, positional, warmup
 from practice.parse import AnswerError
 
 _MAKERS: dict[str, tuple[str, Callable[[int], Exercise]]] = {
     "sdpa_row": (attention.TOPIC, attention.sdpa_row),
     "qk_variance": (attention.TOPIC, attention.qk_variance),
     "mha_shapes": (attention.TOPIC, attention.mha_shapes),
+    "attn_output": (attention.TOPIC, blocks.attn_output),
+    "weight_matrix": (attention.TOPIC, blocks.weight_matrix),
     "which_mask": (masks.TOPIC, masks.which_mask),
     "shift_right": (masks.TOPIC, masks.shift_right),
     "pe_dot": (positional.TOPIC, positional.pe_dot),
     "pe_permutation": (positional.TOPIC, positional.pe_permutation),
     "layernorm": (layernorm.TOPIC, layernorm.layernorm),
+    "ln_placement": (layernorm.TOPIC, blocks.ln_placement),
     "noam": (warmup.TOPIC, warmup.noam),
     "attention_kind": (family.TOPIC, family.attention_kind),
     "family_task": (family.TOPIC, family.family_task),
     "cross_attention": (family.TOPIC, family.cross_attention),
+    "ffn": (blocks.SIZES, blocks.ffn),
+    "kv_cache": (blocks.SIZES, blocks.kv_cache),
 }
 
 KINDS: tuple[str, ...] = tuple(_MAKERS)
@@ -47,14 +52,18 @@ def topic_of(kind: str) -> str:
 
 
 def kinds_for(topic: str) -> tuple[str, ...]:
-    """The kinds of one topic, all of them for "mixed", or just one kind (a kind's id)."""
+    """The kinds of one topic, all of them for "mixed", or just one kind (a kind's id).
+
+    A topic comes first where a kind has the same name ("layernorm"): the concept page's
+    link to its topic gets every exercise of the topic.
+    """
     if topic == MIXED:
         return KINDS
+    if topic in TOPICS:
+        return tuple(k for k in KINDS if topic_of(k) == topic)
     if topic in _MAKERS:
         return (topic,)
-    if topic not in TOPICS:
-        raise ValueError(f"unknown topic {topic!r}; choose one of {(MIXED, *TOPICS, *KINDS)}")
-    return tuple(k for k in KINDS if topic_of(k) == topic)
+    raise ValueError(f"unknown topic {topic!r}; choose one of {(MIXED, *TOPICS, *KINDS)}")
 
 
 def make(kind: str, seed: int) -> Exercise:

@@ -328,8 +328,19 @@ def case(bug: str, seed: int) -> BugCase:
     )
 
 
-def gallery(seed: int) -> list[BugCase]:
-    """Every bug once, in an order shuffled by ``seed`` (the same for a whole class)."""
-    order = list(BUGS)
-    random.Random(f"practice-gallery:{seed}").shuffle(order)
-    return [case(bug, seed) for bug in order]
+GALLERY_SIZE = 5
+# The attention a case opens on: the same for every case, so it says nothing about the bug
+# (opening on the bug's TELLING_KIND would give it away: Encoder could only mean pad_wrong_axis).
+NEUTRAL_KIND = "cross"
+
+
+def gallery(seed: int, size: int = GALLERY_SIZE) -> list[BugCase]:
+    """``size`` cases, each bug drawn independently (a bug may come twice, another not at all),
+    so the last case never follows by elimination; the same for a whole class."""
+    return [case(bug, sub) for bug, sub in draws(seed, size)]
+
+
+def draws(seed: int, size: int = GALLERY_SIZE) -> list[tuple[str, int]]:
+    """(bug, case seed) of each case of gallery ``seed``, without running the model."""
+    rng = random.Random(f"practice-gallery:{seed}")
+    return [(rng.choice(BUGS), rng.randrange(10**9)) for _ in range(size)]

@@ -265,7 +265,9 @@ def fmt(x: float, digits: int = 3) -> str:
     if math.isinf(x):
         return "-∞" if x < 0 else "∞"
     s = f"{x:.{digits}f}"
-    return "0." + "0" * digits if s.strip("-0.") == "" else s
+    if s.strip("-0.") == "":  # zero, or a tiny negative that would print as "-0.000"
+        return f"{0:.{digits}f}"
+    return s
 
 
 def fmt_vec(xs: Sequence[float], digits: int = 3) -> str:

@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 
 LIMIT = 1e12  # no answer here is anywhere near this; larger is a typo (or a test of us)
 MAX_CHARS = 500
+MAX_DIMS = 4  # no tensor in these exercises has more (the message says so)
 
 _SPLIT = re.compile(r"[\s,;]+")
 _SHAPE_SPLIT = re.compile(r"[\s,;×xX*]+")
 _FRACTION = re.compile(r"^([+-]?[0-9.]+(?:e[+-]?\d+)?)\s*/\s*([+-]?[0-9.]+(?:e[+-]?\d+)?)$", re.I)
+# 1,000 / 8,192 / -1,234.5: thousands grouped by commas, one number (not "1" and "000").
+_GROUPED = re.compile(r"(?<![\d.,])[+-]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?(?![\d,]*\d)")
+_SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
+# 9.76×10⁻⁴, 9.76 x 10^-4, 9.76*10**(-4), 9.76·10⁻⁴: scientific notation as people write it
+# (a plain exponent needs its ^ or **, so the shape "4 x 100" stays 4 by 100).
+_TIMES_TEN = re.compile(
+    r"([+-]?(?:\d+\.?\d*|\.\d+))\s*[×xX*·]\s*10"
+    r"(?:\s*([⁺⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)|\s*(?:\^|\*\*)\s*\(?\s*([+-−]?\d+)\s*\)?)"
+)
 
 
 class AnswerError(ValueError):
@@ -36,8 +47,37 @@ def _clean(text: object) -> str:
     return text
 
 
-def _number(token: str) -> float:
-    token = token.replace("−", "-").replace("⁻", "-")
+def _normal(text: str) -> str:
+    """Typed text in the form the number reader knows: ×10⁻⁴ as e-4, full-width signs and
+    digits (，１２) as ASCII, the minus sign − as -."""
+
+    def exponent(m: re.Match) -> str:
+        power = (m.group(2) or m.group(3)).translate(_SUPERSCRIPT).replace("−", "-")
+        return f"{m.group(1)}e{power}"
+
+    text = _TIMES_TEN.sub(exponent, text)
+    text = unicodedata.normalize("NFKC", text)
+    return text.replace("−", "-").replace("、", ",")
+
+
+def _ungroup(text: str) -> str:
+    """Thousands separators dropped: "8,192" is one number."""
+    return _GROUPED.sub(lambda m: m.group(0).replace(",", ""), text)
+
+
+def _shown(token: str) -> str:
+    """A typed token as a message quotes it: at most 40 characters."""
+    return token if len(token) <= 40 else token[:39] + "…"
+
+
+_NON_FINITE = re.compile(r"^[+-]?(?:nan|inf|infinity)$", re.I)
+
+
+def _number(token: str, typed: str | None = None) -> float:
+    """One number from a normalized token; messages quote ``typed``, what the user wrote."""
+    shown = _shown(typed if typed is not None else token)
+    if _NON_FINITE.match(token):
+        raise AnswerError("practice.input.not_finite", value=shown)
     fraction = _FRACTION.match(token)
     try:
         if fraction:
@@ -45,24 +85,34 @@ def _number(token: str) -> float:
         else:
             num, den = float(token), 1.0
     except (ValueError, OverflowError):
-        raise AnswerError("practice.input.not_a_number", value=token[:40]) from None
+        raise AnswerError("practice.input.not_a_number", value=shown) from None
+    if math.isinf(num) or math.isinf(den):  # a finite number written, too large for a float
+        raise AnswerError("practice.input.too_large", value=shown)
     if den == 0:
-        raise AnswerError("practice.input.divide_by_zero", value=token[:40])
+        raise AnswerError("practice.input.divide_by_zero", value=shown)
     value = num / den
-    if math.isnan(value) or math.isinf(value):
-        raise AnswerError("practice.input.not_finite", value=token[:40])
-    if abs(value) > LIMIT:
-        raise AnswerError("practice.input.too_large", value=token[:40])
+    if math.isnan(value) or math.isinf(value) or abs(value) > LIMIT:
+        raise AnswerError("practice.input.too_large", value=shown)
     return value
 
 
+def _tokens(text: str, splitter: re.Pattern = _SPLIT, group: bool = False) -> list[tuple[str, str]]:
+    """(normalized, as typed) pairs, so a message can quote the user's own writing;
+    ``group``: commas that group thousands are dropped first ("8,192" is one number)."""
+    ungroup = _ungroup if group else (lambda x: x)
+    typed = [p for p in splitter.split(ungroup(text)) if p]
+    normal = [p for p in splitter.split(ungroup(_normal(text))) if p]
+    if len(typed) != len(normal):  # normalizing merged or split something: quote the result
+        typed = normal
+    return list(zip(normal, typed))
+
+
 def parse_number(text: object) -> float:
-    """One number: "0.25", "-1e-3", "1/3"."""
-    text = _clean(text)
-    parts = [p for p in _SPLIT.split(text) if p]
+    """One number: "0.25", "-1e-3", "1/3", "8,192", "9.76×10⁻⁴"."""
+    parts = _tokens(_clean(text), group=True)
     if len(parts) != 1:
         raise AnswerError("practice.input.one_number", got=len(parts))
-    return _number(parts[0])
+    return _number(*parts[0])
 
 
 def parse_int(text: object) -> int:
@@ -74,9 +124,13 @@ def parse_int(text: object) -> int:
 
 def parse_numbers(text: object, n: int) -> tuple[float, ...]:
     """Exactly ``n`` numbers, separated by commas, semicolons or spaces; brackets allowed."""
-    text = _clean(text).strip("[]()")
-    parts = [p for p in _SPLIT.split(text) if p]
-    values = tuple(_number(p) for p in parts)
+    raw = _clean(text).strip("[]()［］（）")
+    parts = _tokens(raw)
+    if len(parts) != n:  # "1,000, 2,500": commas may group thousands when the count says so
+        grouped = _tokens(raw, group=True)
+        if len(grouped) == n:
+            parts = grouped
+    values = tuple(_number(*p) for p in parts)
     if len(values) != n:
         raise AnswerError("practice.input.count", expected=n, got=len(values))
     return values
@@ -84,22 +138,22 @@ def parse_numbers(text: object, n: int) -> tuple[float, ...]:
 
 def parse_shape(text: object) -> tuple[int, ...]:
     """A tensor shape: "[2, 8, 5, 16]", "(2, 8, 5, 16)" or "2 x 8 x 5 x 16"."""
-    text = _clean(text).strip("[]()")
-    parts = [p for p in _SHAPE_SPLIT.split(text) if p]
+    text = _clean(text).strip("[]()［］（）")
+    parts = _tokens(text, _SHAPE_SPLIT)
     if not parts:
         raise AnswerError("practice.input.empty")
+    if len(parts) > MAX_DIMS:
+        raise AnswerError("practice.input.too_many_dims", got=len(parts), limit=MAX_DIMS)
     dims = []
-    for p in parts:
-        value = _number(p)
+    for normal, typed in parts:
+        value = _number(normal, typed)
         if value != int(value) or value < 1:
-            raise AnswerError("practice.input.bad_dim", value=p[:40])
+            raise AnswerError("practice.input.bad_dim", value=_shown(typed))
         dims.append(int(value))
-    if len(dims) > 8:
-        raise AnswerError("practice.input.too_many_dims", got=len(dims))
     return tuple(dims)
 
 
 def parse_tokens(text: object) -> list[str]:
     """Tokens separated by spaces or commas: "<bos> a b c"."""
-    text = _clean(text)
+    text = unicodedata.normalize("NFKC", _clean(text))
     return [p for p in _SPLIT.split(text.strip("[]")) if p]

@@ -3,6 +3,7 @@ cached exercises, and how each answer form is asked and read."""
 
 from __future__ import annotations
 
+import re
 import secrets
 
 import streamlit as st
@@ -27,11 +28,11 @@ _PUBLISHED = "_practice_published"  # what this session last wrote into the URL,
 
 
 def topic_choices() -> tuple[str, ...]:
-    return (practice.MIXED, *practice.TOPICS, *practice.KINDS)
+    return tuple(dict.fromkeys((practice.MIXED, *practice.TOPICS, *practice.KINDS)))
 
 
 def topic_label(topic: str) -> str:
-    if topic in practice.KINDS:
+    if topic in practice.KINDS and topic not in practice.TOPICS:
         return f"{t(f'practice.topic.{practice.topic_of(topic)}')} · {t(f'practice.kind.{topic}')}"
     return t(f"practice.topic.{topic}")
 
@@ -73,7 +74,7 @@ def class_seed() -> int:
         seed = parse_seed(linked)
         if seed is None:
             st.warning(
-                t("practice.bad_seed", value=linked[:40], max=practice.MAX_SEED),
+                t("practice.bad_seed", value=md_literal(linked[:40]), max=practice.MAX_SEED),
                 icon=":material/warning:",
             )
         elif st.session_state.get("practice_seed") != seed:
@@ -97,7 +98,9 @@ def class_topic() -> str:
                 st.session_state["ptopic"] = linked
                 st.session_state["practice_index"] = 0
         else:
-            st.warning(t("practice.bad_topic", value=linked[:40]), icon=":material/warning:")
+            st.warning(
+                t("practice.bad_topic", value=md_literal(linked[:40])), icon=":material/warning:"
+            )
     st.session_state.setdefault("ptopic", practice.MIXED)
     if st.session_state["ptopic"] not in choices:
         st.session_state["ptopic"] = practice.MIXED
@@ -200,3 +203,15 @@ def attention_map(weights, rows, cols, *, key: str, title: str = "", where=st) -
         col_title=t("practice.keys"),
     )
     plotly_chart(fig, key=key, where=where)
+
+
+def md_literal(value: object) -> object:
+    """Text the user typed, safe to echo in Markdown: shown as inline code, where nothing is
+    Markdown (no link, no bold, no bare address made live; backslash escapes would not stop
+    GitHub-style autolinks), with a backtick fence longer than any run of backticks in it."""
+    if not isinstance(value, str):
+        return value
+    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"

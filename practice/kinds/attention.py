@@ -119,6 +119,14 @@ def qk_variance(seed: int) -> Exercise:
         mistakes.append(Wrong((1.0, scaled), "practice.qk_variance.hint.unit", {"d_k": d_k}))
     else:
         mistakes.append(Wrong((float(d_k), 1.0), "practice.qk_variance.hint.forgot_s2", {"s2": s2}))
+        # The usual slip: the product's variance taken as s² instead of s² · s² = s⁴.
+        mistakes.append(
+            Wrong(
+                (float(d_k * s2), float(s2)),
+                "practice.qk_variance.hint.s2_once",
+                {"s2": s2, "s4": s2 * s2, "d_k": d_k},
+            )
+        )
     solution = [
         Step("practice.qk_variance.step.sum", {"d_k": d_k, "s2": s2, "raw": fmt(raw, 0)}),
         Step(

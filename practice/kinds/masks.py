@@ -13,6 +13,7 @@ from practice.core import Exercise, Step, Wrong, rng_for, torch_seed
 
 TOPIC = "masks"
 MASKS = ("none", "padding", "causal", "both")
+MIN_SHOWN = 0.01  # the smallest allowed weight: it reads 0.01 at two decimals, never 0.00
 
 
 def _mask_for(kind: str, valid: torch.Tensor) -> torch.Tensor | None:
@@ -36,11 +37,16 @@ def which_mask(seed: int) -> Exercise:
     n = len(tokens)
     valid = torch.tensor([[True] * n_real + [False] * n_pad])
     gen = torch.Generator().manual_seed(torch_seed(rng))
-    q = torch.randn(n, 8, generator=gen)
-    k = torch.randn(n, 8, generator=gen)
     mask = _mask_for(truth, valid)
-    _, w = scaled_dot_product_attention(q, k, k, mask=mask)
-    weights = w.reshape(n, n)
+    while True:
+        q = torch.randn(n, 8, generator=gen)
+        k = torch.randn(n, 8, generator=gen)
+        _, w = scaled_dot_product_attention(q, k, k, mask=mask)
+        weights = w.reshape(n, n)
+        # The heatmap prints two decimals: an allowed cell must not read 0.00, or the picture
+        # would show a "zero" the solution says is not there.
+        if float(weights[weights > 0].min()) >= MIN_SHOWN:
+            break
     zeros = int((weights == 0).sum())
     hints = {
         ("none", "padding"): "no_zeros",
@@ -107,7 +113,7 @@ def shift_right(seed: int) -> Exercise:
             (y, "no_eos"),
             ([*y[1:], eos], "dropped_first"),
         ]
-    p = {"n": len(y), "bos": bos, "eos": eos}
+    p = {"n": len(y), "n1": len(y) + 1, "bos": bos, "eos": eos}
     mistakes = [Wrong(list(a), f"practice.shift_right.hint.{name}", p) for a, name in candidates]
     solution = [
         Step("practice.shift_right.step.rule", p),

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from model.schedule import noam_lr
-from practice.core import Exercise, Field, Step, Wrong, fmt_sci, rng_for
+from practice.core import Exercise, Feedback, Field, Step, Wrong, check_numbers, fmt_sci, rng_for
 
 TOPIC = "warmup"
+REL_TOL = 0.01  # the precision the prompt asks for: within 1 % of the rate
+NEAR = 0.05  # closer than this (but not within 1 %): rounded too far, not a wrong method
 
 
 def noam(seed: int) -> Exercise:
@@ -34,7 +36,15 @@ def noam(seed: int) -> Exercise:
             "practice.noam.step.branches",
             {**p, "rising": fmt_sci(rising), "falling": fmt_sci(falling)},
         ),
-        Step("practice.noam.step.lr", {**p, "scale": fmt_sci(d_model**-0.5), "lr": fmt_sci(lr)}),
+        Step(
+            "practice.noam.step.lr",
+            {
+                **p,
+                "scale": fmt_sci(d_model**-0.5),
+                "min": fmt_sci(min(rising, falling)),
+                "lr": fmt_sci(lr),
+            },
+        ),
         Step(
             "practice.noam.step.peak",
             {**p, "peak": peak, "peak_lr": fmt_sci(noam_lr(peak, d_model, warmup))},
@@ -49,5 +59,22 @@ def noam(seed: int) -> Exercise:
         answer=(lr, float(peak)),
         solution=solution,
         wrong=mistakes,
-        fields=(Field("lr", rel_tol=0.01), Field("peak", integer=True)),
+        fields=(Field("lr", rel_tol=REL_TOL), Field("peak", integer=True)),
+        checker=check_noam,
     )
+
+
+def check_noam(ex: Exercise, answer) -> Feedback:
+    """The usual check, then two kinder hints where it would say "compute both branches": a
+    right rate with a wrong peak hears about the peak, and a rate that is close but rounded
+    too far (outside 1 %, within 5 %) is asked for one more digit (the peak comes next)."""
+    fb = check_numbers(ex, answer)
+    if fb.correct or fb.key != "practice.noam.generic":
+        return fb
+    lr, want_lr = float(answer[0]), float(ex.answer[0])
+    rel = abs(lr - want_lr) / want_lr
+    if rel <= REL_TOL:
+        return Feedback(False, "practice.noam.hint.peak", ex.data["hint_params"])
+    if rel <= NEAR:
+        return Feedback(False, "practice.noam.hint.precision", {"percent": f"{100 * rel:.1f}"})
+    return fb

@@ -45,6 +45,32 @@ GLOSSARY: dict[str, tuple[str, list[str]]] = {
     "held-out split": ("평가용", [r"검증"]),
     "lab": ("실습실", [r"(?<![가-힣])랩"]),
     "encoder-only": ("인코더 전용", [r"(?:인코더|디코더)\s*유형"]),
+    # 정답 is the correct answer; the sequence a decoder is trained to produce is the target.
+    "target sequence": (
+        "목표 시퀀스",
+        [r"정답\s*(?:시퀀스|접두사)", r"(?:민|밀지 않은)\s*정답", r"정답의\s*(?:첫|마지막|앞부분)"],
+    ),
+    "teacher forcing": ("티처 포싱", [r"교사\s*강요", r"강제\s*교사"]),
+    "free-running generation": ("자유 생성", [r"스스로\s*이어\s*쓰", r"자유\s*실행"]),
+    "ablation": ("어블레이션", [r"\(제거\)", r"헤드\s*제거", r"제거\s*실험"]),
+    "Transformer (in prose)": (
+        "트랜스포머",
+        [r"(?<![\w`])(?<!Annotated )(?<!the )Transformer(?![\w`]| Architecture)", r"트렌스포머"],
+    ),
+    "KV cache": ("KV 캐시", [r"키\s*[/-]\s*값\s*캐시", r"KV캐시"]),
+    "KV head": ("KV 헤드", [r"키\s*[/-]\s*값\s*헤드", r"KV헤드"]),
+    "ordinary attention": (
+        "일반 어텐션",
+        [r"보통의?\s*어텐션", r"표준\s*어텐션", r"평범한\s*어텐션"],
+    ),
+    "clock hand": ("시곗바늘", [r"시계의?\s*바늘", r"시곗\s+바늘"]),
+    "added once": ("한 번만 더합니다", [r"한 번 더합니다"]),
+    "generating tokens": ("생성합니다", [r"토큰(?:을)?\s*(?:하나씩|한 개씩)\s*씁니다"]),
+    "the scheme without positions": (
+        "위치 정보가 없는 모델",
+        [r"(?<![“‘'\"*])없음(?:은|이어도|도|이)(?=\s)", r"\*\*없음\*\*"],
+    ),
+    "layer / head labels": ("레이어 {layer} 헤드 {head}", [r"레이어(?=\d|\{)", r"헤드(?=\d|\{)"]),
 }
 
 # 합니다체 everywhere: no 해요체 endings, no -세요 requests (-십시오 instead).
@@ -53,6 +79,13 @@ HAEYO = re.compile(r"(?:세요|어요|아요|해요|에요|예요|죠)(?=[\s.!?\
 # Placeholders whose values always end the same way may take the plain particle.
 FIXED_SOUND = {"bos", "eos", "act"}
 PARTICLE = re.compile(r"\{(\w+)\}(으로|이나|은|는|이|가|을|를|과|와|로|나)(?![가-힣(])")
+
+
+# Fallback particles ("은(는)", "(으)로") read as a form to fill in: on screen, a sentence
+# is built so that its particle fits any value instead.
+FALLBACK = re.compile(r"\((?:으|이)\)|[은을이과와]\([는를가와과]\)")
+# The one sentence for a bad grouped-query setting, word for word wherever it is said.
+KV_DIVIDE = "쿼리 헤드 수({n_heads})는 KV 헤드 수({n_kv_heads})로 나누어떨어져야 합니다."
 
 
 def korean_catalogs() -> dict[str, dict[str, str]]:
@@ -101,6 +134,26 @@ def test_particles_after_placeholders_fit_any_value(name):
     assert unfitted_particles(korean_catalogs()[name]) == []
 
 
+@pytest.mark.parametrize("name", sorted(korean_catalogs()))
+def test_no_fallback_particles_on_screen(name):
+    found = [
+        f"{key}: «{m.group(0)}»"
+        for key, text in korean_catalogs()[name].items()
+        for m in FALLBACK.finditer(text)
+    ]
+    assert found == []
+
+
+def test_the_grouped_query_divisibility_sentence_is_said_one_way():
+    said = [
+        text
+        for catalog in korean_catalogs().values()
+        for text in catalog.values()
+        if "나누어떨어" in text and "KV 헤드" in text
+    ]
+    assert said and all(KV_DIVIDE in text for text in said)
+
+
 def test_every_glossary_term_is_in_use():
     everything = " ".join(v for c in korean_catalogs().values() for v in c.values())
     for concept, (term, _) in GLOSSARY.items():
@@ -131,6 +184,30 @@ def test_the_checks_fail_on_a_catalog_that_mixes_terms():
         "step",
     ):
         assert concept in problems
+    more = {
+        "j": "밀지 않은 정답 그대로",
+        "k": "교사 강요로는",
+        "l": "키/값 캐시와 키/값 헤드",
+        "m": "보통의 어텐션",
+        "n": "시계 바늘처럼",
+        "o": "헤드를 껐을 때(제거)",
+        "p": "레이어{layer} 헤드{head}",
+        "q": "**없음**이어도",
+    }
+    problems_more = " ".join(two_terms(more))
+    for concept in (
+        "target sequence",
+        "teacher forcing",
+        "KV cache",
+        "KV head",
+        "ordinary attention",
+        "clock hand",
+        "ablation",
+        "layer / head labels",
+        "the scheme without positions",
+    ):
+        assert concept in problems_more, concept
+    assert FALLBACK.findall("{model}은(는) {x}(으)로 {y}을(를)") == ["은(는)", "(으)", "을(를)"]
     assert len(unfitted_particles(mixed)) == 2
     assert wrong_register(mixed) == ["h: «세요»"]
     fine = {

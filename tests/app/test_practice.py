@@ -11,6 +11,7 @@ from practice import bugs
 from tests.app import helpers
 from tests.app.helpers import ok
 from ui.i18n import translate
+from ui.practice import md_literal
 
 SEED = 5
 
@@ -59,12 +60,18 @@ def current(kind: str) -> practice.Exercise:
     return practice.make(*practice.item(SEED, kind, 0))
 
 
+def seed_opening_on(kind: str) -> int:
+    """A set whose first exercise is ``kind`` (a topic of the same name holds more kinds)."""
+    return next(s for s in range(SEED, SEED + 100) if practice.item(s, kind, 0)[0] == kind)
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
 @pytest.mark.parametrize("kind", practice.KINDS)
 def test_every_kind_answered_wrong_then_right(kind, lang):
-    at = open_page(seed=str(SEED), topic=kind, lang=lang)
+    seed = seed_opening_on(kind)
+    at = open_page(seed=str(seed), topic=kind, lang=lang)
     ok(at)
-    ex = current(kind)
+    ex = practice.make(*practice.item(seed, kind, 0))
     title = translate(
         "practice.exercise_title",
         lang,
@@ -97,7 +104,9 @@ NUMBER_CASES = [
     ("nan", "practice.input.not_finite", {"value": "nan"}),
     ("inf", "practice.input.not_finite", {"value": "inf"}),
     ("1e13", "practice.input.too_large", {"value": "1e13"}),
-    ("1e999", "practice.input.not_finite", {"value": "1e999"}),
+    ("1e999", "practice.input.too_large", {"value": "1e999"}),
+    ("9" * 400, "practice.input.too_large", {"value": "9" * 39 + "…"}),
+    ("9.76×10⁻⁴/0", "practice.input.divide_by_zero", {"value": "9.76×10⁻⁴/0"}),
     ("1/0", "practice.input.divide_by_zero", {"value": "1/0"}),
 ]
 
@@ -111,9 +120,50 @@ def test_bad_numbers_get_a_clear_message(text, key, params, lang):
     at = press_check(at)
     assert not at.exception and not at.error
     assert [w.value for w in at.warning] == [
-        translate(key, lang, **params) if params else translate(key, lang)
+        translate(key, lang, **{k: md_literal(v) for k, v in params.items()})
+        if params
+        else translate(key, lang)
     ]
     assert at.metric[0].value == "0 / 0"  # unreadable answers are not scored
+
+
+def test_typed_markdown_is_echoed_as_typed_never_as_a_link():
+    typed = "[x](http://e.vil)**b**www.e.vil"  # (under the 40 characters a message quotes)
+    at = open_page(seed=str(SEED), topic="noam")
+    at.text_input(key="answer_lr").set_value(typed)
+    at.text_input(key="answer_peak").set_value("4000")
+    at = press_check(at)
+    assert not at.exception
+    [warning] = [w.value for w in at.warning]
+    # quoted as inline code, where Markdown (and GitHub-style autolinking) is off
+    assert f"`{typed}`" in warning
+    assert warning == translate("practice.input.not_a_number", "en", value=f"`{typed}`")
+    assert at.text_input(key="answer_lr").value == typed  # nothing the user typed is lost
+
+
+def test_grouped_and_full_width_numbers_are_read_as_one_answer():
+    ex = current("noam")
+    lr, peak = ex.answer
+    at = open_page(seed=str(SEED), topic="noam")
+    at.text_input(key="answer_lr").set_value(f"{lr / 10**-4:.3f}×10⁻⁴")
+    at.text_input(key="answer_peak").set_value(f"{int(peak):,}")
+    at = press_check(at)
+    assert not at.warning and [s.value for s in at.success]
+
+
+def test_the_answer_key_never_prints_minus_zero():
+    # set 8 opens on pe_permutation with an output entry of -9e-06
+    kind, sub = practice.item(8, practice.MIXED, 0)
+    assert kind == "pe_permutation" and any(f"{x:.3f}" == "-0.000" for x in current_answer(8))
+    at = open_page(seed="8", teacher="1")
+    ok(at)
+    key = at.dataframe[-1].value
+    assert not any("-0.000" in str(cell) for cell in key.iloc[:, -1])
+    assert "0.000" in key.iloc[0, -1]
+
+
+def current_answer(seed: int):
+    return practice.make(*practice.item(seed, practice.MIXED, 0)).answer[0]
 
 
 def test_bad_lists_shapes_and_missing_picks_get_a_clear_message():
@@ -128,7 +178,7 @@ def test_bad_lists_shapes_and_missing_picks_get_a_clear_message():
     at.text_input(key="answer_shape").set_value("2, y, 4")
     at = press_check(at)
     assert [w.value for w in at.warning] == [
-        translate("practice.input.not_a_number", "en", value="y")
+        translate("practice.input.not_a_number", "en", value=md_literal("y"))
     ]
     at = open_page(seed=str(SEED), topic="which_mask", lang="ko")
     at = press_check(at)
@@ -144,7 +194,7 @@ def test_a_bad_seed_in_the_link_gets_a_message_and_a_fresh_set(bad):
     at = open_page(seed=bad)
     assert not at.exception
     assert [w.value for w in at.warning] == [
-        translate("practice.bad_seed", "en", value=bad, max=practice.MAX_SEED)
+        translate("practice.bad_seed", "en", value=md_literal(bad), max=practice.MAX_SEED)
     ]
     assert at.query_params["seed"] != bad  # a fresh seed took its place in the URL
     assert at.subheader
@@ -180,7 +230,7 @@ def test_a_bad_topic_in_the_link_falls_back_to_mixed():
     at = open_page(seed="3", topic="astrology")
     assert not at.exception
     assert [w.value for w in at.warning] == [
-        translate("practice.bad_topic", "en", value="astrology")
+        translate("practice.bad_topic", "en", value=md_literal("astrology"))
     ]
     assert at.selectbox(key="ptopic").value == practice.MIXED
 
@@ -204,6 +254,19 @@ def test_find_the_bug_shows_both_runs_and_checks_the_pick(lang):
     at.segmented_control(key="bug_case").set_value(2).run()
     ok(at)
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_find_the_bug_opens_every_case_on_the_same_attention():
+    at = open_page("find_the_bug", seed="4")
+    cases = bugs.gallery(4)
+    shown = []
+    for number in range(len(cases)):
+        at.segmented_control(key="bug_case").set_value(number).run()
+        ok(at)
+        shown.append(at.segmented_control(key=f"bug_kind_{number}").value)
+    assert shown == [bugs.NEUTRAL_KIND] * len(cases)
+    # the bugs differ in what gives them away, so a bug-dependent opening would show here
+    assert len({bugs.TELLING_KIND[c.bug] for c in cases}) > 1
 
 
 def test_find_the_bug_without_a_pick_says_so():

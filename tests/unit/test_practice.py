@@ -48,8 +48,8 @@ def same(a, b) -> bool:
     )
 
 
-def test_at_least_ten_kinds_over_every_concept_topic():
-    assert len(practice.KINDS) >= 10
+def test_at_least_seventeen_kinds_over_every_concept_topic():
+    assert len(practice.KINDS) >= 17
     assert {"attention", "positional", "layernorm", "warmup", "family"} <= set(practice.TOPICS)
     assert {practice.topic_of(k) for k in practice.KINDS} == set(practice.TOPICS)
 
@@ -121,6 +121,8 @@ def test_qk_variance_is_dk_times_the_variances():
         assert ex.answer == (d_k * s2 * s2, s2 * s2)
         fb = ex.check((d_k * s2 * s2, s2 * s2 / d_k))
         assert fb.key == "practice.qk_variance.hint.divided_by_dk"
+        if s2 != 1:  # s² counted once instead of twice (s² · s²)
+            assert ex.check((d_k * s2, s2)).key == "practice.qk_variance.hint.s2_once"
 
 
 def test_mha_shapes_by_the_rules():
@@ -151,6 +153,8 @@ def test_which_mask_heatmap_has_exactly_the_zeros_of_its_mask():
             "both": padding & causal,
         }[ex.answer]
         assert (w[~allowed] == 0).all() and (w[allowed] > 0).all()
+        # the heatmap prints two decimals: no allowed cell may read 0.00
+        assert all(f"{x:.2f}" != "0.00" for x in w[allowed])
         rows = w.sum(1)
         assert np.allclose(rows[allowed.any(1)], 1.0, atol=1e-5)
 
@@ -172,7 +176,10 @@ def pe_by_hand(p: int, d: int) -> list[float]:
 
 
 def test_pe_dot_picks_the_largest_dot_product_by_hand():
-    for ex in exercises("pe_dot"):
+    # 300 seeds: the answer is the computed largest, never assumed to be the smallest offset,
+    # and each wrong pick's hint says truly whether it was closer or farther than the answer.
+    not_smallest = 0
+    for ex in (practice.make("pe_dot", seed) for seed in range(300)):
         d = ex.data["d_model"]
         dots = [
             sum(a * b for a, b in zip(pe_by_hand(p, d), pe_by_hand(q, d)))
@@ -180,6 +187,14 @@ def test_pe_dot_picks_the_largest_dot_product_by_hand():
         ]
         assert np.allclose(dots, ex.data["dots"], atol=1e-5)
         assert ex.answer == str(int(np.argmax(dots)))
+        offsets = [q - p for p, q in ex.data["pairs"]]
+        best = offsets[int(ex.answer)]
+        not_smallest += best != min(offsets)
+        for i, off in enumerate(offsets):
+            if str(i) != ex.answer:
+                name = ex.check(str(i)).key.rsplit(".", 1)[-1]
+                assert name == ("closer_is_more_similar" if off > best else "not_monotone")
+    assert not_smallest > 0  # why the prompt asks to compute all three
 
 
 def test_pe_permutation_row_by_hand():
@@ -216,6 +231,18 @@ def test_noam_by_the_formula_and_its_peak_at_warmup():
         assert ex.answer[1] == w
         assert ex.check((lr * 1.005, w)).correct  # within 1 %
         assert ex.check((lr, w + 1)).key == "practice.noam.hint.peak_off_by_one"
+        two_digits = float(f"{lr:.1e}")  # two significant figures
+        fb = ex.check((two_digits, w))
+        if abs(two_digits - lr) <= 0.01 * lr:
+            assert fb.correct
+        else:  # rounded too far: asked for a digit more, never "compute both branches"
+            assert fb.key == "practice.noam.hint.precision"
+        if abs(two_digits - lr) > 0.01 * lr:  # a wrong peak as well: the rate's digit first
+            assert ex.check((two_digits, w + 7)).key == "practice.noam.hint.precision"
+        assert ex.check((lr, w + 7)).key == "practice.noam.hint.peak"  # the rate was right
+        assert ex.check((lr * 3, w)).key == "practice.noam.generic"
+        lr_step = ex.solution[1]
+        assert lr_step.params["min"] == f"{min(s**-0.5, s * w**-1.5):.3e}"
 
 
 def test_attention_kind_matches_the_picture():
@@ -294,7 +321,8 @@ def test_a_class_set_is_the_same_for_everyone_and_a_mixed_round_has_every_kind()
         ("nan", "practice.input.not_finite"),
         ("inf", "practice.input.not_finite"),
         ("-Infinity", "practice.input.not_finite"),
-        ("1e400", "practice.input.not_finite"),
+        ("1e400", "practice.input.too_large"),
+        ("9" * 400, "practice.input.too_large"),
         ("1e13", "practice.input.too_large"),
         ("1/0", "practice.input.divide_by_zero"),
         ("1 2", "practice.input.one_number"),
@@ -321,6 +349,39 @@ def test_readable_numbers_lists_and_shapes():
     assert parse_shape("[2, 8, 5, 16]") == parse_shape("2 x 8 x 5 x 16") == (2, 8, 5, 16)
     with pytest.raises(AnswerError, match="bad_dim"):
         parse_shape("2, 0.5")
+
+
+def test_numbers_as_people_write_them():
+    # thousands separators: one number each, not two
+    assert parse_number("1,000") == 1000 and parse_number("8,192") == 8192
+    assert parse_int("4,000") == 4000 and parse_number("-1,234.5") == -1234.5
+    assert parse_numbers("1,000, 2,500, 8,192", 3) == (1000, 2500, 8192)
+    assert parse_numbers("0.1,0.2,0.7", 3) == (0.1, 0.2, 0.7)  # a plain list is still a list
+    with pytest.raises(AnswerError, match="one_number"):
+        parse_number("0,125")  # a decimal comma is not read as 125
+    # full-width punctuation and digits from a Korean / Japanese keyboard
+    assert parse_numbers("0.1，0.2，0.7", 3) == (0.1, 0.2, 0.7)
+    assert parse_numbers("［0.5；0.25、0.25］", 3) == (0.5, 0.25, 0.25)
+    assert parse_number("１２") == 12
+    # ×10ⁿ in its usual spellings
+    for text in ("9.76×10⁻⁴", "9.76 × 10^-4", "9.76x10**(-4)", "9.76·10⁻⁴", "9.76e-4"):
+        assert parse_number(text) == pytest.approx(9.76e-4, rel=1e-12), text
+    assert parse_number("1.5×10³") == 1500
+    assert parse_shape("4 x 100") == (4, 100)  # a shape's "x 100" is not ×10⁰⁰
+    # a message quotes what was typed, not a mangled form of it
+    with pytest.raises(AnswerError) as err:
+        parse_number("9.76×10⁻⁴/0")
+    assert err.value.key == "practice.input.divide_by_zero"
+    assert err.value.params == {"value": "9.76×10⁻⁴/0"}
+    with pytest.raises(AnswerError) as err:
+        parse_number("9" * 400)
+    assert err.value.key == "practice.input.too_large" and len(err.value.params["value"]) == 40
+    # the dimension limit the message states is the one enforced
+    assert parse_shape("1, 2, 3, 4") == (1, 2, 3, 4)
+    with pytest.raises(AnswerError) as err:
+        parse_shape("1, 2, 3, 4, 5")
+    assert err.value.key == "practice.input.too_many_dims"
+    assert err.value.params == {"got": 5, "limit": 4}
 
 
 def test_practice_never_imports_streamlit():

@@ -37,8 +37,7 @@ def test_the_pure_forward_with_correct_pieces_is_the_models_own_forward():
 def test_every_bug_shows_in_its_own_symptom_and_the_model_is_untouched(seed):
     net = reverse_model().network
     before = snapshot(net)
-    cases = {c.bug: c for c in bugs.gallery(seed)}
-    assert sorted(cases) == sorted(bugs.BUGS)
+    cases = {bug: bugs.case(bug, seed) for bug in bugs.BUGS}
     for c in cases.values():
         assert c.correct.accuracy >= 0.75  # the shipped model reverses these
         assert c.correct.row_sums["decoder"][0] == pytest.approx(1.0, abs=1e-5)
@@ -74,7 +73,25 @@ def test_a_case_is_deterministic_and_checks_the_choice():
     fb = a.check("pad_wrong_axis")
     assert not fb.correct and fb.key == "practice.bugs.not.pad_wrong_axis"
     assert not a.check("banana").correct
-    assert [bugs.gallery(9)[i].bug for i in range(5)] == [c.bug for c in bugs.gallery(9)]
+    assert [c.bug for c in bugs.gallery(9)] == [bug for bug, _ in bugs.draws(9)]
     with pytest.raises(ValueError, match="unknown bug"):
         bugs.case("typo", 1)
     assert set(bugs.FIXES) == set(bugs.BUGS)
+
+
+def test_a_gallery_draws_its_bugs_so_the_last_never_follows_by_elimination():
+    galleries = [bugs.draws(seed) for seed in range(300)]
+    assert galleries == [bugs.draws(seed) for seed in range(300)]  # the same for a class
+    assert all(len(g) == bugs.GALLERY_SIZE for g in galleries)
+    names = [[bug for bug, _ in g] for g in galleries]
+    assert all(set(n) <= set(bugs.BUGS) for n in names)
+    # bugs repeat and go missing: "each once" would let the last case be deduced
+    assert sum(len(set(n)) == len(bugs.BUGS) for n in names) < 0.2 * len(names)
+    assert any(len(set(n)) < len(n) for n in names)
+    # where the first four differ, the fifth is the missing one only by chance (1 in 5)
+    four = [n for n in names if len(set(n[:4])) == 4]
+    forced = sum(n[4] not in n[:4] for n in four)
+    assert four and forced < 0.5 * len(four)
+    # every bug can come last, and two cases of the same bug are different sentences
+    assert {n[-1] for n in names} == set(bugs.BUGS)
+    assert all(len({sub for _, sub in g}) == len(g) for g in galleries)
