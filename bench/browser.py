@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from bench import scripttiming
+from bench.classsim import cpu_seconds
 from bench.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
 
 WAIT_MS = 120_000
@@ -99,18 +100,20 @@ def enter_to_drawn(page, text: str, rows: int, view: str, timing_log: Path) -> f
     return time.perf_counter() - start
 
 
-def settle_after(page, timing_log: Path, seen: int, quiet_s: float = 0.8) -> float:
+def settle_after(page, timing_log: Path, seen: int, quiet_s: float = 0.8, probe=None):
     """perf_counter() when the page was last drawn after the script runs that followed
     ``seen``: a page may rerun itself (a permalink's frame, a query parameter), so it is
-    drawn once no new run has come for ``quiet_s`` (the quiet wait is not counted)."""
+    drawn once no new run has come for ``quiet_s`` (the quiet wait is not counted). With
+    ``probe``, (that time, what ``probe()`` returned at that moment)."""
     scripttiming.runs_after(timing_log, seen, timeout_s=WAIT_MS / 1000)
     while True:
         drawn(page)
         at, count = time.perf_counter(), len(scripttiming.read_runs(timing_log))
+        probed = probe() if probe else None
         time.sleep(quiet_s)
         if len(scripttiming.read_runs(timing_log)) == count:
             page.wait_for_function(_SETTLED, timeout=WAIT_MS)
-            return at
+            return (at, probed) if probe else at
 
 
 def explorer_sizes(
@@ -193,22 +196,29 @@ def first_after_start(browser, name: str, log_dir: Path, port: int | None = None
     timing_log = log_dir / f"bench-first-{name or 'home'}-runs.jsonl"
     timing_log.unlink(missing_ok=True)
     start = time.perf_counter()
-    server = serve(log_dir / "bench-first-server.log", timing_log=timing_log, port=port)
-    with server as (base, ready):
+    server = serve(
+        log_dir / "bench-first-server.log", timing_log=timing_log, port=port, return_process=True
+    )
+    with server as (base, ready, process):
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
         page.goto(f"{base}/{name}", timeout=WAIT_MS)
-        seconds = settle_after(page, timing_log, 0) - start
+        # The server's CPU time until the page was drawn: a busy machine stretches the wall
+        # clock, this much less.
+        drawn_at, cpu_s = settle_after(page, timing_log, 0, probe=lambda: cpu_seconds(process.pid))
+        seconds = drawn_at - start
         runs = scripttiming.read_runs(timing_log)
         page.close()
     row = {
         "page": name or "home",
         "server_ready_s": round(ready, 2),
         "drawn_s": round(seconds, 3),
+        "process_cpu_s": round(cpu_s, 2),
         **_server_split(runs),
     }
     print(
         f"first {row['page']:20s} ready {ready:5.2f} s, drawn {seconds:6.2f} s after start,"
-        f" server {row['server_ms']:7.1f} ms in {len(runs)} runs",
+        f" server {row['server_ms']:7.1f} ms (cpu {row['server_cpu_ms']:.0f}) in {len(runs)}"
+        f" runs; process cpu {cpu_s:.2f} s",
         file=sys.stderr,
     )
     return row
