@@ -428,4 +428,5 @@ lazy_tabs(
         t("mech.tab.heads"): show_heads,
     },
     key="mech_tab",
+    params=((), ("mlens_m", "mlens"), ("mpatch_m",), ("mheads_m", "mheads")),  # links open tabs
 )
