@@ -52,6 +52,11 @@ def elements(at: AppTest, kind: str) -> list:
     return found
 
 
+def chart_key(element) -> str:
+    """The widget key a chart was drawn with (the end of its element id)."""
+    return element.proto.id.split("-")[-1]
+
+
 def figures(at: AppTest) -> list[dict]:
     """Every plotly chart's figure (data + layout), in page order."""
     return [json.loads(chart.proto.spec) for chart in elements(at, "plotly_chart")]
