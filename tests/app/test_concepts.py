@@ -176,16 +176,22 @@ def test_positional_shift_matrix_and_clipped_learned_table(lang):
     at = open_page(
         "concept_positional", pmaxlen="30", pdmodel="16", pshift="4", pstart="2", lang=lang
     )
-    ok(at)
+    ok(at)  # a link with the shift's parameters opens the shift tab
     shift = helpers.chart(at, "shift_chart")
     assert shift["layout"]["yaxis"]["ticktext"] == ["PE(2)", "M_4 · PE(2)", "PE(6)"]
     check = translate("concepts.positional.shift_check", lang, k=4, p=2, one="", every="", n=26)
     assert any(s.value[:12] == check[:12] for s in at.success)
+    assert "d_model = 16" in _caption_with(at, "concepts.positional.wavelengths", lang)
+    assert helpers.chart(at, "learned_chart") is None  # a closed tab draws nothing
+    helpers.open_tab(at, "positional_tab", translate("tabs.positional.learned", lang))
+    ok(at)
+    assert helpers.chart(at, "shift_chart") is None
     learned = helpers.chart(at, "learned_chart")["data"][-1]
     assert learned["zmax"] < 0.2  # the 99th percentile, not the largest value (about 1.9)
     clip = _caption_with(at, "concepts.positional.learned_clip", lang)
     assert f"{learned['zmax']:.3f}" in clip
-    assert "d_model = 16" in _caption_with(at, "concepts.positional.wavelengths", lang)
+    helpers.open_tab(at, "positional_tab", translate("tabs.positional.why", lang))
+    ok(at)
     assert any("equivariant" in w.value for w in at.warning)
 
 
