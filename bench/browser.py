@@ -319,13 +319,20 @@ def summary(result: dict) -> dict:
     warm = [r for r in result["pages"] if r["visit"] == "warm"]
     at_256 = [r for r in result["explorer"] if r["tokens"] >= 200]
     return {
-        "worst_cold_drawn_s": max(r["drawn_s"] for r in cold),
-        "worst_warm_server_ms": max(r["server_ms"] for r in warm),
-        "median_warm_drawn_s": statistics.median(r["drawn_s"] for r in warm),
+        "worst_cold_drawn_s": max((r["drawn_s"] for r in cold), default=None),
+        "worst_warm_server_ms": max((r["server_ms"] for r in warm), default=None),
+        "median_warm_drawn_s": (statistics.median(r["drawn_s"] for r in warm) if warm else None),
         "heatmap_256_s": next(
             (r["enter_to_drawn_s"] for r in at_256 if r["view"] == "heatmap"), None
         ),
         "worst_view_256_s": max((r["enter_to_drawn_s"] for r in at_256), default=None),
+        "worst_first_after_start_s": max(
+            (r["drawn_s"] for r in result.get("first") or []), default=None
+        ),
+        "worst_move_drawn_s": max((r["drawn_s"] for r in result.get("moves") or []), default=None),
+        "worst_move_server_ms": max(
+            (r["server_ms"] for r in result.get("moves") or []), default=None
+        ),
     }
 
 

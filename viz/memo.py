@@ -6,8 +6,9 @@ builders here are pure (the figure depends only on the arguments, titles include
 language is part of the key). What is kept is the figure's JSON, one string: a Figure's
 tree of plotly objects, dicts and lists (hundreds of objects a chart, thousands for a page)
 kept alive for the whole process would be walked by every full garbage collection, in the
-middle of somebody's page. A hit hands out a fresh Figure built from that JSON without
-validating it again (it was validated when first built), so a caller may change its copy.
+middle of somebody's page. A hit hands out a KeptFigure of its own: sent as that JSON, or,
+once a caller looks inside, a Figure built from it without validating again (it was
+validated when first built), so a caller may change its copy.
 """
 
 from __future__ import annotations
@@ -79,6 +80,60 @@ def figure_from_json(spec: str) -> go.Figure:
     return go.Figure(_arrays(json.loads(spec)), skip_invalid=False, _validate=False)
 
 
+# Layout changes a kept figure takes without being rebuilt: ui.charts sets the font.
+_LAYOUT_PATHS = {"font_family": ("font", "family")}
+
+
+class KeptFigure(go.Figure):
+    """A figure handed out again: its JSON, until somebody looks inside. Rebuilding a big
+    Figure from JSON costs several times what sending it does, and a page only sends it:
+    ``to_dict`` (what st.plotly_chart asks for) and a font change (ui.charts) are answered
+    from the JSON; anything else first builds the real Figure, which then behaves as one."""
+
+    _LAZY = frozenset({"to_dict", "update_layout", "_kept", "_build", "__class__", "__dict__"})
+
+    def __init__(self, spec: str):  # the Figure itself is built on first use (_build)
+        object.__setattr__(self, "_kept", {"spec": spec, "layout": {}, "built": False})
+
+    def __getattribute__(self, name):
+        if name not in KeptFigure._LAZY:
+            kept = object.__getattribute__(self, "_kept")
+            if not kept["built"]:
+                object.__getattribute__(self, "_build")()
+        return object.__getattribute__(self, name)
+
+    def _build(self) -> None:
+        kept = object.__getattribute__(self, "_kept")
+        kept["built"] = True
+        go.Figure.__init__(
+            self, _arrays(json.loads(kept["spec"])), skip_invalid=False, _validate=False
+        )
+        if kept["layout"]:
+            go.Figure.update_layout(self, **kept["layout"])
+
+    def update_layout(self, dict1=None, overwrite=False, **kwargs):
+        kept = object.__getattribute__(self, "_kept")
+        if kept["built"] or dict1 or overwrite or not set(kwargs) <= _LAYOUT_PATHS.keys():
+            if not kept["built"]:
+                self._build()
+            return go.Figure.update_layout(self, dict1, overwrite, **kwargs)
+        kept["layout"].update(kwargs)
+        return self
+
+    def to_dict(self) -> dict:
+        kept = object.__getattribute__(self, "_kept")
+        if kept["built"]:
+            return go.Figure.to_dict(self)
+        figure = json.loads(kept["spec"])
+        for name, value in kept["layout"].items():
+            *parents, leaf = _LAYOUT_PATHS[name]
+            node = figure.setdefault("layout", {})
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        return figure
+
+
 def memo_figure(build):
     """Decorate a pure figure builder so equal arguments give the figure built before (kept
     as its JSON; each call gets a Figure of its own)."""
@@ -96,7 +151,7 @@ def memo_figure(build):
             if spec is not None:
                 store.move_to_end(key)
         if spec is not None:
-            return figure_from_json(spec)
+            return KeptFigure(spec)
         figure = build(*args, **kwargs)
         spec = figure.to_json(validate=False)
         with lock:

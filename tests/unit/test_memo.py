@@ -66,3 +66,24 @@ def test_a_caller_changing_its_figure_does_not_change_the_next_one():
     assert theirs.layout.title.text == "Attention" and theirs.layout.font.family is None
     theirs.update_layout(title="mine now")
     assert build(z, "Attention").layout.title.text == "Attention"
+
+
+def test_a_figure_handed_out_again_is_sent_as_kept_without_being_rebuilt():
+    """What st.plotly_chart sends for a kept figure (with ui.charts' font) is what the first
+    one sent; a caller who looks inside gets a real Figure."""
+    import plotly.io
+    import plotly.tools
+
+    def sent(fig) -> dict:  # what st.plotly_chart does with a figure
+        spec = plotly.tools.return_figure_from_figure_or_data(fig, validate_figure=True)
+        return json.loads(plotly.io.to_json(spec, validate=False))
+
+    build, calls = _counting_builder()
+    z = np.array([[0.1, 0.9], [0.5, 0.5]])
+    first = build(z, "Attention").update_layout(font_family="Noto Sans KR")
+    kept = build(z, "Attention").update_layout(font_family="Noto Sans KR")
+    assert sent(kept) == sent(first) and calls == ["Attention"]
+    assert not kept._kept["built"]  # answered from the JSON
+    kept.update_yaxes(range=[0, 1])  # anything else: the real Figure, then changed
+    assert kept.layout.yaxis.range == (0, 1) and kept.layout.font.family == "Noto Sans KR"
+    assert np.array_equal(kept.data[0].z, z)
