@@ -8,7 +8,7 @@ from model.runtime.device import configure_threads
 from ui.chrome import translate_streamlit_chrome
 from ui.frame import mark_framed
 from ui.i18n import t
-from ui.preload import start_preload
+from ui.preload import script_run, start_preload
 from ui.sidebar import render_sidebar
 
 
@@ -24,7 +24,7 @@ st.set_page_config(
     layout="wide",
 )
 _configure_torch_once()
-start_preload()  # models and slow numbers, in the background, once per process
+start_preload()  # models and slow numbers, in the background (after this page), once per process
 
 # Groups of pages, each a sidebar section; a new page joins its group here.
 pages = {
@@ -114,4 +114,5 @@ page = st.navigation(pages)
 render_sidebar()
 translate_streamlit_chrome()  # Streamlit's own English controls: translated or removed
 mark_framed()  # the page's require_frame() knows it runs inside this frame, not bare
-page.run()
+with script_run():  # the background preload waits while a page runs
+    page.run()

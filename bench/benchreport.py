@@ -509,6 +509,10 @@ def browser_markdown(b) -> list[str]:
     out = ["", "## In the browser: what a person waits for (bench.browser)", ""]
     if not isinstance(b, dict):
         return [*out, f"Not measured: {b}."]
+    out += first_pages_markdown(b.get("first") or [])
+    out += moves_markdown(b.get("moves") or [])
+    if not b.get("pages"):
+        return out
     out += [
         "Each page opened in headless Chromium on a freshly started server (cold: its first "
         "visit since the start, right after the previous page's) and again (warm). *Drawn*: "
@@ -552,6 +556,67 @@ def browser_markdown(b) -> list[str]:
             + " | ".join(f"{cells[n]:.2f} s" if n in cells else "—" for n in sizes)
             + " |"
         )
+    return out
+
+
+FIRST_TARGET_S, MOVE_TARGET_S, MOVE_SERVER_TARGET_MS = 6.0, 1.0, 200.0
+
+
+def first_pages_markdown(rows: list[dict]) -> list[str]:
+    """Every page as the first one opened after a start (bench.browser.first_pages)."""
+    if not rows:
+        return []
+    out = [
+        "### The first page after a start",
+        "",
+        "A fresh `streamlit run app.py` for each page; the page is opened in headless Chromium "
+        "as soon as the server answers. *Drawn*: from starting the process until the page's "
+        "script has run and every chart is laid out and painted (target: "
+        f"{FIRST_TARGET_S:.0f} s). *Server CPU*: the server process's CPU time until then, "
+        "which a busy machine stretches less than the wall clock.",
+        "",
+        "| page | ready | drawn | first run: server | of it CPU | server CPU until drawn |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['page']} | {r['server_ready_s']:.1f} s | {r['drawn_s']:.1f} s | "
+            f"{_ms(r['server_ms'])} | {_ms(r['server_cpu_ms'])} | "
+            f"{r.get('process_cpu_s', float('nan')):.1f} s |"
+        )
+    worst = max(rows, key=lambda r: r["drawn_s"])
+    out += ["", f"Slowest: {worst['page']}, {worst['drawn_s']:.1f} s.", ""]
+    return out
+
+
+def moves_markdown(rows: list[dict]) -> list[str]:
+    """Warm moves by sidebar click (bench.browser.warm_moves)."""
+    if not rows:
+        return []
+    out = [
+        "### Moving between pages (warm)",
+        "",
+        "One tab on a warm server (every page visited once before); each page reached by "
+        "clicking its sidebar link from the page before it. *Drawn*: click until the page is "
+        f"drawn (target {MOVE_TARGET_S:.1f} s); *server*: the script runs the click caused "
+        f"(target {MOVE_SERVER_TARGET_MS:.0f} ms), split into the script's own CPU, the "
+        "collector's pauses and waiting (the interpreter lock, the event loop sending elements, "
+        "a core).",
+        "",
+        "| page | drawn | server | CPU | collector | waiting |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['page']} | {r['drawn_s']:.2f} s | {_ms(r['server_ms'])} | "
+            f"{_ms(r['server_cpu_ms'])} | {_ms(r['gc_ms'])} | {_ms(r['wait_ms'])} |"
+        )
+    out += [
+        "",
+        f"Slowest drawn: {max(r['drawn_s'] for r in rows):.2f} s; most server time: "
+        f"{_ms(max(r['server_ms'] for r in rows))}.",
+        "",
+    ]
     return out
 
 

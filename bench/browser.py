@@ -9,18 +9,25 @@ script runs timed (bench.scripttiming):
   sentence (plotly has laid it out and the browser has painted twice since).
 - Pages: every page's first visit after a server start (cold) and a revisit (warm): the
   time until the page is drawn, and the server time of the script runs it caused.
+- First page after start: a fresh server for each page, opened as soon as the server
+  answers; the clock runs from starting the process to the page drawn (what a teacher who
+  types ``make run`` and opens a link waits for).
+- Warm moves: a sidebar link clicked, on a warm server, to the page drawn; the server time
+  of the runs it caused, split into the script's own CPU, the collector and waiting.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 from bench import scripttiming
+from bench.classsim import cpu_seconds
 from bench.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
 
 WAIT_MS = 120_000
@@ -93,18 +100,20 @@ def enter_to_drawn(page, text: str, rows: int, view: str, timing_log: Path) -> f
     return time.perf_counter() - start
 
 
-def settle_after(page, timing_log: Path, seen: int, quiet_s: float = 0.8) -> float:
+def settle_after(page, timing_log: Path, seen: int, quiet_s: float = 0.8, probe=None):
     """perf_counter() when the page was last drawn after the script runs that followed
     ``seen``: a page may rerun itself (a permalink's frame, a query parameter), so it is
-    drawn once no new run has come for ``quiet_s`` (the quiet wait is not counted)."""
+    drawn once no new run has come for ``quiet_s`` (the quiet wait is not counted). With
+    ``probe``, (that time, what ``probe()`` returned at that moment)."""
     scripttiming.runs_after(timing_log, seen, timeout_s=WAIT_MS / 1000)
     while True:
         drawn(page)
         at, count = time.perf_counter(), len(scripttiming.read_runs(timing_log))
+        probed = probe() if probe else None
         time.sleep(quiet_s)
         if len(scripttiming.read_runs(timing_log)) == count:
             page.wait_for_function(_SETTLED, timeout=WAIT_MS)
-            return at
+            return (at, probed) if probe else at
 
 
 def explorer_sizes(
@@ -131,11 +140,11 @@ def explorer_sizes(
     return rows
 
 
-def page_visits(base: str, browser, timing_log: Path) -> list[dict]:
+def page_visits(base: str, browser, timing_log: Path, pages=PAGES) -> list[dict]:
     """Each page's first visit (cold, right after the server started) and a revisit."""
     rows = []
     for visit in ("cold", "warm"):
-        for name in PAGES:
+        for name in pages:
             seen = len(scripttiming.read_runs(timing_log))
             page = browser.new_page(viewport={"width": 1440, "height": 1000})
             url = f"{base}/{name}"
@@ -166,7 +175,113 @@ def page_visits(base: str, browser, timing_log: Path) -> list[dict]:
     return rows
 
 
-def run(quick: bool = False, log_dir: Path | None = None, parts=("pages", "explorer")) -> dict:
+def _server_split(runs: list[dict]) -> dict:
+    """The runs' server time, and of it the script's CPU, the collector and the rest (waiting:
+    for the interpreter lock, the event loop sending elements, or a core)."""
+    server_ms = sum(r["ms"] for r in runs)
+    cpu_ms = sum(r["cpu_ms"] for r in runs)
+    gc_ms = sum(r["gc_ms"] for r in runs)
+    return {
+        "server_ms": round(server_ms, 1),
+        "server_cpu_ms": round(cpu_ms, 1),
+        "gc_ms": round(gc_ms, 1),
+        "wait_ms": round(max(0.0, server_ms - cpu_ms - gc_ms), 1),
+        "script_runs": len(runs),
+    }
+
+
+def first_after_start(browser, name: str, log_dir: Path, port: int | None = None) -> dict:
+    """A fresh server, and ``name`` opened the moment it answers: seconds from starting the
+    process to the page drawn."""
+    timing_log = log_dir / f"bench-first-{name or 'home'}-runs.jsonl"
+    timing_log.unlink(missing_ok=True)
+    start = time.perf_counter()
+    server = serve(
+        log_dir / "bench-first-server.log", timing_log=timing_log, port=port, return_process=True
+    )
+    with server as (base, ready, process):
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        page.goto(f"{base}/{name}", timeout=WAIT_MS)
+        # The server's CPU time until the page was drawn: a busy machine stretches the wall
+        # clock, this much less.
+        drawn_at, cpu_s = settle_after(page, timing_log, 0, probe=lambda: cpu_seconds(process.pid))
+        seconds = drawn_at - start
+        runs = scripttiming.read_runs(timing_log)
+        page.close()
+    row = {
+        "page": name or "home",
+        "server_ready_s": round(ready, 2),
+        "drawn_s": round(seconds, 3),
+        "process_cpu_s": round(cpu_s, 2),
+        **_server_split(runs),
+    }
+    print(
+        f"first {row['page']:20s} ready {ready:5.2f} s, drawn {seconds:6.2f} s after start,"
+        f" server {row['server_ms']:7.1f} ms (cpu {row['server_cpu_ms']:.0f}) in {len(runs)}"
+        f" runs; process cpu {cpu_s:.2f} s",
+        file=sys.stderr,
+    )
+    return row
+
+
+def first_pages(browser, log_dir: Path, pages=PAGES, port: int | None = None) -> list[dict]:
+    """Every page as the first one opened after a server start (a fresh server each)."""
+    return [first_after_start(browser, name, log_dir, port) for name in pages]
+
+
+_NAV_LINK = '[data-testid="stSidebarNav"] a[href$="/{name}"]'
+
+
+def _nav_href(base: str, name: str) -> str:
+    return (
+        _NAV_LINK.format(name=name) if name else f'[data-testid="stSidebarNav"] a[href="{base}/"]'
+    )
+
+
+def warm_moves(base: str, browser, timing_log: Path, pages=PAGES, rounds: int = 2) -> list[dict]:
+    """Each page reached by clicking its sidebar link from the page before it, in one tab,
+    on a warm server (every page visited ``rounds - 1`` times before the measured round):
+    seconds from the click to the page drawn, and the server time of the runs it caused."""
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    seen = len(scripttiming.read_runs(timing_log))
+    page.goto(f"{base}/{pages[-1]}", timeout=WAIT_MS)
+    settle_after(page, timing_log, seen)
+    rows = []
+    for round_ in range(rounds):
+        for name in pages:
+            link = page.locator(_nav_href(base, name)).first
+            if not link.is_visible():  # more than 12 pages: the menu shows "View more" first
+                page.get_by_test_id("stSidebarNavViewButton").click()
+                link.wait_for(state="visible", timeout=WAIT_MS)
+            seen = len(scripttiming.read_runs(timing_log))
+            start = time.perf_counter()
+            link.click()
+            seconds = settle_after(page, timing_log, seen) - start
+            if round_ < rounds - 1:
+                continue
+            runs = scripttiming.read_runs(timing_log)[seen:]
+            row = {"page": name or "home", "drawn_s": round(seconds, 3), **_server_split(runs)}
+            rows.append(row)
+            print(
+                f"move to {row['page']:20s} drawn {seconds:6.2f} s, server {row['server_ms']:6.1f}"
+                f" ms (cpu {row['server_cpu_ms']:.0f}, gc {row['gc_ms']:.0f},"
+                f" wait {row['wait_ms']:.0f}) in {len(runs)} runs",
+                file=sys.stderr,
+            )
+    page.close()
+    return rows
+
+
+PARTS = ("first", "pages", "moves", "explorer")
+
+
+def run(
+    quick: bool = False,
+    log_dir: Path | None = None,
+    parts=PARTS,
+    port: int | None = None,
+    pages=PAGES,
+) -> dict:
     from playwright.sync_api import sync_playwright
 
     log_dir = Path(log_dir or "tests/artifacts")
@@ -175,19 +290,27 @@ def run(quick: bool = False, log_dir: Path | None = None, parts=("pages", "explo
     timing_log.unlink(missing_ok=True)
     sizes = [20, 128] if quick else [20, 128, 256]
     views = ("heatmap",) if quick else EXPLORER_VIEWS
-    server = serve(log_dir / "bench-browser-server.log", timing_log=timing_log)
-    with server as (base, ready), sync_playwright() as p:
+    result: dict = {"pages": [], "explorer": [], "moves": [], "first": []}
+    with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            visits = page_visits(base, browser, timing_log) if "pages" in parts else []
-            sizes_rows = (
-                explorer_sizes(base, browser, sizes, views, timing_log)
-                if "explorer" in parts
-                else []
-            )
+            if "first" in parts:
+                result["first"] = first_pages(browser, log_dir, pages, port)
+            if {"pages", "moves", "explorer"} & set(parts):
+                server = serve(
+                    log_dir / "bench-browser-server.log", timing_log=timing_log, port=port
+                )
+                with server as (base, ready):
+                    result["server_ready_s"] = round(ready, 2)
+                    if "pages" in parts:
+                        result["pages"] = page_visits(base, browser, timing_log, pages)
+                    if "moves" in parts:
+                        result["moves"] = warm_moves(base, browser, timing_log, pages)
+                    if "explorer" in parts:
+                        result["explorer"] = explorer_sizes(base, browser, sizes, views, timing_log)
         finally:
             browser.close()
-    return {"server_ready_s": round(ready, 2), "pages": visits, "explorer": sizes_rows}
+    return result
 
 
 def summary(result: dict) -> dict:
@@ -196,24 +319,36 @@ def summary(result: dict) -> dict:
     warm = [r for r in result["pages"] if r["visit"] == "warm"]
     at_256 = [r for r in result["explorer"] if r["tokens"] >= 200]
     return {
-        "worst_cold_drawn_s": max(r["drawn_s"] for r in cold),
-        "worst_warm_server_ms": max(r["server_ms"] for r in warm),
-        "median_warm_drawn_s": statistics.median(r["drawn_s"] for r in warm),
+        "worst_cold_drawn_s": max((r["drawn_s"] for r in cold), default=None),
+        "worst_warm_server_ms": max((r["server_ms"] for r in warm), default=None),
+        "median_warm_drawn_s": (statistics.median(r["drawn_s"] for r in warm) if warm else None),
         "heatmap_256_s": next(
             (r["enter_to_drawn_s"] for r in at_256 if r["view"] == "heatmap"), None
         ),
         "worst_view_256_s": max((r["enter_to_drawn_s"] for r in at_256), default=None),
+        "worst_first_after_start_s": max(
+            (r["drawn_s"] for r in result.get("first") or []), default=None
+        ),
+        "worst_move_drawn_s": max((r["drawn_s"] for r in result.get("moves") or []), default=None),
+        "worst_move_server_ms": max(
+            (r["server_ms"] for r in result.get("moves") or []), default=None
+        ),
     }
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.browser", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="two sizes, the heatmap only")
-    parser.add_argument("--only", choices=("pages", "explorer"), help="one of the two parts")
+    parser.add_argument("--only", choices=PARTS, action="append", help="these parts only")
+    parser.add_argument("--pages", help="comma-separated page names (home: empty or 'home')")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("BENCH_PORT", 0)) or None)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    result = run(args.quick, parts=(args.only,) if args.only else ("pages", "explorer"))
-    if result["pages"] and result["explorer"]:
+    pages = PAGES
+    if args.pages is not None:
+        pages = tuple("" if n == "home" else n for n in args.pages.split(","))
+    result = run(args.quick, parts=tuple(args.only or PARTS), port=args.port, pages=pages)
+    if all(result[k] for k in PARTS):
         result["summary"] = summary(result)
         print(json.dumps(result["summary"], indent=2))
     if args.json:

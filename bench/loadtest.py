@@ -242,11 +242,12 @@ def serve(
     startup_s: float = 120,
     return_process: bool = False,
     timing_log: Path | None = None,
+    port: int | None = None,
 ):
-    """A ``streamlit run app.py`` on a free port: yields (url, seconds until healthy), and
-    the server's Popen too with ``return_process`` (to read its memory). With
-    ``timing_log`` the server records every script run's time there (bench.scripttiming)."""
-    port = free_port()
+    """A ``streamlit run app.py`` on ``port`` (default: a free one): yields (url, seconds
+    until healthy), and the server's Popen too with ``return_process`` (to read its memory).
+    With ``timing_log`` the server records every script run's time there (bench.scripttiming)."""
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     launcher = ["streamlit"] if timing_log is None else ["bench.scripttiming", str(timing_log)]
     command = streamlit_command(port, launcher)

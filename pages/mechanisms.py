@@ -21,6 +21,7 @@ from ui.i18n import axis_labels, t
 from ui.models import engine_folder, load_model, model_label, selected_device
 from ui.permalink import linked
 from ui.sentence import clean_text, code_span, sentence_input
+from ui.tabs import lazy_tabs
 from viz.attention import attention_heatmap
 from viz.concepts import lines_figure
 from viz.mechanisms import grid_heatmap, head_lines_figure, head_scatter, lens_table
@@ -92,12 +93,11 @@ def positions_label(tokens: list[str]):
 
 st.title(t("mech.title"))
 st.caption(t("mech.intro"))
-induction_tab, lens_tab, patch_tab, heads_tab = st.tabs(
-    [t("mech.tab.induction"), t("mech.tab.lens"), t("mech.tab.patching"), t("mech.tab.heads")]
-)
+# The four tabs are drawn at the end (lazy_tabs): only the open one runs.
+
 
 # ---- 1. Induction heads ------------------------------------------------------------------
-with induction_tab:
+def show_induction() -> None:
     st.markdown(t("mech.induction.plain"))
     two, one = shipped_run("induction"), shipped_run(ONE_LAYER)
     if two is None or one is None:
@@ -204,6 +204,7 @@ with induction_tab:
                 st.caption(t("mech.induction.stripe"))
                 st.caption(t("mech.induction.eos"))
 
+
 # ---- the model for the other three tabs --------------------------------------------------
 device = selected_device()
 
@@ -227,7 +228,7 @@ def pick_model(where, key: str):
 
 
 # ---- 2. Logit lens -----------------------------------------------------------------------
-with lens_tab:
+def show_lens() -> None:
     st.markdown(t("mech.lens.plain"))
     lm, name = pick_model(st, "mlens_m")
     text = sentence_input(lm, name, key="mlens") if lm is not None else None
@@ -267,8 +268,9 @@ with lens_tab:
         )
         st.dataframe(lens_table(lens.top_tokens, lens.top_probs, labels, pos))
 
+
 # ---- 3. Activation patching --------------------------------------------------------------
-with patch_tab:
+def show_patching() -> None:
     st.markdown(t("mech.patch.plain"))
     st.latex(
         r"\text{recovered} = \frac{LD_{patched} - LD_{corrupted}}{LD_{clean} - LD_{corrupted}},"
@@ -349,8 +351,9 @@ with patch_tab:
                 )
             st.caption(t("mech.patch.heads_caption"))
 
+
 # ---- 4. What a head contributes ----------------------------------------------------------
-with heads_tab:
+def show_heads() -> None:
     st.markdown(t("mech.heads.plain"))
     lm, name = pick_model(st, "mheads_m")
     text = sentence_input(lm, name, key="mheads") if lm is not None else None
@@ -432,3 +435,15 @@ with heads_tab:
             }
         )
         st.dataframe(frame.round(3), hide_index=True)
+
+
+lazy_tabs(
+    {
+        t("mech.tab.induction"): show_induction,
+        t("mech.tab.lens"): show_lens,
+        t("mech.tab.patching"): show_patching,
+        t("mech.tab.heads"): show_heads,
+    },
+    key="mech_tab",
+    params=((), ("mlens_m", "mlens"), ("mpatch_m",), ("mheads_m", "mheads")),  # links open tabs
+)

@@ -36,6 +36,7 @@ from ui.modern import (
 )
 from ui.permalink import linked
 from ui.sentence import code_span, sentence_input
+from ui.tabs import lazy_tabs
 from viz.modern import (
     SCHEME_ORDER,
     cache_rows_figure,
@@ -94,13 +95,15 @@ if FACTS:
             )
         )
 
+
 # ---- 1. positions ------------------------------------------------------------------------------
-st.header(t("modern.positions.header"))
-st.markdown(t("modern.positions.text"))
-st.latex(
-    r"\text{RoPE: } (R_p q)^\top (R_s k) = q^\top R_{s-p}\, k"
-    r"\qquad \text{ALiBi: } \frac{q_p^\top k_s}{\sqrt{d_k}} - m_h\,|p - s|"
-)
+def positions_intro() -> None:
+    st.header(t("modern.positions.header"))
+    st.markdown(t("modern.positions.text"))
+    st.latex(
+        r"\text{RoPE: } (R_p q)^\top (R_s k) = q^\top R_{s-p}\, k"
+        r"\qquad \text{ALiBi: } \frac{q_p^\top k_s}{\sqrt{d_k}} - m_h\,|p - s|"
+    )
 
 
 @st.fragment
@@ -154,18 +157,17 @@ def length_section() -> None:
         st.markdown(t("modern.length.reading"))
 
 
-length_section()
-
-st.subheader(t("modern.qk.header"))
-st.markdown(t("modern.qk.text"))
-with_learned = try_model("minilm")[0] is not None
-series = {f"p={p}": t("modern.qk.query_at", p=p) for p in (48, 96)}
-series.update({f"h={h}": t("modern.qk.head", h=h + 1) for h in (0, 7)})
-plotly_chart(
-    qk_chart(with_learned, scheme_names(), series, t("modern.qk.x"), t("modern.qk.y")),
-    key="qk_chart",
-)
-st.caption(t("modern.qk.caption"))
+def qk_section() -> None:
+    st.subheader(t("modern.qk.header"))
+    st.markdown(t("modern.qk.text"))
+    with_learned = try_model("minilm")[0] is not None
+    series = {f"p={p}": t("modern.qk.query_at", p=p) for p in (48, 96)}
+    series.update({f"h={h}": t("modern.qk.head", h=h + 1) for h in (0, 7)})
+    plotly_chart(
+        qk_chart(with_learned, scheme_names(), series, t("modern.qk.x"), t("modern.qk.y")),
+        key="qk_chart",
+    )
+    st.caption(t("modern.qk.caption"))
 
 
 @st.fragment
@@ -212,9 +214,6 @@ def rope_section() -> None:
         )
 
 
-rope_section()
-
-
 # ---- 2. grouped-query attention ----------------------------------------------------------------
 @st.fragment
 def gqa_section() -> None:
@@ -246,9 +245,6 @@ def gqa_section() -> None:
         st.success(t("modern.gqa.parity", gap=f"{demo['gap']:.1e}"), icon=":material/check_circle:")
     else:
         st.caption(t("modern.gqa.shared", g=kv_choice, group=group))
-
-
-gqa_section()
 
 
 # ---- 3. the key/value cache --------------------------------------------------------------------
@@ -391,9 +387,6 @@ def cache_section() -> None:
         )
 
 
-cache_section()
-
-
 @st.fragment
 def calculator_section() -> None:
     """The cache calculator: typing reruns only this."""
@@ -452,9 +445,6 @@ def calculator_section() -> None:
             )
 
 
-calculator_section()
-
-
 # ---- 4. FlashAttention's online softmax --------------------------------------------------------
 @st.fragment
 def flash_section() -> None:
@@ -500,9 +490,6 @@ def flash_section() -> None:
         st.info(t("modern.flash.more", left=n_tiles - tile), icon=":material/chevron_right:")
 
 
-flash_section()
-
-
 @st.fragment
 def memory_section() -> None:
     """Memory as n grows."""
@@ -540,9 +527,6 @@ def memory_section() -> None:
     st.caption(t("modern.memory.caption"))
 
 
-memory_section()
-
-
 # ---- 5. attention sinks ------------------------------------------------------------------------
 @st.fragment
 def sinks_section() -> None:
@@ -577,7 +561,41 @@ def sinks_section() -> None:
             st.markdown(t("modern.sinks.why"))
 
 
-sinks_section()
+def show_positions() -> None:
+    positions_intro()
+    length_section()
+    qk_section()
+    rope_section()
+
+
+def show_cache() -> None:
+    cache_section()
+    calculator_section()
+
+
+def show_flash() -> None:
+    flash_section()
+    memory_section()
+
+
+# One tab per idea; only the open one runs and sends its charts.
+lazy_tabs(
+    {
+        t("tabs.modern.positions"): show_positions,
+        t("tabs.modern.gqa"): gqa_section,
+        t("tabs.modern.cache"): show_cache,
+        t("tabs.modern.flash"): show_flash,
+        t("tabs.modern.sinks"): sinks_section,
+    },
+    key="modern_tab",
+    params=(  # a link to a widget opens its tab
+        ("mmetric", "mpair", "mpos"),
+        ("mkv",),
+        ("mcmodel", "mctext", "mcstep"),
+        ("mfkeys", "mfblock", "mfseed", "mftile", "mmblock"),
+        ("mstext",),
+    ),
+)
 
 st.divider()
 st.page_link(

@@ -3,7 +3,10 @@ are loaded, and the concept pages' slow numbers computed, before a person asks f
 
 A teacher who opens a concept page right after ``make run`` would otherwise wait for MiniLM
 to load and for attention to be timed at seven sizes. The first page itself is not held
-up: the work starts after a short delay, on a thread of its own, and Streamlit's caches
+up: the work runs on a thread of its own and yields to the pages' script runs (app.py runs
+each page inside ``script_run()``): it starts once the first page has been drawn, and waits
+between its items while a page is running. The page being opened computes what it needs
+itself, first, without a second thread competing for the interpreter; Streamlit's caches
 give a request that arrives mid-way the same result (one computation per key, others wait).
 """
 
@@ -15,23 +18,62 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import streamlit as st
 
-START_DELAY_S = 1.5  # let the page that started the process draw first
+QUIET_S = 0.5  # after a page's run: time for its charts to be sent and drawn
+MAX_YIELD_S = 30.0  # a page that never stops running (a live view) does not stop the preload
 PRELOAD_MODELS = ("en2ko", "minilm")  # the default model and the concept pages' model
 ENV_SWITCH = "ATTENTION_LAB_PRELOAD"  # "0" turns it off (e.g. a machine short of memory)
 
 log = logging.getLogger(__name__)
 
 
+_runs = threading.Condition()
+_state = {"active": 0, "ended_at": None}  # script runs going on; when the last one ended
+
+
+@contextmanager
+def script_run() -> Iterator[None]:
+    """Around a page's script run (app.py): the preload waits while any is running."""
+    with _runs:
+        _state["active"] += 1
+    try:
+        yield
+    finally:
+        with _runs:
+            _state["active"] -= 1
+            _state["ended_at"] = time.monotonic()
+            _runs.notify_all()
+
+
+def _pages_quiet() -> bool:
+    ended = _state["ended_at"]
+    return _state["active"] == 0 and ended is not None and time.monotonic() - ended >= QUIET_S
+
+
+def yield_to_pages(limit_s: float | None = None) -> None:
+    """Wait until no page is running and one has finished at least ``QUIET_S`` ago (at most
+    ``limit_s``, default ``MAX_YIELD_S``)."""
+    deadline = time.monotonic() + (MAX_YIELD_S if limit_s is None else limit_s)
+    with _runs:
+        while not _pages_quiet():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            _runs.wait(min(left, QUIET_S))
+
+
 def _work(device: str) -> None:
-    time.sleep(START_DELAY_S)
+    yield_to_pages()  # the page that started the process is drawn first
     from ui import concepts, modern
     from ui.models import load_model
 
     started = time.perf_counter()
     for name in PRELOAD_MODELS:
+        yield_to_pages()
         try:
             load_model(name, device)
         except Exception as err:  # the page that needs it will say why, in the UI language
@@ -45,6 +87,7 @@ def _work(device: str) -> None:
         ("q·k by distance", lambda: modern.qk_rows(True)),
         ("attention memory", lambda: modern.memory(128)),
     ):
+        yield_to_pages()
         try:
             compute()
         except Exception as err:  # the page computes it again and shows any error itself

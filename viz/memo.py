@@ -3,19 +3,26 @@
 Building a plotly figure validates every property it sets, which costs tens of milliseconds
 a chart; a concept page has up to 13 charts whose inputs rarely change between reruns. The
 builders here are pure (the figure depends only on the arguments, titles included, so the
-language is part of the key), and no caller changes a figure after it is built, so the same
-object can be handed out again.
+language is part of the key). What is kept is the figure's JSON, one string: a Figure's
+tree of plotly objects, dicts and lists (hundreds of objects a chart, thousands for a page)
+kept alive for the whole process would be walked by every full garbage collection, in the
+middle of somebody's page. A hit hands out a KeptFigure of its own: sent as that JSON, or,
+once a caller looks inside, a Figure built from it without validating again (it was
+validated when first built), so a caller may change its copy.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from numbers import Number
 
 import numpy as np
+import plotly.graph_objects as go
 import torch
 
 MAX_FIGURES = 48  # per builder: a few pages' charts in each language; the oldest go first
@@ -52,9 +59,85 @@ def _key(value):
     raise _Unhashable(type(value).__name__)
 
 
+def _arrays(value):
+    """Plotly's JSON writes numeric arrays as base64 ("bdata"): numpy arrays again, as the
+    figure first held them (a caller reading ``fig.data[0].z`` sees numbers, not text)."""
+    if isinstance(value, dict):
+        if "bdata" in value and "dtype" in value:
+            array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+            shape = value.get("shape")
+            if shape:
+                array = array.reshape([int(n) for n in str(shape).split(",")])
+            return array
+        return {k: _arrays(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_arrays(v) for v in value]
+    return value
+
+
+def figure_from_json(spec: str) -> go.Figure:
+    """A Figure from the JSON of one that was validated when it was built: not again."""
+    return go.Figure(_arrays(json.loads(spec)), skip_invalid=False, _validate=False)
+
+
+# Layout changes a kept figure takes without being rebuilt: ui.charts sets the font.
+_LAYOUT_PATHS = {"font_family": ("font", "family")}
+
+
+class KeptFigure(go.Figure):
+    """A figure handed out again: its JSON, until somebody looks inside. Rebuilding a big
+    Figure from JSON costs several times what sending it does, and a page only sends it:
+    ``to_dict`` (what st.plotly_chart asks for) and a font change (ui.charts) are answered
+    from the JSON; anything else first builds the real Figure, which then behaves as one."""
+
+    _LAZY = frozenset({"to_dict", "update_layout", "_kept", "_build", "__class__", "__dict__"})
+
+    def __init__(self, spec: str):  # the Figure itself is built on first use (_build)
+        object.__setattr__(self, "_kept", {"spec": spec, "layout": {}, "built": False})
+
+    def __getattribute__(self, name):
+        if name not in KeptFigure._LAZY:
+            kept = object.__getattribute__(self, "_kept")
+            if not kept["built"]:
+                object.__getattribute__(self, "_build")()
+        return object.__getattribute__(self, name)
+
+    def _build(self) -> None:
+        kept = object.__getattribute__(self, "_kept")
+        kept["built"] = True
+        go.Figure.__init__(
+            self, _arrays(json.loads(kept["spec"])), skip_invalid=False, _validate=False
+        )
+        if kept["layout"]:
+            go.Figure.update_layout(self, **kept["layout"])
+
+    def update_layout(self, dict1=None, overwrite=False, **kwargs):
+        kept = object.__getattribute__(self, "_kept")
+        if kept["built"] or dict1 or overwrite or not set(kwargs) <= _LAYOUT_PATHS.keys():
+            if not kept["built"]:
+                self._build()
+            return go.Figure.update_layout(self, dict1, overwrite, **kwargs)
+        kept["layout"].update(kwargs)
+        return self
+
+    def to_dict(self) -> dict:
+        kept = object.__getattribute__(self, "_kept")
+        if kept["built"]:
+            return go.Figure.to_dict(self)
+        figure = json.loads(kept["spec"])
+        for name, value in kept["layout"].items():
+            *parents, leaf = _LAYOUT_PATHS[name]
+            node = figure.setdefault("layout", {})
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        return figure
+
+
 def memo_figure(build):
-    """Decorate a pure figure builder so equal arguments give the same (already built) figure."""
-    store: OrderedDict = OrderedDict()
+    """Decorate a pure figure builder so equal arguments give the figure built before (kept
+    as its JSON; each call gets a Figure of its own)."""
+    store: OrderedDict[tuple, str] = OrderedDict()
     lock = threading.Lock()
 
     @functools.wraps(build)
@@ -64,15 +147,19 @@ def memo_figure(build):
         except _Unhashable:
             return build(*args, **kwargs)
         with lock:
-            if key in store:
+            spec = store.get(key)
+            if spec is not None:
                 store.move_to_end(key)
-                return store[key]
+        if spec is not None:
+            return KeptFigure(spec)
         figure = build(*args, **kwargs)
+        spec = figure.to_json(validate=False)
         with lock:
-            store[key] = figure
+            store[key] = spec
             while len(store) > MAX_FIGURES:
                 store.popitem(last=False)
         return figure
 
     cached.cache_clear = store.clear
+    cached.cache_store = store  # for tests: what is kept
     return cached

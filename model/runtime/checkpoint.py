@@ -55,6 +55,18 @@ def save_checkpoint(
     return folder
 
 
+def _bound_bytes(config: TransformerConfig) -> int:
+    """Twice a generous count of the float32 bytes a config's model holds. Below the limit,
+    the exact count is not needed: building on the meta device imports torch._dynamo (about
+    a second of the first page's wait after a start, for every checkpoint)."""
+    d, f = config.d_model, max(config.d_ff, 0)
+    vocab = config.src_vocab_size + 2 * config.tgt_vocab_size + config.type_vocab_size
+    tables = (vocab + 2 * config.max_len) * d + config.max_len**2
+    layer = 8 * d * d + 3 * d * f + 32 * d + 4 * f  # self- and cross-attention, FFN, norms
+    layers = config.n_encoder_layers + config.n_decoder_layers
+    return 2 * 4 * (tables + layers * layer + config.tgt_vocab_size + 16 * d)
+
+
 def write_metrics(folder: str | Path, metrics: dict) -> None:
     """(Re)write metrics.json: provenance and held-out results shown beside the model."""
     _write_json(Path(folder) / METRICS, metrics)
@@ -112,9 +124,11 @@ def load_checkpoint(
             f"{config.src_vocab_size}/{config.tgt_vocab_size}"
         )
     weights = folder / WEIGHTS
-    with torch.device("meta"):  # shapes only: nothing is allocated
-        meta = build_model(config)
-    implied = sum(t.numel() * t.element_size() for t in (*meta.parameters(), *meta.buffers()))
+    implied = _bound_bytes(config)
+    if implied > MAX_WEIGHT_BYTES:  # near the limit: the exact count, from shapes alone
+        with torch.device("meta"):  # nothing is allocated
+            meta = build_model(config)
+        implied = sum(t.numel() * t.element_size() for t in (*meta.parameters(), *meta.buffers()))
     if max(implied, weights.stat().st_size) > MAX_WEIGHT_BYTES + HEADER_SLACK:
         raise ModelLoadError(
             f"{folder} holds a model of {max(implied, weights.stat().st_size):,} bytes; "

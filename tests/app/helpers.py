@@ -18,12 +18,23 @@ CONCEPT_PAGES = {
 }
 
 
-def open_page(page: str | None = None, timeout: float = 120, **query: str) -> AppTest:
-    """The app on ``pages/<page>.py`` (None: the home page) with ``query`` in the URL, run once."""
+def open_page(
+    page: str | None = None, timeout: float = 120, tabs: dict | None = None, **query: str
+) -> AppTest:
+    """The app on ``pages/<page>.py`` (None: the home page) with ``query`` in the URL, run once;
+    ``tabs``: {tabs key: label} of lazy tabs (ui.tabs) open from the start."""
     at = AppTest.from_file(APP, default_timeout=timeout)
     if page is not None:
         at.switch_page(page if page.endswith(".py") else f"pages/{page}.py")
     at.query_params.update(query)
+    for key, label in (tabs or {}).items():
+        at.session_state[key] = label
+    return at.run()
+
+
+def open_tab(at: AppTest, key: str, label: str) -> AppTest:
+    """Open the lazy tab ``label`` of the tabs ``key`` (ui.tabs), as a click on it does."""
+    at.session_state[key] = label
     return at.run()
 
 
@@ -39,6 +50,11 @@ def elements(at: AppTest, kind: str) -> list:
 
     walk(at.main)
     return found
+
+
+def chart_key(element) -> str:
+    """The widget key a chart was drawn with (the end of its element id)."""
+    return element.proto.id.split("-")[-1]
 
 
 def figures(at: AppTest) -> list[dict]:

@@ -51,16 +51,42 @@ def test_step_by_step_follows_layer_head_and_query_and_matches_the_model():
     assert translate("concepts.attention.out_match", "en", error="")[:30] in " ".join(
         c.value for c in at.caption
     )
-    assert "n < d" in " ".join(i.value for i in at.info)
     frame = at.dataframe[0].value
     assert frame.iloc[:, 0].tolist() == ["[CLS]", "i", "study", "math", "[SEP]"]
     assert abs(frame.iloc[:, -1].sum() - 1.0) < 1e-5
+    helpers.open_tab(at, "attention_tab", translate("tabs.attention.cost", "en"))
+    ok(at)
+    assert "n < d" in " ".join(i.value for i in at.info)
+
+
+@pytest.mark.parametrize(
+    ("query", "tab", "chart"),
+    [
+        ({}, "steps", "heads_chart"),
+        ({"xquery": "1"}, "cross", "xheads_chart"),
+        ({"cdk": "128"}, "why_scale", "var_chart"),
+    ],
+)
+def test_the_scaled_dot_product_page_runs_only_its_open_tab(query, tab, chart):
+    """A closed tab does no work: its charts are not sent; a link opens its widget's tab."""
+    at = open_page("concept_attention", **query)
+    ok(at)
+    drawn = {helpers.chart_key(c) for c in helpers.elements(at, "plotly_chart")}
+    assert chart in drawn
+    others = {"steps": "heads_chart", "cross": "xheads_chart", "why_scale": "var_chart"}
+    assert not {c for name, c in others.items() if name != tab} & drawn
+    assert "time_chart" not in drawn  # the cost tab: closed
+    helpers.open_tab(at, "attention_tab", translate("tabs.attention.cost", "en"))
+    ok(at)
+    drawn = {helpers.chart_key(c) for c in helpers.elements(at, "plotly_chart")}
+    assert drawn == {"time_chart", "memory_chart"}
 
 
 def test_the_lecture_example_is_the_default_sentence():
     at = open_page("concept_attention")
     ok(at)
     assert at.text_input(key="ctext").value == "Thinking Machines"
+    helpers.open_tab(at, "attention_tab", translate("tabs.attention.why_scale", "en"))
     at.select_slider(key="cdk").set_value(512).run()
     ok(at)
     assert "d_k = 512" in " ".join(c.value for c in at.caption)
@@ -150,16 +176,22 @@ def test_positional_shift_matrix_and_clipped_learned_table(lang):
     at = open_page(
         "concept_positional", pmaxlen="30", pdmodel="16", pshift="4", pstart="2", lang=lang
     )
-    ok(at)
+    ok(at)  # a link with the shift's parameters opens the shift tab
     shift = helpers.chart(at, "shift_chart")
     assert shift["layout"]["yaxis"]["ticktext"] == ["PE(2)", "M_4 · PE(2)", "PE(6)"]
     check = translate("concepts.positional.shift_check", lang, k=4, p=2, one="", every="", n=26)
     assert any(s.value[:12] == check[:12] for s in at.success)
+    assert "d_model = 16" in _caption_with(at, "concepts.positional.wavelengths", lang)
+    assert helpers.chart(at, "learned_chart") is None  # a closed tab draws nothing
+    helpers.open_tab(at, "positional_tab", translate("tabs.positional.learned", lang))
+    ok(at)
+    assert helpers.chart(at, "shift_chart") is None
     learned = helpers.chart(at, "learned_chart")["data"][-1]
     assert learned["zmax"] < 0.2  # the 99th percentile, not the largest value (about 1.9)
     clip = _caption_with(at, "concepts.positional.learned_clip", lang)
     assert f"{learned['zmax']:.3f}" in clip
-    assert "d_model = 16" in _caption_with(at, "concepts.positional.wavelengths", lang)
+    helpers.open_tab(at, "positional_tab", translate("tabs.positional.why", lang))
+    ok(at)
     assert any("equivariant" in w.value for w in at.warning)
 
 
@@ -185,15 +217,17 @@ def test_warmup_experiment_shows_bands_the_exact_command_and_what_it_shows(lang)
 
 
 def test_cross_attention_step_through_and_the_mask_correction_show_measured_numbers():
-    at = open_page("concept_attention", xquery="1")
+    at = open_page("concept_attention", xquery="1")  # a link into the cross tab opens it
     ok(at)
     success = " ".join(s.value for s in at.success)
     assert translate("concepts.attention.cross_match", "en", error="", out="")[:40] in success
-    warning = " ".join(w.value for w in at.warning)
-    assert "−∞" in warning and "%" in warning  # the 0-fill leak, measured on this head
-    cross = at.dataframe[1].value  # the decoder query's row over the source tokens
+    cross = at.dataframe[0].value  # the decoder query's row over the source tokens
     assert cross.iloc[:, 0].tolist() == ["i", "study", "math"]
     assert abs(cross.iloc[:, -1].sum() - 1.0) < 1e-5
+    helpers.open_tab(at, "attention_tab", translate("tabs.attention.steps", "en"))
+    ok(at)
+    warning = " ".join(w.value for w in at.warning)
+    assert "−∞" in warning and "%" in warning  # the 0-fill leak, measured on this head
 
 
 def test_the_feed_forward_section_uses_the_models_own_sizes():

@@ -13,8 +13,20 @@ from ui.i18n import translate
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 
 
-def open_page(**query: str):
-    return helpers.open_page("mechanisms", timeout=240, **query)
+TABS = ("induction", "lens", "patching", "heads")
+# Each tab's charts: only the open tab's are drawn (lazy tabs).
+TAB_CHARTS = {
+    "induction": ("mech_loss", "mech_prefix_matching", "mech_previous_token", "mech_att_induction"),
+    "lens": ("mech_lens",),
+    "patching": ("mech_patch_pos", "mech_patch_decoder"),
+    "heads": ("mech_sc_abl", "mech_sc_dla", "mech_sc_roll"),
+}
+
+
+def open_page(tab: str = "induction", **query: str):
+    """The page with ``tab`` open (in the language of ``lang``, English by default)."""
+    label = translate(f"mech.tab.{tab}", query.get("lang", "en"))
+    return helpers.open_page("mechanisms", timeout=240, tabs={"mech_tab": label}, **query)
 
 
 def texts(at) -> str:
@@ -42,37 +54,56 @@ def test_the_page_renders_every_tab_in_both_languages(lang):
     at = open_page(lang=lang)
     ok(at)
     assert at.title[0].value == translate("mech.title", lang)
-    assert not at.warning
-    keys = [
-        "mech_loss",
-        "mech_prefix_matching",
-        "mech_previous_token",
-        "mech_att_induction",
-        "mech_lens",
-        "mech_patch_pos",
-        "mech_patch_decoder",
-        "mech_sc_abl",
-        "mech_sc_dla",
-        "mech_sc_roll",
-    ]
-    for key in keys:
-        assert chart(at, key) is not None, key
+    assert [tab.label for tab in at.tabs] == [translate(f"mech.tab.{n}", lang) for n in TABS]
+    for tab in TABS:
+        helpers.open_tab(at, "mech_tab", translate(f"mech.tab.{tab}", lang))
+        ok(at)
+        assert not at.warning
+        for key in TAB_CHARTS[tab]:
+            assert chart(at, key) is not None, key
+        if tab == "lens":
+            lens = chart(at, "mech_lens")
+        elif tab == "patching":
+            captions = [c.value for c in at.caption]
+        elif tab == "induction":
+            induction_text = texts(at)
     # the logit lens: rows = embeddings + 2 layers, probabilities on a fixed [0, 1] scale
-    lens = chart(at, "mech_lens")
     assert lens["data"][0]["zmin"] == 0 and lens["data"][0]["zmax"] == 1
     assert lens["layout"]["yaxis"]["ticktext"][0] == translate("mech.embeddings", lang)
     # patching: the checks are shown, and read exactly 0 and 1
     check = translate("mech.patch.check", lang, nothing="0.000", whole="1.000")
-    assert check in [c.value for c in at.caption]
+    assert check in captions
     # the induction model continues the default prompt
-    assert "` e r t y u `" in texts(at)
+    assert "` e r t y u `" in induction_text
     if lang == "ko":
         assert HANGUL.search(" ".join(m.value for m in at.markdown))
 
 
+@pytest.mark.parametrize("tab", TABS)
+def test_only_the_open_tab_runs_and_a_click_on_another_draws_it(tab):
+    """A closed tab does no work: none of its charts is sent, its models are not run."""
+    at = open_page(tab)
+    ok(at)
+    drawn = {key for keys in TAB_CHARTS.values() for key in keys if chart(at, key) is not None}
+    assert drawn == set(TAB_CHARTS[tab])
+    other = TABS[(TABS.index(tab) + 1) % len(TABS)]
+    helpers.open_tab(at, "mech_tab", translate(f"mech.tab.{other}", "en"))
+    ok(at)
+    drawn = {key for keys in TAB_CHARTS.values() for key in keys if chart(at, key) is not None}
+    assert drawn == set(TAB_CHARTS[other])
+
+
+def test_the_open_tab_stays_open_when_the_language_changes():
+    at = open_page("lens")
+    at.button_group(key="_language_picker").set_value("ko").run()  # ui.sidebar's picker
+    ok(at)
+    assert at.title[0].value == translate("mech.title", "ko")
+    assert chart(at, "mech_lens") is not None and chart(at, "mech_loss") is None
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_patching_inputs_of_different_length_get_a_clear_message(lang):
-    at = open_page(lang=lang)
+    at = open_page("patching", lang=lang)
     at.text_input(key="mcorrupt").set_value("q w e r t y u i q w").run()
     ok(at)
     expected = translate("mech.patch.error.length", lang, clean=10, corrupted=11)
@@ -85,7 +116,7 @@ def test_patching_inputs_of_different_length_get_a_clear_message(lang):
     [("q w e r t", "", "empty"), ("q w e r t y u q w", "q w e r t y u q w", "same")],
 )
 def test_patching_empty_or_unchanged_input_is_explained(clean, corrupted, key):
-    at = open_page(lang="ko")
+    at = open_page("patching", lang="ko")
     at.text_input(key="mclean").set_value(clean)
     at.text_input(key="mcorrupt").set_value(corrupted).run()
     ok(at)
@@ -94,7 +125,7 @@ def test_patching_empty_or_unchanged_input_is_explained(clean, corrupted, key):
 
 
 def test_patching_unknown_words_are_named_on_en2ko():
-    at = open_page(mpatch_m="en2ko")
+    at = open_page("patching", mpatch_m="en2ko")
     ok(at)
     assert chart(at, "mech_patch_cross") is not None  # encoder-decoder: cross heads too
     at.text_input(key="mcorrupt").set_value("I study xylophone at school").run()
@@ -106,7 +137,7 @@ def test_patching_unknown_words_are_named_on_en2ko():
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_the_lens_explains_unknown_words_and_empty_input(lang):
-    at = open_page(lang=lang, mlens_m="sort")
+    at = open_page("lens", lang=lang, mlens_m="sort")
     ok(at)
     at.text_input(key="mlens").set_value("3 x 1").run()
     ok(at)
@@ -117,7 +148,7 @@ def test_the_lens_explains_unknown_words_and_empty_input(lang):
 
 
 def test_the_head_tab_follows_the_chosen_position_on_sort():
-    at = open_page(mheads_m="sort", mheads="3 1 2")
+    at = open_page("heads", mheads_m="sort", mheads="3 1 2")
     ok(at)
     before = chart(at, "mech_sc_dla")
     at.selectbox(key="mheads_pos").set_value(6).run()  # after "1": predicts "2"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 import ui.concepts
@@ -18,6 +21,14 @@ def _no_real_freeze(monkeypatch):
     monkeypatch.setattr(preload.gc, "freeze", lambda: None)
 
 
+@pytest.fixture(autouse=True)
+def _a_page_has_run(monkeypatch):
+    """The preload waits for a page to have run: one has, just now, and nothing waits."""
+    monkeypatch.setattr(preload, "QUIET_S", 0)
+    with preload.script_run():
+        pass
+
+
 def _record_modern(monkeypatch, computed):
     monkeypatch.setattr(ui.modern, "qk_rows", lambda learned: computed.append(("qk_rows", learned)))
     monkeypatch.setattr(ui.modern, "memory", lambda block: computed.append(("memory", block)))
@@ -25,7 +36,6 @@ def _record_modern(monkeypatch, computed):
 
 def test_the_preload_loads_the_pages_models_and_computes_the_slow_numbers(monkeypatch):
     asked, computed = [], []
-    monkeypatch.setattr(preload, "START_DELAY_S", 0)
     monkeypatch.setattr(ui.models, "load_model", lambda name, device: asked.append(name))
     for name in CONCEPT_NUMBERS:
         monkeypatch.setattr(ui.concepts, name, lambda name=name: computed.append(name))
@@ -38,7 +48,6 @@ def test_the_preload_loads_the_pages_models_and_computes_the_slow_numbers(monkey
 
 def test_a_number_that_fails_to_compute_does_not_stop_the_rest(monkeypatch, caplog):
     computed = []
-    monkeypatch.setattr(preload, "START_DELAY_S", 0)
     monkeypatch.setattr(ui.models, "load_model", lambda name, device: None)
 
     def broken():
@@ -59,7 +68,6 @@ def test_a_model_that_fails_to_preload_does_not_stop_the_rest(monkeypatch, caplo
             raise OSError("disk full")
 
     computed = []
-    monkeypatch.setattr(preload, "START_DELAY_S", 0)
     monkeypatch.setattr(ui.models, "load_model", load)
     for name in CONCEPT_NUMBERS:
         monkeypatch.setattr(ui.concepts, name, lambda name=name: computed.append(name))
@@ -70,7 +78,6 @@ def test_a_model_that_fails_to_preload_does_not_stop_the_rest(monkeypatch, caplo
 
 def test_what_the_preload_leaves_alive_is_kept_out_of_full_collections(monkeypatch):
     order = []
-    monkeypatch.setattr(preload, "START_DELAY_S", 0)
     monkeypatch.setattr(ui.models, "load_model", lambda name, device: order.append(name))
     for name in CONCEPT_NUMBERS:
         monkeypatch.setattr(ui.concepts, name, lambda name=name: order.append(name))
@@ -87,3 +94,30 @@ def test_preloading_can_be_switched_off(monkeypatch):
         assert preload.start_preload() is None
     finally:
         preload.start_preload.clear()
+
+
+def test_the_preload_waits_while_a_page_runs_and_starts_once_it_has_drawn(monkeypatch):
+    """The first page after a start computes what it needs without the preload competing."""
+    order = []
+    monkeypatch.setattr(preload, "QUIET_S", 0.05)
+    monkeypatch.setattr(ui.models, "load_model", lambda name, device: order.append(name))
+    for name in CONCEPT_NUMBERS:
+        monkeypatch.setattr(ui.concepts, name, lambda name=name: order.append(name))
+    _record_modern(monkeypatch, order)
+    with preload.script_run():
+        worker = threading.Thread(target=preload._work, args=("cpu",))
+        worker.start()
+        worker.join(0.5)
+        assert worker.is_alive() and order == []  # the page is still running: nothing yet
+        order.append("page drawn")
+    worker.join(10)
+    assert not worker.is_alive()
+    assert order[:3] == ["page drawn", "en2ko", "minilm"]
+
+
+def test_a_page_that_never_ends_does_not_stop_the_preload(monkeypatch):
+    monkeypatch.setattr(preload, "MAX_YIELD_S", 0.1)
+    with preload.script_run():
+        started = time.monotonic()
+        preload.yield_to_pages()
+        assert 0.1 <= time.monotonic() - started < 5

@@ -100,8 +100,55 @@ def test_the_browser_section_tables_every_page_and_every_view_by_size():
         "median_warm_drawn_s": 0.9,
         "heatmap_256_s": 1.1,
         "worst_view_256_s": 2.5,
+        "worst_first_after_start_s": None,
+        "worst_move_drawn_s": None,
+        "worst_move_server_ms": None,
     }
     assert "Not measured: no Chromium" in "\n".join(browser_markdown("no Chromium at /x"))
+
+
+def test_the_browser_section_shows_first_pages_after_start_and_warm_moves():
+    from bench.benchreport import browser_markdown
+    from bench.browser import summary
+
+    split = {"server_ms": 180.0, "server_cpu_ms": 90.0, "gc_ms": 10.0, "wait_ms": 80.0}
+    result = {
+        "pages": [],
+        "explorer": [],
+        "first": [
+            {
+                "page": "home",
+                "server_ready_s": 0.7,
+                "drawn_s": 2.9,
+                "process_cpu_s": 2.4,
+                **split,
+                "server_ms": 1500.0,
+                "server_cpu_ms": 1400.0,
+            },
+            {
+                "page": "modern",
+                "server_ready_s": 0.8,
+                "drawn_s": 5.6,
+                "process_cpu_s": 5.1,
+                **split,
+                "server_ms": 4100.0,
+            },
+        ],
+        "moves": [
+            {"page": "home", "drawn_s": 0.31, **split},
+            {"page": "modern", "drawn_s": 0.84, **split, "server_ms": 150.0, "wait_ms": 50.0},
+        ],
+    }
+    text = "\n".join(browser_markdown(result))
+    assert "| home | 0.7 s | 2.9 s | 1,500 ms | 1,400 ms | 2.4 s |" in text
+    assert "Slowest: modern, 5.6 s." in text
+    assert "| modern | 0.84 s | 150 ms | 90 ms | 10 ms | 50 ms |" in text
+    assert "Slowest drawn: 0.84 s; most server time: 180 ms." in text
+    assert "cold: drawn" not in text  # no cold/warm visits measured: no empty table
+    worst = summary(
+        {**result, "explorer": [{"view": "heatmap", "tokens": 20, "enter_to_drawn_s": 1}]}
+    )
+    assert worst["worst_first_after_start_s"] == 5.6 and worst["worst_move_drawn_s"] == 0.84
 
 
 def test_a_script_run_log_says_how_much_was_its_own_work_and_how_much_the_collector(

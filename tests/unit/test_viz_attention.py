@@ -1,5 +1,7 @@
 """Attention figures keep the promises in DESIGN.md's "Plots tell the truth"."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -161,9 +163,13 @@ def test_all_heads_of_a_long_input_draw_block_means_whose_hover_names_the_positi
 
 def test_a_figure_asked_for_again_with_equal_inputs_is_not_rebuilt_but_new_inputs_are():
     w = causal_weights(5)
+    attention_heatmap.cache_clear()
     first = attention_heatmap(w, TOKENS, TOKENS, title="A")
-    assert attention_heatmap(w.clone(), TOKENS, TOKENS, title="A") is first
-    assert attention_heatmap(w, TOKENS, TOKENS, title="B") is not first  # another language
+    again = attention_heatmap(w.clone(), TOKENS, TOKENS, title="A")  # kept: not built again
+    assert json.loads(again.to_json()) == json.loads(first.to_json())
+    assert len(attention_heatmap.cache_store) == 1
+    other = attention_heatmap(w, TOKENS, TOKENS, title="B")  # another language: its own
+    assert other.layout.title.text == "B" and len(attention_heatmap.cache_store) == 2
     changed = w.clone()
     changed[4, 0] += 0.5
     again = attention_heatmap(changed, TOKENS, TOKENS, title="A")

@@ -1,0 +1,89 @@
+"""viz.memo: a figure is built once per distinct input and kept as its JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from viz.memo import memo_figure
+
+
+def _counting_builder():
+    calls = []
+
+    @memo_figure
+    def build(values, title: str) -> go.Figure:
+        calls.append(title)
+        fig = go.Figure(go.Heatmap(z=np.asarray(values), zmin=0, zmax=1))
+        fig.update_layout(title=title)
+        return fig
+
+    return build, calls
+
+
+def test_equal_content_is_built_once_and_every_call_gets_the_same_figure():
+    build, calls = _counting_builder()
+    z = np.array([[0.1, 0.9], [0.5, 0.5]])
+    first = build(z, "Attention")
+    same = build(z.copy(), "Attention")  # an equal array: the figure built before
+    tensor = build(torch.tensor(z), "Attention")  # the same numbers as a tensor: keyed alike
+    assert calls == ["Attention"]
+    assert isinstance(same, go.Figure) and same is not first
+    assert json.loads(same.to_json()) == json.loads(first.to_json()) == json.loads(tensor.to_json())
+    assert np.array_equal(same.data[0].z, z) and same.layout.title.text == "Attention"
+    build(z + 0.01, "Attention")  # other numbers: built anew
+    assert calls == ["Attention", "Attention"]
+
+
+def test_the_title_is_part_of_the_key_so_each_language_has_its_figure():
+    build, calls = _counting_builder()
+    z = [[0.2, 0.8]]
+    english, korean = build(z, "Attention"), build(z, "어텐션")
+    assert calls == ["Attention", "어텐션"]
+    assert build(z, "어텐션").layout.title.text == "어텐션" and calls == ["Attention", "어텐션"]
+    assert english.layout.title.text == "Attention" and korean.layout.title.text == "어텐션"
+
+
+def test_what_is_kept_is_json_text_not_a_figure_tree():
+    build, _ = _counting_builder()
+    build([[0.1, 0.2]], "a")
+    build([[0.3, 0.4]], "b")
+    kept = list(build.cache_store.values())
+    assert len(kept) == 2 and all(isinstance(spec, str) for spec in kept)
+    assert '"Attention"' not in kept[0] and '"a"' in kept[0]
+
+
+def test_a_caller_changing_its_figure_does_not_change_the_next_one():
+    build, calls = _counting_builder()
+    z = [[0.4, 0.6]]
+    mine = build(z, "Attention")
+    mine.update_layout(title="changed", font_family="serif")
+    theirs = build(z, "Attention")
+    assert calls == ["Attention"]
+    assert theirs.layout.title.text == "Attention" and theirs.layout.font.family is None
+    theirs.update_layout(title="mine now")
+    assert build(z, "Attention").layout.title.text == "Attention"
+
+
+def test_a_figure_handed_out_again_is_sent_as_kept_without_being_rebuilt():
+    """What st.plotly_chart sends for a kept figure (with ui.charts' font) is what the first
+    one sent; a caller who looks inside gets a real Figure."""
+    import plotly.io
+    import plotly.tools
+
+    def sent(fig) -> dict:  # what st.plotly_chart does with a figure
+        spec = plotly.tools.return_figure_from_figure_or_data(fig, validate_figure=True)
+        return json.loads(plotly.io.to_json(spec, validate=False))
+
+    build, calls = _counting_builder()
+    z = np.array([[0.1, 0.9], [0.5, 0.5]])
+    first = build(z, "Attention").update_layout(font_family="Noto Sans KR")
+    kept = build(z, "Attention").update_layout(font_family="Noto Sans KR")
+    assert sent(kept) == sent(first) and calls == ["Attention"]
+    assert not kept._kept["built"]  # answered from the JSON
+    kept.update_yaxes(range=[0, 1])  # anything else: the real Figure, then changed
+    assert kept.layout.yaxis.range == (0, 1) and kept.layout.font.family == "Noto Sans KR"
+    assert np.array_equal(kept.data[0].z, z)
