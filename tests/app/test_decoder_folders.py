@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app.helpers import APP, chart, figures, ok
+from tests.app.helpers import APP, chart, figures, ok, open_tab
 from tests.hf_folders import build_decoder_folder
 from ui.i18n import translate
 
@@ -75,14 +75,21 @@ def test_switching_a_llama_folders_heads_off_runs_the_ablated_model_beside_it(ll
 def test_the_mechanisms_page_reads_the_folder_with_lens_patching_and_attribution(llama):
     at = on_folder("mechanisms", llama)
     ok(at)
-    for key in ("mlens_m", "mpatch_m", "mheads_m"):  # offered, and chosen: the sidebar's folder
+    # Lazy tabs: each tab runs only once opened, as a click on it does.
+    for tab, key in (("lens", "mlens_m"), ("patching", "mpatch_m"), ("heads", "mheads_m")):
+        open_tab(at, "mech_tab", translate(f"mech.tab.{tab}", "en"))
+        ok(at)
+        # offered, and chosen: the sidebar's folder
         assert at.selectbox(key=key).value == str(llama)
         assert at.selectbox(key=key).options[-1] == "tiny-llama"
-    lens = chart(at, "mech_lens")
-    assert len(lens["layout"]["yaxis"]["ticktext"]) == 3  # embeddings + 2 layers
-    for key in ("mech_sc_abl", "mech_sc_dla", "mech_sc_roll"):
-        assert chart(at, key) is not None, key
+        if tab == "lens":
+            lens = chart(at, "mech_lens")
+            assert len(lens["layout"]["yaxis"]["ticktext"]) == 3  # embeddings + 2 layers
+        if tab == "heads":
+            for chart_key in ("mech_sc_abl", "mech_sc_dla", "mech_sc_roll"):
+                assert chart(at, chart_key) is not None, chart_key
     # Patching: a pair of inputs this random model answers differently, as long as each other.
+    open_tab(at, "mech_tab", translate("mech.tab.patching", "en"))
     clean, corrupted = patchable_pair(llama)
     at.text_input(key="mclean").set_value(clean)
     at.text_input(key="mcorrupt").set_value(corrupted).run()
