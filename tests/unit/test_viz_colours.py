@@ -110,3 +110,13 @@ def test_theme_text_contrast_is_at_least_4_5_to_1():
         assert contrast(mixed(text, background, 0.6), background) >= 4.5
     # a selected pill: the primary colour on its own 10 % tint
     assert contrast(primary, mixed(primary, "#ffffff", 0.1)) >= 4.5
+
+
+def test_curves_and_streamlit_themed_charts_use_the_same_safe_colours():
+    from viz.concepts import SERIES_COLOURS, SERIES_DASHES
+
+    theme = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["theme"]
+    assert set(theme["chartCategoricalColors"]) <= set(HEAD_COLOURS)
+    assert set(SERIES_COLOURS) <= set(HEAD_COLOURS)
+    # two curves drawn side by side differ in pattern too, not in colour alone
+    assert all(a != b for a, b in itertools.pairwise(SERIES_DASHES))
