@@ -9,7 +9,8 @@ One small style sheet and script, sent once per run from app.py (``render_a11y``
   presentational and every section a list of its own, named by its header.
 - A region that scrolls sideways (a wide formula on a phone) can be reached and scrolled
   with the keyboard (it gets ``tabindex="0"``).
-- Buttons whose text our style sheet replaces (the uploader's "Upload") keep a name.
+- Buttons whose text our style sheet replaces (the uploader's "Upload") keep a name, and
+  labels lose the icon shortcodes (":material/translate:") Streamlit leaves in aria-label.
 - Focus is always visible; nothing animates for readers who asked for reduced motion;
   long links wrap; the chart toolbar sits above the plot instead of over its axis titles.
 
@@ -77,6 +78,10 @@ _SCRIPT = """
           el.removeAttribute('tabindex'); el.removeAttribute('role'); el.removeAttribute('aria-label');
         }
       }
+    }
+    // a label's icon shortcode is drawn as an icon but read out as ":material/translate:"
+    for (const el of document.querySelectorAll('[aria-label*=":material/"]')) {
+      set(el, 'aria-label', el.getAttribute('aria-label').replace(/:material\/[a-z0-9_]+:\s*/g, ''));
     }
     for (const b of document.querySelectorAll('[data-testid=stFileUploaderDropzone] button')) {
       set(b, 'aria-label', c.upload);

@@ -110,6 +110,9 @@ _STYLE = """
             cursor: pointer; user-select: none; font-size: 12px; }
   .swatch span.box { width: 12px; height: 12px; border-radius: 2px; display: inline-block; }
   .swatch.off { opacity: 0.35; }
+  button.swatch { border: 0; background: none; font: inherit; font-size: 12px; color: inherit;
+                  padding: 2px 4px; border-radius: 4px; }
+  button.swatch:focus-visible { outline: 3px solid #1a5fb4; outline-offset: 1px; }
 </style>
 """
 
@@ -129,16 +132,21 @@ document.getElementById("hint").textContent = D.hint;
 
 const headsDiv = document.getElementById("heads");
 D.heads.forEach((label, h) => {
-  const s = document.createElement("span");
+  // a button, so a keyboard reaches it (Tab) and toggles it (Enter, Space)
+  const s = document.createElement("button");
+  s.type = "button";
   s.className = "swatch" + (active.has(h) ? "" : " off");
+  s.setAttribute("aria-pressed", String(active.has(h)));
   const box = document.createElement("span");
   box.className = "box"; box.style.background = D.colours[h];
+  box.setAttribute("aria-hidden", "true");
   const text = document.createElement("span");
   text.textContent = label;
   s.append(box, text);
   s.addEventListener("click", () => {
     active.has(h) ? active.delete(h) : active.add(h);
     s.className = "swatch" + (active.has(h) ? "" : " off");
+    s.setAttribute("aria-pressed", String(active.has(h)));
     draw();
   });
   headsDiv.appendChild(s);
