@@ -12,7 +12,7 @@ One small style sheet and script, sent once per run from app.py (``render_a11y``
 - Buttons whose text our style sheet replaces (the uploader's "Upload") keep a name, and
   labels lose the icon shortcodes (":material/translate:") Streamlit leaves in aria-label.
 - Focus is always visible; nothing animates for readers who asked for reduced motion;
-  long links wrap; the chart toolbar sits above the plot instead of over its axis titles.
+  long links wrap; on a phone a row of metrics stays a row and wide tables scroll.
 
 The script only adds attributes to what React drew and re-applies them when React draws
 again (a MutationObserver); it never moves or removes Streamlit's nodes.
@@ -35,6 +35,27 @@ A11Y_CSS = f"""
 /* a caption is drawn at 60 % opacity: its inline code takes the caption's near-black, since
    the code green at 60 % falls to 3:1 */
 [data-testid="stCaptionContainer"] code {{ color: inherit; }}
+/* long links wrap instead of ending in an ellipsis (a page link's label included) */
+[data-testid="stPageLink-NavLink"] span, [data-testid="stPageLink-NavLink"] p,
+[data-testid="stPageLink-NavLink"] [data-testid="stMarkdownContainer"] {{
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+}}
+[data-testid="stPageLink-NavLink"] {{ height: auto; }}
+/* a static table wider than the screen scrolls inside itself instead of cutting columns */
+[data-testid="stTable"] {{ overflow-x: auto; max-width: 100%; }}
+/* Phones and 200 % zoom: a row of metrics stays one row, not three screen-high stacks, so
+   the exercise below it starts on the first screen */
+@media (max-width: 640px) {{
+  [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"]) {{
+    flex-wrap: nowrap !important; gap: 0.75rem;
+  }}
+  [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"])
+    > [data-testid="stColumn"] {{ min-width: 0 !important; width: auto !important; flex: 1 1 0 !important; }}
+  [data-testid="stMetricValue"] {{ font-size: 1.6rem; }}
+  [data-testid="stMetricLabel"] * {{
+    white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+  }}
+}}
 @media (prefers-reduced-motion: reduce) {{
   *, *::before, *::after {{
     animation-duration: 0.01ms !important;
@@ -70,7 +91,8 @@ _SCRIPT = """
         }
       });
     }
-    for (const [selector, label] of [['.katex-display', c.formula], ['[data-testid=stMain] pre', c.code]]) {
+    for (const [selector, label] of [['.katex-display', c.formula], ['[data-testid=stMain] pre', c.code],
+        ['[data-testid=stTable]', c.table]]) {
       for (const el of document.querySelectorAll(selector)) {
         if (el.scrollWidth > el.clientWidth + 1) {
           set(el, 'tabindex', '0'); set(el, 'role', 'group'); set(el, 'aria-label', label);
@@ -111,5 +133,6 @@ def render_a11y() -> None:
         "upload": t("chrome.upload_button"),
         "formula": t("a11y.formula"),
         "code": t("a11y.code"),
+        "table": t("a11y.table"),
     }
     st.html(a11y_html(current_language(), labels), unsafe_allow_javascript=True)
