@@ -54,6 +54,7 @@ def settle(tab) -> None:
 def tab(browser, app_url):
     """One tab for the whole module: pages, languages and widths change, the tab stays."""
     context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=app_url)
+    context.set_default_navigation_timeout(TIMEOUT_MS)  # a busy 2-core machine loads slowly
     yield context.new_page()
     context.close()
 
