@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.runtime.device import configure_threads
+from ui.a11y import render_a11y
 from ui.chrome import translate_streamlit_chrome
 from ui.frame import mark_framed
 from ui.i18n import t
@@ -110,9 +111,10 @@ pages = {
         ),
     ],
 }
-page = st.navigation(pages)
+page = st.navigation(pages, expanded=True)  # every page listed: no "View more" fold
 render_sidebar()
 translate_streamlit_chrome()  # Streamlit's own English controls: translated or removed
+render_a11y()  # <html lang>, navigation as lists, focus rings, reduced motion (ui/a11y.py)
 mark_framed()  # the page's require_frame() knows it runs inside this frame, not bare
 with script_run():  # the background preload waits while a page runs
     page.run()

@@ -11,7 +11,7 @@ import streamlit as st
 from model.runtime.loading import CHECKPOINTS, SHIPPED
 from model.schedule import noam_lr, warmup_cosine_lr
 from model.training.warmup import WARMUP_DIR, WARMUP_VARIANTS, load_curve, load_warmup, seed_band
-from ui.charts import plotly_chart
+from ui.charts import plotly_chart, warmup_summary
 from ui.frame import require_frame
 from ui.i18n import t
 from viz.concepts import band_figure, lines_figure
@@ -116,6 +116,7 @@ plotly_chart(
         height=420,
     ),
     key="schedule_chart",
+    summary=warmup_summary(grid, noam_curve(d_model, warmup, factor, grid)),
 )
 st.latex(
     rf"\text{{peak}} = {factor:g} \cdot {d_model}^{{-0.5}} \cdot {warmup}^{{-0.5}} = {peak:.3e}"

@@ -23,7 +23,7 @@ from model.analysis.views import (
     shown_trace,
 )
 from model.trace import Trace
-from ui.charts import image_format, plotly_chart
+from ui.charts import attention_summary, image_format, plotly_chart
 from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t
 from ui.models import (
@@ -136,6 +136,7 @@ def show_heatmap(v: Shown) -> None:
             weights, q_tokens, k_tokens, mask=v.mask, title=title, labels=axis_labels()
         ),
         key="heatmap_chart",
+        summary=attention_summary(title, weights, q_tokens, k_tokens),
     )
 
 

@@ -79,7 +79,7 @@ left, right = st.columns(2)
 side_map(case.correct, kind, t("bugs.correct_title"), f"bug_ok_{number}", left)
 side_map(case.buggy, kind, t("bugs.buggy_title"), f"bug_bad_{number}", right)
 st.caption(t("bugs.map_caption"))
-st.dataframe(measures(case, kind), hide_index=True)
+st.table(measures(case, kind), hide_index=True)  # a static table: it scrolls, never cuts a column
 st.caption(t("bugs.measure_caption"))
 st.dataframe(outputs_table(case), hide_index=True)
 

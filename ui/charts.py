@@ -6,8 +6,17 @@ import re
 
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from ui.i18n import current_language, t
+from viz.summaries import (
+    MAX_TRACES_SAID,
+    attention_peak,
+    figure_facts,
+    figure_table,
+    figure_title,
+    series_peak,
+)
 
 # Streamlit's chart font has no Hangul, so Korean labels fall back to whatever the system
 # offers. Naming Korean faces (Linux, macOS, Windows) keeps them in one consistent font.
@@ -83,12 +92,68 @@ def chart_config(key: str) -> dict:
     }
 
 
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!$<>|~])")
+
+
+def _fact_sentence(fact: dict) -> str:
+    text = t(f"a11y.summary.{fact['kind']}", **fact)
+    if fact.get("name"):
+        text = f"{fact['name']}: {text}"
+    return " ".join(text.split())  # an empty axis title leaves no double space
+
+
+def describe_figure(fig: go.Figure) -> str:
+    """A one-sentence summary from the figure's own traces, in the reader's language: each
+    heatmap's highest cell, each curve's or bar chart's peak (viz.summaries.figure_facts)."""
+    title = figure_title(fig) or t("a11y.chart")
+    facts = figure_facts(fig)
+    if not facts:
+        return t("a11y.summary.empty", title=title)
+    parts = [_fact_sentence(f) for f in facts[:MAX_TRACES_SAID]]
+    if len(facts) > MAX_TRACES_SAID:
+        parts.append(t("a11y.summary.more", n=len(facts) - MAX_TRACES_SAID))
+    return f"{title}: {' '.join(parts)}"
+
+
+def attention_summary(where: str, weights, query_tokens, key_tokens) -> str:
+    """The summary "Layer 2, head 3: 'it' attends most to 'animal' (0.62)", from the weights drawn."""
+    peak = attention_peak(weights, list(query_tokens), list(key_tokens))
+    return t("a11y.summary.attention", where=where, **peak)
+
+
+def warmup_summary(steps, learning_rates) -> str:
+    """The summary "Warm-up: the learning rate peaks at step 4,000 at 7.0e-4", from the curve drawn."""
+    return t("a11y.summary.warmup", **series_peak(steps, learning_rates))
+
+
 def plotly_chart(
-    fig: go.Figure, *, key: str, where=st, config: dict | None = None, **kwargs
+    fig: go.Figure,
+    *,
+    key: str,
+    where=st,
+    config: dict | None = None,
+    summary: str | None = None,
+    **kwargs,
 ) -> None:
-    """st.plotly_chart with the app's font stack and toolbar, drawn in ``where`` (a column).
+    """st.plotly_chart with the app's font stack and toolbar, drawn in ``where`` (a column),
+    and its text alternative: ``summary`` (else one computed from the figure's traces) as
+    the chart's accessible name, and below it an expander that shows the plotted numbers.
 
     ``key`` is required: a keyed chart keeps its zoom and selection across reruns.
     """
+    summary = summary or describe_figure(fig)
     fig.update_layout(font_family=FONT_STACK)
-    where.plotly_chart(fig, key=key, config={**chart_config(key), **(config or {})}, **kwargs)
+    where.plotly_chart(
+        fig, key=key, config={**chart_config(key), **(config or {})}, alt=summary, **kwargs
+    )
+    escaped = _MARKDOWN_SPECIALS.sub(r"\\\1", summary)  # tokens are text, not markdown
+    label = f"{escaped} ({t('a11y.show_table')})"
+    try:  # only built while open: a closed table costs nothing on a rerun
+        table = where.expander(
+            label, icon=":material/table_view:", key=f"{key}__table", on_change="rerun"
+        )
+    except StreamlitAPIException:  # inside another expander: the summary as a caption
+        where.caption(label)
+        return
+    if table.open:
+        table.dataframe(figure_table(fig), hide_index=True)

@@ -18,7 +18,9 @@ from plotly.subplots import make_subplots
 from viz.memo import memo_figure
 
 MASKED_GREY = "#bdbdbd"  # drawn as its own layer under the weights (see _mask_layer)
-PROBABILITY_SCALE = "Blues"  # white at 0, so grey "masked" can never be mistaken for it
+# Perceptually uniform and readable with colour-vision deficiency (WCAG 1.4.11, issue 26);
+# no grey in it, so grey "masked" cells can never be mistaken for a weight.
+PROBABILITY_SCALE = "Viridis"
 SCORE_SCALE = "RdBu_r"  # diverging around 0 for pre-softmax scores
 
 

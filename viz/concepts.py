@@ -22,9 +22,14 @@ from viz.attention import (
     thinned_ticks,
     token_label,
 )
+from viz.headview import HEAD_COLOURS
 from viz.memo import memo_figure
 
-SERIES_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
+# The head colours' first seven: apart under colour-vision deficiency, 3:1 on white.
+SERIES_COLOURS = tuple(HEAD_COLOURS[:7])
+# ... and each curve its own line pattern, so no curve is told apart by colour alone
+# ("dash" stays for the reference lines named in ``dashed``).
+SERIES_DASHES = ("solid", "dot", "dashdot", "longdash", "longdashdot", "solid", "dot")
 
 
 def _esc(text: str) -> str:
@@ -164,7 +169,7 @@ def lines_figure(
             "mode": "lines+markers" if markers else "lines",
             "line": {
                 "color": SERIES_COLOURS[i % len(SERIES_COLOURS)],
-                "dash": "dash" if name in dashed else "solid",
+                "dash": "dash" if name in dashed else SERIES_DASHES[i % len(SERIES_DASHES)],
             },
         }
         for i, (name, y) in enumerate(series.items())

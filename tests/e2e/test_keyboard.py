@@ -1,0 +1,194 @@
+"""Keyboard only, in both languages: Tab, Shift+Tab, Enter, Space, the arrow keys, and typing.
+
+Four flows a student must be able to do without a mouse: type a sentence in the explorer and
+reach its chart's summary (and the table behind it); step through decoding; answer an
+exercise and read its feedback; switch the language. At every stop the focus is visible (a
+ring of at least 2 px), and nothing traps it: Tab leaves the head view's frame again.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import practice
+from ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+
+TIMEOUT_MS = 120_000
+MAX_TABS = 120  # more stops than any page has before the end of its sidebar and main part
+QUOTED = re.compile(r"‘([^’]*)’")
+
+_SETTLED_JS = """() => {
+  const app = document.querySelector('[data-testid=stApp]');
+  return app && app.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-testid=stStatusWidget], [data-testid=stSkeleton]');
+}"""
+
+# What has the focus: its text or name, and whether a reader can see where it is.
+_FOCUSED_JS = """() => {
+  const el = document.activeElement;
+  if (!el || el === document.body) return {tag: 'BODY', text: '', visible: false};
+  const s = getComputedStyle(el);
+  const ring = s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2;
+  const label = el.getAttribute('aria-label') || '';
+  return {
+    tag: el.tagName,
+    text: (el.innerText || el.value || '').trim(),
+    label: label,
+    visible: ring || s.boxShadow !== 'none',
+    expander: !!el.closest('[data-testid=stExpander]'),
+    sidebar: !!el.closest('[data-testid=stSidebar]'),
+  };
+}"""
+
+
+def settle(tab) -> None:
+    tab.locator("[data-testid=stMain] h1").first.wait_for(timeout=TIMEOUT_MS)
+    tab.wait_for_timeout(300)  # a rerun starts a moment after the key press
+    tab.wait_for_function(_SETTLED_JS, timeout=TIMEOUT_MS)
+
+
+def text_is(wanted: str):
+    """A button's own text, after the icon's ligature name ("chevron_right\\n\\nStep")."""
+    return lambda f: f["tag"] == "BUTTON" and f["text"].split("\n")[-1].strip() == wanted
+
+
+def focused(tab) -> dict:
+    return tab.evaluate(_FOCUSED_JS)
+
+
+def tab_to(tab, wanted, *, key: str = "Tab", limit: int = MAX_TABS) -> dict:
+    """Press ``key`` until ``wanted(focused)`` holds; every stop on the way must show focus."""
+    for _ in range(limit):
+        tab.keyboard.press(key)
+        now = focused(tab)
+        # a frame's own document draws its focus; BODY: past the page's end, in the browser
+        if now["tag"] not in ("IFRAME", "BODY"):
+            assert now["visible"], f"focus not visible on {now}"
+        if wanted(now):
+            return now
+    raise AssertionError(f"{limit} × {key} never reached the wanted control (last: {now})")
+
+
+def retype(tab, text: str) -> None:
+    """Replace the focused box's text by typing, as a student at a keyboard does."""
+    for _ in range(len(focused(tab)["text"])):
+        tab.keyboard.press("Backspace")
+    tab.keyboard.type(text)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_type_a_sentence_and_reach_its_chart_summary_and_table(page, lang):
+    page.goto(f"/explorer?lang={lang}")
+    settle(page)
+    label = translate("input.label", lang)
+    tab_to(page, lambda f: f["tag"] == "INPUT" and f["label"] == label)
+    sentence = "my friend read a book at the library yesterday"
+    retype(page, sentence)
+    page.keyboard.press("Enter")
+    settle(page)
+    page.locator("[data-testid=stPlotlyChart] .main-svg").first.wait_for(timeout=TIMEOUT_MS)
+
+    show_table = translate("a11y.show_table", lang)
+    summary = tab_to(page, lambda f: f["expander"] and show_table in f["text"])
+    # the summary names two tokens of this sentence: who attends, and to what
+    named = QUOTED.findall(summary["text"])
+    assert len(named) == 2 and all(token in sentence.split() for token in named), summary
+    # the chart itself carries the same sentence as its accessible name
+    alt = page.locator("[data-testid=stPlotlyChart][aria-label]").first.get_attribute("aria-label")
+    assert named[0] in alt and named[1] in alt
+
+    page.keyboard.press("Enter")  # open: the plotted numbers as a table
+    settle(page)
+    page.locator("[data-testid=stExpander] [data-testid=stDataFrame]").first.wait_for(
+        timeout=TIMEOUT_MS
+    )
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_head_view_frame_does_not_trap_the_focus(page, lang):
+    page.goto(f"/explorer?lang={lang}&view=lines")
+    settle(page)
+    frame = page.locator("[data-testid=stMain] iframe").first
+    frame.wait_for(timeout=TIMEOUT_MS)
+    tab_to(page, lambda f: f["tag"] == "IFRAME")
+    # inside: the head toggles are buttons; Space switches one off and on again
+    inner = page.frame_locator("[data-testid=stMain] iframe").first
+    first = inner.locator("button.swatch").first
+    assert first.get_attribute("aria-pressed") in ("true", "false")
+    before = first.get_attribute("aria-pressed")
+    page.keyboard.press("Space")
+    assert first.get_attribute("aria-pressed") != before
+    page.keyboard.press("Space")
+    # ... and Tab goes on, out of the frame (to what follows it, or past the page's end)
+    tab_to(page, lambda f: f["tag"] != "IFRAME", limit=len(inner.locator("button").all()) + 1)
+    # Shift+Tab comes back into it
+    tab_to(page, lambda f: f["tag"] == "IFRAME", key="Shift+Tab")
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_step_through_decoding(page, lang):
+    page.goto(f"/decoding?lang={lang}")
+    settle(page)
+    step = translate("decoding.step", lang)
+    tab_to(page, text_is(step))
+    progress = page.get_by_test_id("stProgress")
+    first = progress.inner_text()
+    page.keyboard.press("Enter")
+    settle(page)
+    second = progress.inner_text()
+    assert second != first
+    # the focus stays on Step, so Space takes the next step
+    if not text_is(step)(focused(page)):
+        tab_to(page, text_is(step))
+    page.keyboard.press("Space")
+    settle(page)
+    numbers = [int(n) for n in re.findall(r"\d+", progress.inner_text())[:1]]
+    assert numbers and numbers[0] == int(re.findall(r"\d+", first)[0]) + 2
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_answer_an_exercise_and_read_the_feedback(page, lang):
+    seed, topic = 2024, "layernorm"
+    page.goto(f"/practice?seed={seed}&topic={topic}&lang={lang}")
+    settle(page)
+    ex = practice.make(*practice.item(seed, topic, 0))
+    field = translate("practice.field.out", lang, step="").strip()
+    tab_to(page, lambda f: f["tag"] == "INPUT" and f["label"].startswith(field[:8]))
+    page.keyboard.type(", ".join(f"{v:.3f}" for v in ex.answer[0]))
+    check = translate("practice.check", lang)
+    tab_to(page, text_is(check))
+    page.keyboard.press("Enter")
+    settle(page)
+    feedback = page.get_by_test_id("stAlert").get_by_text(
+        translate("practice.feedback.correct", lang)
+    )
+    feedback.wait_for(timeout=TIMEOUT_MS)
+    # a screen reader hears it: the feedback sits in a live region
+    live = "xpath=ancestor-or-self::*[@role='alert' or @role='status']"
+    assert feedback.locator(live).count() >= 1
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("start, other", [("en", "ko"), ("ko", "en")])
+def test_switch_the_language(page, start, other):
+    page.goto(f"/?lang={start}")
+    settle(page)
+    assert page.evaluate("document.documentElement.lang") == start
+    names = {"en": "English", "ko": "한국어"}
+    # a segmented control is one Tab stop; the arrows move between its options
+    now = tab_to(
+        page, lambda f: f["sidebar"] and f["tag"] == "BUTTON" and f["text"] in names.values()
+    )
+    if now["text"] != names[other]:
+        arrow = "ArrowRight" if list(names).index(other) > list(names).index(start) else "ArrowLeft"
+        tab_to(page, lambda f: f["text"] == names[other], key=arrow, limit=3)
+    page.keyboard.press("Enter")
+    page.locator("h1", has_text=translate("home.title", other)).wait_for(timeout=TIMEOUT_MS)
+    page.wait_for_function(f"() => document.documentElement.lang === '{other}'", timeout=TIMEOUT_MS)
+    assert page.problems == []

@@ -1,0 +1,125 @@
+"""Chart summaries and tables say what the chart draws: the right token, the right peak."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from model.schedule import noam_lr
+from ui.i18n import translate
+from viz.attention import attention_heatmap, heads_figure
+from viz.concepts import lines_figure
+from viz.summaries import attention_peak, figure_facts, figure_table, number, series_peak
+
+QUERIES = ["The", "animal", "was", "tired", "because", "it"]
+KEYS = QUERIES
+
+
+def _weights() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    w = rng.random((6, 6)) * 0.1
+    w[5, 1] = 0.62  # 'it' -> 'animal', the strongest link
+    return w / w.sum(-1, keepdims=True) * (w.sum(-1, keepdims=True) > 0)
+
+
+def test_attention_peak_names_the_query_and_the_key_it_attends_to_most():
+    w = _weights()
+    peak = attention_peak(w, QUERIES, KEYS)
+    q, k = np.unravel_index(np.argmax(w), w.shape)
+    assert (peak["query"], peak["key"]) == (QUERIES[q], KEYS[k]) == ("it", "animal")
+    assert peak["weight"] == f"{w.max():.2f}"
+    sentence = translate("a11y.summary.attention", "en", where="Layer 2 · Head 3", **peak)
+    assert "'it'" in sentence.replace("‘", "'").replace("’", "'")
+    assert "'animal'" in sentence.replace("‘", "'").replace("’", "'")
+    assert "'tired'" not in sentence.replace("‘", "'").replace("’", "'")
+
+
+def test_attention_peak_moves_with_the_data():
+    w = _weights()
+    w[2, 3] = 5.0  # now 'was' -> 'tired' is strongest
+    assert (attention_peak(w, QUERIES, KEYS)["query"], attention_peak(w, QUERIES, KEYS)["key"]) == (
+        "was",
+        "tired",
+    )
+
+
+def test_masked_cells_never_win():
+    w = np.full((2, 2), np.nan)
+    w[1, 0] = 0.3
+    assert attention_peak(w, ["a", "b"], ["c", "d"]) == {"query": "b", "key": "c", "weight": "0.30"}
+    with pytest.raises(ValueError):
+        attention_peak(np.full((2, 2), np.nan), ["a", "b"], ["c", "d"])
+
+
+def test_warmup_summary_peaks_at_the_warmup_step():
+    steps = np.arange(1, 20_001, 50)
+    lr = np.array([noam_lr(int(s), 512, 4000) for s in steps])
+    peak = series_peak(steps, lr)
+    i = int(np.argmax(lr))
+    assert peak == {"x": number(steps[i]), "y": number(lr[i])}
+    assert peak["x"] == "4,001"  # the first grid step at or past warm-up
+    assert peak["y"] == "7.0e-04"
+    en = translate("a11y.summary.warmup", "en", **peak)
+    ko = translate("a11y.summary.warmup", "ko", **peak)
+    assert "4,001" in en and "7.0e-04" in en and "4,001" in ko and "7.0e-04" in ko
+
+
+def test_a_heatmap_figure_reports_its_own_strongest_cell_and_every_cell_in_its_table():
+    w = _weights()
+    fig = attention_heatmap(w, QUERIES, KEYS, title="Layer 2 · Head 3")
+    facts = figure_facts(fig)
+    assert len(facts) == 1
+    assert (facts[0]["row"], facts[0]["col"], facts[0]["value"]) == (
+        "it",
+        "animal",
+        number(w.max()),
+    )
+    table = figure_table(fig)
+    assert len(table) == 36
+    top = table.loc[table["value"].idxmax()]
+    assert (top["y"], top["x"]) == ("it", "animal")
+    assert np.isclose(table["value"].sum(), w.sum())
+
+
+def test_masked_cells_are_left_out_of_the_table():
+    w = _weights()
+    mask = np.tril(np.ones((6, 6), dtype=bool))
+    table = figure_table(attention_heatmap(w, QUERIES, KEYS, mask=mask))
+    assert len(table) == int(mask.sum())
+
+
+def test_many_heads_give_one_fact_per_head_named_by_its_subplot_title():
+    w = np.stack([_weights(), _weights().T])
+    fig = heads_figure(w, QUERIES, KEYS, titles=["Head 1", "Head 2"])
+    facts = figure_facts(fig)
+    assert [f["name"] for f in facts] == ["Head 1", "Head 2"]
+    assert (facts[0]["row"], facts[0]["col"]) == ("it", "animal")
+    assert (facts[1]["row"], facts[1]["col"]) == ("animal", "it")
+
+
+def test_curves_report_their_peak_with_axis_titles():
+    x = np.arange(10)
+    fig = lines_figure(
+        x, {"a": -((x - 3) ** 2), "b": x * 1.0}, x_title="step", y_title="learning rate"
+    )
+    facts = figure_facts(fig)
+    assert [(f["name"], f["x"]) for f in facts] == [("a", "3"), ("b", "9")]
+    assert facts[0]["x_title"] == "step" and facts[0]["y_title"] == "learning rate"
+    assert set(figure_table(fig)["series"]) == {"a", "b"}
+
+
+def test_bars_with_category_axes():
+    fig = go.Figure(go.Bar(x=["sin", "cos", "tan"], y=[0.2, 0.9, 0.4]))
+    assert figure_facts(fig)[0]["x"] == "cos"
+    assert list(figure_table(fig)["x"]) == ["sin", "cos", "tan"]
+
+
+def test_token_text_is_shown_as_typed():
+    fig = attention_heatmap(np.eye(2), ["<b>", "a&b"], ["<b>", "a&b"])
+    assert set(figure_table(fig)["x"]) == {"<b>", "a&b"}
+
+
+@pytest.mark.parametrize("value, text", [(0.615, "0.61"), (4000.0, "4,000"), (7e-4, "7.0e-04")])
+def test_numbers_are_short(value, text):
+    assert number(value) == text
