@@ -182,3 +182,24 @@ def head_scatter(
         showlegend=False,
     )
     return fig
+
+
+def prediction_table(predictions, columns: dict[str, str]) -> pd.DataFrame:
+    """Teacher-forced predictions of the induction model, one row per position from the
+    repeat's first letter on: position, the token read, the reference next token, the
+    model's choice and its probability. ``columns`` maps "position", "token", "reference",
+    "predicted", "p"; tokens are shown as text (a table does not read HTML)."""
+    rows = [
+        {
+            columns["position"]: p.position,
+            columns["token"]: p.token,
+            columns["reference"]: p.reference,
+            columns["predicted"]: ("✓ " if p.predicted == p.reference else "✗ ") + p.predicted,
+            columns["p"]: f"{p.probability:.1%}",
+        }
+        for p in predictions
+        if p.reference is not None
+    ]
+    return pd.DataFrame(
+        rows, columns=[columns[k] for k in ("position", "token", "reference", "predicted", "p")]
+    )
