@@ -136,6 +136,19 @@ def loss_numbers(run: dict) -> dict[str, str]:
     return out
 
 
+def patch_reading(result: Patching, cols: list[str]) -> dict[str, str]:
+    """Where restoring the stream recovers most, after the first layer and after the last."""
+    grid = result.by_position
+    first, last = 1, len(grid) - 1
+    best = {row: int(grid[row].argmax()) for row in (first, last)}
+    return {
+        "layer_a": t("common.layer_n", n=first),
+        "pos_a": code_span(cols[best[first]]),
+        "layer_b": t("common.layer_n", n=last),
+        "pos_b": code_span(cols[best[last]]),
+    }
+
+
 def lh(pair) -> str:
     """[layer, head] (0-based) as the page names heads: L2H2."""
     return t("mech.head_lh", layer=pair[0] + 1, head=pair[1] + 1)
@@ -482,6 +495,7 @@ with patch_tab:
                 ),
                 key="mech_patch_pos",
             )
+            st.markdown(t("mech.patch.reading", **patch_reading(result, cols)))
             st.caption(
                 t(
                     "mech.patch.check",
@@ -575,6 +589,17 @@ with heads_tab:
                 where=where,
             )
         st.caption(t("mech.heads.caption"))
+        # The head whose switched-off effect differs most from what it writes directly.
+        indirect = max(a.heads, key=lambda h: abs(h.ablation_logit - h.direct))
+        st.markdown(
+            t(
+                "mech.heads.indirect",
+                head=head_label(indirect.kind, indirect.layer, indirect.head),
+                direct=f"{indirect.direct:+.2f}",
+                ablation=f"{indirect.ablation_logit:+.2f}",
+                indirect=f"{indirect.ablation_logit - indirect.direct:+.2f}",
+            )
+        )
         frame = pd.DataFrame(
             {
                 t("mech.heads.col.head"): labels,

@@ -75,7 +75,8 @@ def test_patching_inputs_of_different_length_get_a_clear_message(lang):
     at = open_page(lang=lang)
     at.text_input(key="mcorrupt").set_value("q w e r t y u i q w").run()
     ok(at)
-    expected = translate("mech.patch.error.length", lang, clean=10, corrupted=11)
+    # the letters typed, 9 and 10, not counting the <bos> the model reads first
+    expected = translate("mech.patch.error.length", lang, clean=9, corrupted=10)
     assert expected in [w.value for w in at.warning]
     assert chart(at, "mech_patch_pos") is None
 
@@ -125,3 +126,31 @@ def test_the_head_tab_follows_the_chosen_position_on_sort():
     after = chart(at, "mech_sc_dla")
     assert before["data"][0]["y"] != after["data"][0]["y"]
     assert len(figures(at)) >= 3
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+@pytest.mark.parametrize("text, reason", [("a b c d", "no_repeat"), ("a b c a c", "breaks_off")])
+def test_the_induction_box_refuses_a_prompt_that_is_not_a_repeat(text, reason, lang):
+    at = open_page(lang=lang)
+    at.text_input(key="mind").set_value(text).run()
+    ok(at)
+    assert translate(f"mech.induction.not_repeat.{reason}", lang) in [w.value for w in at.warning]
+    assert chart(at, "mech_att_induction") is None
+
+
+def test_the_induction_view_shows_teacher_forced_rows_and_the_shipped_counts():
+    from model import load
+
+    metrics = load("induction", device="cpu").info["metrics"]
+    fr = metrics["free_running"]
+    at = open_page()
+    at.text_input(key="mind").set_value("z x q w e r t y q w").run()
+    ok(at)
+    table = at.dataframe[0].value
+    col = translate("mech.induction.col.reference", "en")
+    assert list(table[col]) == ["w", "e", "r", "t", "y", "<eos>"]
+    assert translate("mech.induction.stop.exact", "en") in [s.value for s in at.success]
+    counts = " ".join(c.value for c in at.caption)
+    assert f"stopped exactly {fr['exact']:,} ({fr['exact'] / fr['n']:.1%})" in counts
+    assert f"kept going {fr['kept_going']:,}" in counts
+    assert f"stopped early {fr['stopped_early']:,}" in counts
