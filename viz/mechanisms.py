@@ -154,18 +154,29 @@ def head_scatter(
     y_title: str,
     title: str = "",
     height: int = 360,
+    most_labels: int = 6,
 ) -> go.Figure:
-    """One point per head, labelled; a dotted zero line, since effects can have either sign."""
+    """One point per head; a dotted zero line, since effects can have either sign.
+
+    With many heads (en2ko has 24) every label would pile up: only the ``most_labels``
+    points that stand out (largest |y|, then largest x) are labelled on the chart; hovering
+    names every point."""
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    names = [_esc(s) for s in labels]
+    order = sorted(range(len(xs)), key=lambda i: (-abs(ys[i]), -xs[i]))
+    shown = set(order[:most_labels])
     fig = go.Figure(
         go.Scatter(
             x=xs,
             y=ys,
             mode="markers+text",
-            text=[_esc(s) for s in labels],
-            textposition="top center",
+            text=[n if i in shown else "" for i, n in enumerate(names)],
+            customdata=names,
+            textposition=["middle right" if xs[i] < 0.6 else "middle left" for i in range(len(xs))],
+            textfont=dict(size=11),
+            cliponaxis=False,
             marker=dict(size=10, color="#1f77b4"),
-            hovertemplate="%{text}<br>"
+            hovertemplate="%{customdata}<br>"
             + _esc(x_title)
             + ": %{x:.3f}<br>"
             + _esc(y_title)
@@ -174,7 +185,12 @@ def head_scatter(
     )
     fig.add_hline(y=0, line=dict(color="#999", dash="dot"))
     fig.update_xaxes(title=_esc(x_title), range=[-0.05, 1.05])
-    fig.update_yaxes(title=_esc(y_title))
+    span = float(np.ptp(ys)) if len(ys) else 1.0
+    pad = 0.12 * (span or 1.0)  # room for the labels of the highest and lowest points
+    fig.update_yaxes(
+        title=_esc(y_title),
+        range=[float(ys.min()) - pad, float(ys.max()) + pad] if len(ys) else None,
+    )
     fig.update_layout(
         title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
         height=height,
