@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from model.analysis.concepts import kv_cache_bytes
+from model.training.lengths import above_in_every_seed, fit_summary, seed_values
 from model.positional import alibi_slopes
 from ui.charts import plotly_chart
 from ui.concepts import try_model
@@ -57,6 +58,33 @@ ROPE_D_K = 64  # the head width the rotation figure uses
 def rope_theta(pair: int, d_k: int) -> float:
     """θ_i = 10000^(-2i/d_k): the angle pair i turns per position."""
     return 10000 ** (-2 * pair / d_k)
+
+
+def reading_numbers(meta: dict, rows: list[dict], names: dict[str, str]) -> dict[str, str]:
+    """What the reading below the chart states, computed from the shipped rows (filled in
+    once the multi-seed result is in)."""
+    return {}
+
+
+def fit_texts(meta: dict, names: dict[str, str]) -> list[str]:
+    """Per scheme: fitted in every seed (with the steps it took), in some, or in none."""
+    out = []
+    for scheme, f in fit_summary(meta).items():
+        lo, hi = min(f["steps"]), max(f["steps"])
+        steps = f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
+        acc = f"{min(f['train_accuracy']):.2f}–{max(f['train_accuracy']):.2f}"
+        key = "all" if f["fit"] == f["seeds"] else "none" if f["fit"] == 0 else "some"
+        out.append(
+            t(
+                f"modern.length.fit_{key}",
+                scheme=names.get(scheme, scheme),
+                steps=steps,
+                fit=f["fit"],
+                seeds=f["seeds"],
+                acc=acc,
+            )
+        )
+    return out
 
 
 def slope_text(m: float) -> str:
@@ -148,12 +176,20 @@ def length_section() -> None:
         st.info(t("modern.length.missing"), icon=":material/info:")
     else:
         settings = meta.get("settings", {})
+        names = scheme_names()
+        lengths = settings.get("eval_lengths", [0])
         st.markdown(
             t(
                 "modern.length.text",
                 task=t(f"modern.task.{settings.get('task', 'reverse')}"),
                 train=settings.get("train_max_len", 16),
-                steps=settings.get("steps", 0),
+                seeds=len(meta.get("seeds", [0])),
+                fit=f"{settings.get('fit_accuracy', 0):.2f}",
+                check=settings.get("check_every", 0),
+                max_steps=f"{settings.get('max_steps', 0):,}",
+                fits="; ".join(fit_texts(meta, names)),
+                lo=min(lengths),
+                hi=max(lengths),
             )
         )
         metric = linked(
@@ -164,7 +200,6 @@ def length_section() -> None:
             required=True,
             format_func=lambda m: t(f"modern.metric.{m}"),
         )
-        names = scheme_names()
         plotly_chart(
             length_chart(
                 metric,
@@ -183,11 +218,11 @@ def length_section() -> None:
             t(
                 "modern.length.caption",
                 command=code_span(meta.get("command", "")),
-                seed=meta.get("seed", 0),
-                seconds=meta.get("cpu_time_s", meta.get("wall_time_s", 0)),
+                seeds=", ".join(str(x) for x in meta.get("seeds", [meta.get("seed", 0)])),
+                seconds=f"{meta.get('cpu_time_s', meta.get('wall_time_s', 0)):,.0f}",
             )
         )
-        st.markdown(t("modern.length.reading"))
+        st.markdown(t("modern.length.reading", **reading_numbers(meta, rows, names)))
 
 
 length_section()

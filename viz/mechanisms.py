@@ -7,6 +7,7 @@ in already translated; tokens are escaped with ``token_label``.
 from __future__ import annotations
 
 import html
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,16 @@ LEGEND_BELOW_PX = 90  # room under the chart for a legend of up to four rows
 
 def _esc(text: str) -> str:
     return html.escape(text or "", quote=False)
+
+
+TITLE_CHARS = 46  # a title line that still fits a 390 px phone screen
+
+
+def _title(text: str) -> tuple[str, int]:
+    """(escaped title wrapped onto lines of at most TITLE_CHARS, how many lines): plotly
+    never wraps a title, so a long one (most Korean ones) was cut off at narrow widths."""
+    lines = textwrap.wrap(text or "", TITLE_CHARS) or [""]
+    return "<br>".join(_esc(line) for line in lines), len(lines)
 
 
 @memo_figure
@@ -84,10 +95,14 @@ def grid_heatmap(
         title=_esc(y_title),
         autorange="reversed",
     )
+    text, lines = _title(title)
+    extra = 20 * (lines - 1)  # each further title line pushes the plot down
     fig.update_layout(
-        title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
-        height=height or min(900, max(220, 130 + 34 * n_rows)),
-        margin=dict(l=10, r=10, t=100 if title else 70, b=10),
+        title=dict(text=text, y=1, yref="container", yanchor="top", pad=dict(t=8))
+        if title
+        else None,
+        height=(height or min(900, max(220, 130 + 34 * n_rows))) + extra,
+        margin=dict(l=10, r=10, t=(100 if title else 70) + extra, b=10),
     )
     return fig
 

@@ -373,3 +373,32 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 if __name__ == "__main__":
     main()
+
+
+def fit_summary(meta: dict) -> dict[str, dict]:
+    """Per scheme, over its seeds: how many fitted their training lengths, the fewest and
+    most steps trained, and the lowest and highest training-length accuracy reached."""
+    out: dict[str, dict] = {}
+    for r in meta.get("runs", []):
+        s = out.setdefault(
+            r["scheme"],
+            {"seeds": 0, "fit": 0, "steps": [], "train_accuracy": []},
+        )
+        s["seeds"] += 1
+        s["fit"] += bool(r["fit"])
+        s["steps"].append(r["steps"])
+        s["train_accuracy"].append(r["train_accuracy"])
+    return out
+
+
+def seed_values(rows: list[dict], metric: str, scheme: str, length: int) -> dict[int, float]:
+    """{seed: value} of one scheme at one length."""
+    return {
+        r.get("seed", 0): r[metric] for r in rows if r["scheme"] == scheme and r["length"] == length
+    }
+
+
+def above_in_every_seed(rows: list[dict], metric: str, length: int, a: str, b: str) -> bool:
+    """True when scheme ``a`` scores higher than ``b`` at ``length`` in every seed."""
+    va, vb = seed_values(rows, metric, a, length), seed_values(rows, metric, b, length)
+    return bool(va) and va.keys() == vb.keys() and all(va[s] > vb[s] for s in va)
