@@ -170,7 +170,16 @@ def induction_circuit_numbers(metrics: dict) -> dict[str, str] | None:
     dup = max((x for x in dups if list(x) != [last, ind]), key=lambda x: duplicate[x[0]][x[1]])
     first_dup = max(range(len(duplicate[0])), key=lambda h: duplicate[0][h])
     keys = c["keys_only"]
+    eos = metrics.get("eos_by_head") or {"n": 0, "eos": 0.0, "ablated": [[0.0]]}
+    flat = [((layer, h), v) for layer, row in enumerate(eos["ablated"]) for h, v in enumerate(row)]
+    needed = sorted(flat, key=lambda x: x[1])[:3]  # the heads whose removal hurts most
+    stop_heads = {f"stop{i + 1}": lh(head) for i, (head, _) in enumerate(needed)} | {
+        f"stop{i + 1}_share": f"{v:.0%}" for i, (_, v) in enumerate(needed)
+    }
     return {
+        **stop_heads,
+        "eos_share": f"{eos['eos']:.0%}",
+        "eos_n": str(eos["n"]),
         **free_running_numbers(fr),
         "induction": lh([last, ind]),
         "prefix": f"{prefix[last][ind]:.2f}",

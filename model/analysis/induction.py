@@ -409,3 +409,36 @@ def score_at(snapshots: list[dict], step: int, score: str, layer: int, head: int
     """A head's logged score at the snapshot closest to ``step``."""
     row = min(snapshots, key=lambda r: abs(r["step"] - step))
     return row[score][layer][head]
+
+
+@torch.no_grad()
+def eos_by_head(network: Network, tokenizer: Tokenizer, n: int = 300, seed: int = 0) -> dict:
+    """Which heads make the model say <eos> where the repeat ends: teacher-forced on ``n``
+    held-out prompts with their continuation, the share of them whose most likely next
+    token at the repeat's last letter is <eos>, with nothing removed and with each head
+    zero-ablated in turn ([layers][heads])."""
+    pairs = induction.sample(n, seed, split="test")
+    rows = [
+        tokenizer.encode(f"{source} {target}", network.config.max_len).ids
+        for source, target in pairs
+    ]
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [tokenizer.pad_id] * (width - len(r)) for r in rows])
+    ids = ids.to(next(network.parameters()).device)
+    last = torch.tensor([len(r) - 1 for r in rows])
+    was_training = network.training
+    network.eval()
+
+    def share(ablate=None) -> float:
+        logits, _ = forward_editing(network, ids, ablate)
+        at_end = logits[torch.arange(len(rows)), last.to(logits.device)]
+        return (at_end.argmax(-1) == tokenizer.eos_id).float().mean().item()
+
+    try:
+        layers = network.config.n_decoder_layers
+        heads = network.config.n_heads
+        base = share()
+        ablated = [[share((layer, head)) for head in range(heads)] for layer in range(layers)]
+    finally:
+        network.train(was_training)
+    return {"n": n, "seed": seed, "eos": base, "ablated": ablated}

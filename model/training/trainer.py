@@ -29,7 +29,13 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from model.analysis.induction import SnapshotLog, circuit, free_running, measure
+from model.analysis.induction import (
+    SnapshotLog,
+    circuit,
+    eos_by_head,
+    free_running,
+    measure,
+)
 from model.config import TransformerConfig
 from model.positional import SCHEMES
 from model.runtime.checkpoint import CURVE, WEIGHTS, save_checkpoint, write_metrics
@@ -258,7 +264,10 @@ def induction_metrics(network: Network, task: ModuleType, tgt_tok, eval_n: int) 
     if network.config.n_decoder_layers < 2:  # the one-layer contrast has no circuit to cut
         extra = {}
     else:
-        extra = {"circuit": circuit(network, tgt_tok, 500, TEST_BLOCKS[1], EVAL_SEED)}
+        extra = {
+            "circuit": circuit(network, tgt_tok, 500, TEST_BLOCKS[1], EVAL_SEED),
+            "eos_by_head": eos_by_head(network, tgt_tok, 300, EVAL_SEED),
+        }
     return {
         "induction": measure(network, tgt_tok, 500, TEST_BLOCKS[1], EVAL_SEED),
         "free_running": free_running(

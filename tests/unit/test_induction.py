@@ -11,6 +11,7 @@ from model.analysis.induction import (
     SNAPSHOTS,
     circuit,
     classify_stop,
+    eos_by_head,
     forward_editing,
     free_running,
     head_scores,
@@ -334,3 +335,13 @@ def test_the_shipped_curve_drops_suddenly_while_the_induction_head_forms(two_lay
     before = score_at(snaps, found["start_step"], "prefix_matching", layer, head)
     after = score_at(snaps, found["end_step"], "prefix_matching", layer, head)
     assert before < 0.3 < 0.6 < after
+
+
+def test_the_heads_the_stop_needs_are_recomputed_from_the_checkpoint(two_layer):
+    shipped = two_layer.info["metrics"]["eos_by_head"]
+    again = eos_by_head(two_layer.network, two_layer.tgt_tokenizer, shipped["n"], shipped["seed"])
+    assert again["eos"] == pytest.approx(shipped["eos"], abs=1e-6)
+    assert torch.tensor(again["ablated"]) == pytest.approx(torch.tensor(shipped["ablated"]))
+    # the page says "the stop needs all three": each of the three leaves under half
+    three = sorted(v for row in again["ablated"] for v in row)[:3]
+    assert again["eos"] >= 0.95 and max(three) < 0.5
