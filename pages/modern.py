@@ -9,8 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from model.analysis.concepts import kv_cache_bytes
-from model.training.lengths import above_in_every_seed, fit_summary, seed_values
 from model.positional import alibi_slopes
+from model.training.lengths import fit_summary, robust_pairs, seed_values
 from ui.charts import plotly_chart
 from ui.concepts import try_model
 from ui.frame import require_frame
@@ -61,9 +61,30 @@ def rope_theta(pair: int, d_k: int) -> float:
 
 
 def reading_numbers(meta: dict, rows: list[dict], names: dict[str, str]) -> dict[str, str]:
-    """What the reading below the chart states, computed from the shipped rows (filled in
-    once the multi-seed result is in)."""
-    return {}
+    """What the reading below the chart states, computed from the shipped rows: only what
+    every seed shows (robust_pairs), the exact matches, and how far out chance is reached."""
+    settings = meta.get("settings", {})
+    train = settings.get("train_max_len", 16)
+    lengths = sorted({r["length"] for r in rows})
+    beyond = next((n for n in lengths if n > train), lengths[-1])
+    schemes = [s for s in SCHEME_ORDER if any(r["scheme"] == s for r in rows)]
+    pairs = robust_pairs(rows, "token_accuracy", beyond, schemes)
+    exact_at_train = {
+        s: sum(seed_values(rows, "exact_match", s, train).values())
+        / max(1, len(seed_values(rows, "exact_match", s, train)))
+        for s in schemes
+    }
+    far = lengths[-1]
+    return {
+        "train": str(train),
+        "beyond": str(beyond),
+        "pairs": ", ".join(f"{names[a]} > {names[b]}" for a, b in pairs) or "–",
+        "exact_at_train": ", ".join(f"{names[s]} {v:.2f}" for s, v in exact_at_train.items()),
+        "far": str(far),
+        "far_max": f"{max(r['token_accuracy'] for r in rows if r['length'] == far):.2f}",
+        "chance": f"{1 / settings.get('symbols', 10):.1f}",
+        "exact_beyond": f"{max(r['exact_match'] for r in rows if r['length'] > train):.2f}",
+    }
 
 
 def fit_texts(meta: dict, names: dict[str, str]) -> list[str]:

@@ -402,3 +402,14 @@ def above_in_every_seed(rows: list[dict], metric: str, length: int, a: str, b: s
     """True when scheme ``a`` scores higher than ``b`` at ``length`` in every seed."""
     va, vb = seed_values(rows, metric, a, length), seed_values(rows, metric, b, length)
     return bool(va) and va.keys() == vb.keys() and all(va[s] > vb[s] for s in va)
+
+
+def robust_pairs(rows: list[dict], metric: str, length: int, schemes: list[str]) -> list:
+    """(a, b) for every two schemes where a scores above b at ``length`` in every seed: the
+    only orderings the page states."""
+    return [
+        (a, b)
+        for a in schemes
+        for b in schemes
+        if a != b and above_in_every_seed(rows, metric, length, a, b)
+    ]

@@ -375,3 +375,45 @@ def test_head_width_can_differ_from_d_model_over_heads():
     with pytest.raises(ValueError):
         kv_cache_bytes(2, 100, 32, 8, 10)  # 32 does not divide 100 and no head width given
     assert kv_cache_bytes(2, 100, 32, 8, 10, 1, d_head=4) == 2 * 2 * 8 * 4 * 10
+
+
+def test_the_shipped_result_has_three_seeds_and_its_command_recreates_it():
+    meta, rows = load_results()
+    assert meta["command"].startswith("python -m model.training.lengths")
+    assert "--out assets/experiments/positions" in meta["command"]
+    seeds = meta["seeds"]
+    assert len(seeds) >= 3 and f"--seeds {' '.join(map(str, seeds))}" in meta["command"]
+    schemes = meta["settings"]["schemes"]
+    assert sorted(schemes) == sorted(["sinusoidal", "learned", "rope", "alibi", "none"])
+    lengths = meta["settings"]["eval_lengths"]
+    assert {(r["scheme"], r["seed"], r["length"]) for r in rows} == {
+        (s, seed, n) for s in schemes for seed in seeds for n in lengths
+    }
+    with open(OUT_DIR / "results.csv", newline="") as f:
+        assert next(csv.reader(f)) == ["scheme", "seed", "length", "token_accuracy", "exact_match"]
+    # every run says whether it fitted, and a fitted run did reach the bar
+    for r in meta["runs"]:
+        assert r["fit"] == (r["train_accuracy"] >= meta["settings"]["fit_accuracy"])
+        assert r["steps"] <= meta["settings"]["max_steps"]
+
+
+def test_the_orderings_the_page_states_hold_in_every_seed_and_no_others_do():
+    """Recomputed straight from results.csv, one seed at a time."""
+    from model.training.lengths import robust_pairs
+
+    meta, _ = load_results()
+    train = meta["settings"]["train_max_len"]
+    table = {}
+    with open(OUT_DIR / "results.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            table[(r["scheme"], int(r["seed"]), int(r["length"]))] = float(r["token_accuracy"])
+    beyond = min(n for n in meta["settings"]["eval_lengths"] if n > train)
+    schemes, seeds = meta["settings"]["schemes"], meta["seeds"]
+    stated = set(robust_pairs(load_results()[1], "token_accuracy", beyond, schemes))
+    for a in schemes:
+        for b in schemes:
+            if a == b:
+                continue
+            every = all(table[(a, s, beyond)] > table[(b, s, beyond)] for s in seeds)
+            assert ((a, b) in stated) == every, (a, b)
+    assert stated  # the page has something that holds in every seed to say
