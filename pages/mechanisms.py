@@ -122,7 +122,7 @@ def loss_numbers(run: dict) -> dict[str, str]:
     curve = run["curve"]
     found = phase_change(list(curve["step"]), list(curve["loss"]))
     out = {k: f"{v:.2f}" if k.endswith("loss") else f"{v:,.0f}" for k, v in found.items()}
-    out["steps"] = f"{found['end_step'] - found['start_step']:,}"
+    out["steps"] = f"{found['end_step'] - found['start_step']:,.0f}"
     snaps = (run.get("snapshots") or {}).get("snapshots")
     best = run["metrics"].get("induction", {}).get("best_head")
     if snaps and best:
