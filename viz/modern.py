@@ -96,6 +96,7 @@ def length_figure(
                     x=list(part["length"]) + list(part["length"])[::-1],
                     y=list(part["high"]) + list(part["low"])[::-1],
                     fill="toself",
+                    mode="lines",
                     fillcolor=_rgba(colour, 0.15),
                     line=dict(width=0),
                     hoverinfo="skip",
@@ -259,7 +260,7 @@ def rope_rotation_figure(
             )
         )
         keep = _spaced_labels(angles)
-        out = 0.16 if i == 0 else -0.16  # outer pair labelled outside, inner pair inside
+        out = 0.16 if i == 0 else 0.13  # labels outside each circle, off the arrow
         fig.add_trace(
             go.Scatter(
                 x=[(r + out) * math.cos(a) for a, k in zip(angles, keep) if k],
