@@ -64,8 +64,9 @@ def test_the_page_renders_every_tab_in_both_languages(lang):
     # patching: the checks are shown, and read exactly 0 and 1
     check = translate("mech.patch.check", lang, nothing="0.000", whole="1.000")
     assert check in [c.value for c in at.caption]
-    # the induction model continues the default prompt
-    assert "` e r t y u `" in texts(at)
+    # the induction model continues the default prompt and stops where the repeat ends
+    assert "` e r t y u <eos> `" in texts(at)
+    assert translate("mech.induction.stop.exact", lang) in [s.value for s in at.success]
     if lang == "ko":
         assert HANGUL.search(" ".join(m.value for m in at.markdown))
 
