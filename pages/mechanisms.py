@@ -598,15 +598,17 @@ with heads_tab:
                 where=where,
             )
         st.caption(t("mech.heads.caption"))
-        # The head whose switched-off effect differs most from what it writes directly.
-        indirect = max(a.heads, key=lambda h: abs(h.ablation_logit - h.direct))
+        # A head's whole contribution is what switching it off takes away (−ablation); the
+        # part of it not written directly goes through later layers. Show the largest.
+        indirect = max(a.heads, key=lambda h: abs(-h.ablation_logit - h.direct))
         st.markdown(
             t(
                 "mech.heads.indirect",
                 head=head_label(indirect.kind, indirect.layer, indirect.head),
                 direct=f"{indirect.direct:+.2f}",
                 ablation=f"{indirect.ablation_logit:+.2f}",
-                indirect=f"{indirect.ablation_logit - indirect.direct:+.2f}",
+                total=f"{-indirect.ablation_logit:+.2f}",
+                indirect=f"{-indirect.ablation_logit - indirect.direct:+.2f}",
             )
         )
         frame = pd.DataFrame(

@@ -155,3 +155,19 @@ def test_the_induction_view_shows_teacher_forced_rows_and_the_shipped_counts():
     assert f"stopped exactly {fr['exact']:,} ({fr['exact'] / fr['n']:.1%})" in counts
     assert f"kept going {fr['kept_going']:,}" in counts
     assert f"stopped early {fr['stopped_early']:,}" in counts
+
+
+def test_the_heads_tab_names_the_previous_token_heads_indirect_effect():
+    """Default induction prompt: L1H3 writes almost nothing directly, yet switching it off
+    takes most of the answer's logit away: the text's numbers are the table's."""
+    at = open_page(mheads_m="induction")
+    ok(at)
+    table = at.dataframe[-1].value
+    heads = table[translate("mech.heads.col.head", "en")].tolist()
+    row = table.iloc[heads.index(translate("mech.head_label", "en", kind="self", layer=1, head=3))]
+    direct = row[translate("mech.heads.direct", "en")]
+    ablation = row[translate("mech.heads.ablation", "en")]
+    assert abs(direct) < 1 and ablation < -5
+    text = " ".join(m.value for m in at.markdown)
+    assert f"self L1 H3 writes {direct:+.2f}" in text
+    assert f"{-ablation - direct:+.2f} of it goes through later layers" in text
