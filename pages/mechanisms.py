@@ -8,11 +8,20 @@ import pandas as pd
 import streamlit as st
 
 from model.analysis.attribution import Attribution, attribute
-from model.analysis.induction import load_snapshots
+from model.analysis.induction import (
+    Prediction,
+    classify_stop,
+    load_snapshots,
+    phase_change,
+    score_at,
+    teacher_forced,
+)
 from model.analysis.lens import Lens, logit_lens
 from model.analysis.patching import Patching, PatchingError, patch
 from model.runtime.checkpoint import CURVE, METRICS
 from model.runtime.loading import CHECKPOINTS, CONTRAST
+from model.tasks import EOS
+from model.tasks.induction import NotARepeat, split_block
 from model.training.warmup import load_curve
 from ui.charts import plotly_chart
 from ui.concepts import try_model
@@ -24,7 +33,13 @@ from ui.sentence import clean_text, code_span, sentence_input
 from ui.tabs import lazy_tabs
 from viz.attention import attention_heatmap
 from viz.concepts import lines_figure
-from viz.mechanisms import grid_heatmap, head_lines_figure, head_scatter, lens_table
+from viz.mechanisms import (
+    grid_heatmap,
+    head_lines_figure,
+    head_scatter,
+    lens_table,
+    prediction_table,
+)
 
 require_frame()
 
@@ -78,6 +93,121 @@ def cached_attribution(
     return attribute(load_model(name, device), text, position, relevant, relevant_src)
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_teacher_forced(device: str, text: str) -> list[Prediction]:
+    lm = load_model("induction", device)
+    return teacher_forced(lm.network, lm.tgt_tokenizer, text)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def free_run(device: str, text: str, most: int) -> list[str]:
+    """The greedy continuation, <eos> included when the model says it, at most ``most``
+    tokens (a model that keeps going would loop to its length limit)."""
+    lm = load_model("induction", device)
+    ids = [s.token_id for s in lm.decode(text, max_new_tokens=most)]
+    return lm.tgt_tokenizer.tokens(ids)
+
+
+def percent(count: int, n: int) -> str:
+    return f"{count / n:.1%}" if n else "–"
+
+
+def free_running_numbers(fr: dict) -> dict[str, str]:
+    """The shipped metrics' free-running counts, as the page states them."""
+    n = fr["n"]
+    return {
+        "n": f"{n:,}",
+        **{k: f"{fr[k]:,}" for k in ("exact", "kept_going", "stopped_early", "letters_right")},
+        **{f"{k}_pct": percent(fr[k], n) for k in ("exact", "kept_going", "stopped_early")},
+        "letters_pct": percent(fr["letters_right"], n),
+    }
+
+
+def loss_numbers(run: dict) -> dict[str, str]:
+    """The two-layer curve's slow descent and sudden drop, and the induction head's
+    prefix-matching score at the drop's start and end (from its snapshots)."""
+    curve = run["curve"]
+    found = phase_change(list(curve["step"]), list(curve["loss"]))
+    out = {k: f"{v:.2f}" if k.endswith("loss") else f"{v:,.0f}" for k, v in found.items()}
+    out["steps"] = f"{found['end_step'] - found['start_step']:,.0f}"
+    snaps = (run.get("snapshots") or {}).get("snapshots")
+    best = run["metrics"].get("induction", {}).get("best_head")
+    if snaps and best:
+        out["head"] = lh(best)
+        for key in ("start", "end"):
+            out[f"{key}_score"] = (
+                f"{score_at(snaps, found[f'{key}_step'], 'prefix_matching', *best):.2f}"
+            )
+    else:
+        out.update(head="–", start_score="–", end_score="–")
+    return out
+
+
+def patch_reading(result: Patching, cols: list[str]) -> dict[str, str]:
+    """Where restoring the stream recovers most, after the first layer and after the last."""
+    grid = result.by_position
+    first, last = 1, len(grid) - 1
+    best = {row: int(grid[row].argmax()) for row in (first, last)}
+    return {
+        "layer_a": t("common.layer_n", n=first),
+        "pos_a": code_span(cols[best[first]]),
+        "layer_b": t("common.layer_n", n=last),
+        "pos_b": code_span(cols[best[last]]),
+    }
+
+
+def lh(pair) -> str:
+    """[layer, head] (0-based) as the page names heads: L2H2."""
+    return t("mech.head_lh", layer=pair[0] + 1, head=pair[1] + 1)
+
+
+def induction_circuit_numbers(metrics: dict) -> dict[str, str] | None:
+    """Every number the induction tab's circuit texts state, from the shipped metrics."""
+    c, fr = metrics.get("circuit"), metrics.get("free_running")
+    if not c or not fr:
+        return None
+    prefix, previous = c["prefix_matching"], c["previous_token"]
+    duplicate, ablated = c["duplicate_token"], c["ablated_repeat_accuracy"]
+    last, ind = c["induction_head"]
+    prev = c["previous_head"]
+    # the second-best prefix-matching head of the last layer, and the best duplicate-token
+    # head anywhere (the last layer's own induction head excluded)
+    second = max((h for h in range(len(prefix[last])) if h != ind), key=lambda h: prefix[last][h])
+    dups = [(layer, h) for layer in range(len(duplicate)) for h in range(len(duplicate[layer]))]
+    dup = max((x for x in dups if list(x) != [last, ind]), key=lambda x: duplicate[x[0]][x[1]])
+    first_dup = max(range(len(duplicate[0])), key=lambda h: duplicate[0][h])
+    keys = c["keys_only"]
+    eos = metrics.get("eos_by_head") or {"n": 0, "eos": 0.0, "ablated": [[0.0]]}
+    flat = [((layer, h), v) for layer, row in enumerate(eos["ablated"]) for h, v in enumerate(row)]
+    needed = sorted(flat, key=lambda x: x[1])[:3]  # the heads whose removal hurts most
+    stop_heads = {f"stop{i + 1}": lh(head) for i, (head, _) in enumerate(needed)} | {
+        f"stop{i + 1}_share": f"{v:.0%}" for i, (_, v) in enumerate(needed)
+    }
+    return {
+        **stop_heads,
+        "eos_share": f"{eos['eos']:.0%}",
+        "eos_n": str(eos["n"]),
+        **free_running_numbers(fr),
+        "induction": lh([last, ind]),
+        "prefix": f"{prefix[last][ind]:.2f}",
+        "previous": lh(prev),
+        "previous_score": f"{previous[prev[0]][prev[1]]:.2f}",
+        "before": f"{keys['prefix_matching_before']:.2f}",
+        "after": f"{keys['prefix_matching_after']:.2f}",
+        "accuracy": f"{c['repeat_accuracy']:.0%}",
+        "accuracy_after": f"{keys['repeat_accuracy_after']:.0%}",
+        "second": lh([last, second]),
+        "second_score": f"{prefix[last][second]:.2f}",
+        "duplicate": lh(dup),
+        "duplicate_score": f"{duplicate[dup[0]][dup[1]]:.2f}",
+        "duplicate_ablated": f"{ablated[dup[0]][dup[1]]:.0%}",
+        "first_duplicate": lh([0, first_dup]),
+        "first_duplicate_score": f"{duplicate[0][first_dup]:.2f}",
+        "block_length": str(c["block_length"]),
+        "circuit_n": str(c["n"]),
+    }
+
+
 def layer_labels(n_layers: int) -> list[str]:
     return [t("mech.embeddings"), *[t("common.layer_n", n=i + 1) for i in range(n_layers)]]
 
@@ -98,8 +228,11 @@ st.caption(t("mech.intro"))
 
 # ---- 1. Induction heads ------------------------------------------------------------------
 def show_induction() -> None:
-    st.markdown(t("mech.induction.plain"))
     two, one = shipped_run("induction"), shipped_run(ONE_LAYER)
+    st.markdown(t("mech.induction.plain"))
+    found = induction_circuit_numbers(two["metrics"]) if two is not None else None
+    if found:
+        st.markdown(t("mech.induction.causal", **found))
     if two is None or one is None:
         st.info(t("mech.induction.missing"), icon=":material/hourglass_empty:")
     else:
@@ -129,6 +262,7 @@ def show_induction() -> None:
                     n=m["n"],
                     length=m["block_length"],
                     chance=f"{m['chance']:.1%}",
+                    first=f"{m['first_half_accuracy']:.1%}",
                 )
             )
         plotly_chart(
@@ -141,8 +275,8 @@ def show_induction() -> None:
             ),
             key="mech_loss",
         )
-        st.caption(t("mech.induction.loss_caption"))
         snaps = two["snapshots"]
+        st.caption(t("mech.induction.loss_caption", **loss_numbers(two)))
         if snaps:
             rows = snaps["snapshots"]
             steps = [r["step"] for r in rows]
@@ -175,20 +309,76 @@ def show_induction() -> None:
             st.error(t("model.load_failed", name="induction"), icon=":material/error:")
         else:
             text = sentence_input(lm2, "induction", key="mind")
+            repeat = None
             if text is not None:
+                try:
+                    repeat = split_block(text)
+                except NotARepeat as err:
+                    st.warning(
+                        t(f"mech.induction.not_repeat.{err.reason}"), icon=":material/block:"
+                    )
+            if repeat is not None:
+                block, k = repeat
+                predictions = cached_teacher_forced(selected_device(), text)
+                reference = block[k:]
+                generated = free_run(selected_device(), text, len(reference) + 4)
+                stop = classify_stop(generated, reference, EOS)
+                end = predictions[-1]
+                left, right = st.columns([3, 2])
+                left.markdown(t("mech.induction.tf_header"))
+                left.dataframe(
+                    prediction_table(
+                        predictions,
+                        {
+                            k2: t(f"mech.induction.col.{k2}")
+                            for k2 in ("position", "token", "reference", "predicted", "p")
+                        },
+                    ),
+                    hide_index=True,
+                )
+                left.caption(
+                    t(
+                        "mech.induction.tf_caption",
+                        token=code_span(end.token),
+                        p_eos=f"{end.p_eos:.1%}",
+                    )
+                )
+                right.markdown(t("mech.induction.fr_header"))
+                right.markdown(
+                    t(
+                        "mech.induction.continues",
+                        model=names["induction"],
+                        text=code_span(" ".join(generated) or "∅"),
+                    )
+                )
+                right.markdown(
+                    t(
+                        "mech.induction.reference",
+                        text=code_span(" ".join([*reference, "<eos>"])),
+                    )
+                )
+                verdict = t(f"mech.induction.stop.{stop}")
+                if stop == "exact":
+                    right.success(verdict, icon=":material/check_circle:")
+                else:
+                    right.warning(verdict, icon=":material/warning:")
+                fr = two["metrics"].get("free_running")
+                if fr:
+                    right.caption(t("mech.induction.counts", **free_running_numbers(fr)))
                 cols = st.columns(2)
                 for col, lm, name in ((cols[0], lm2, "induction"), (cols[1], lm1, ONE_LAYER)):
                     m = shipped_run(name)["metrics"].get("induction", {})
                     layer, head = m.get("best_head", [lm.config.n_decoder_layers - 1, 0])
                     trace = lm.trace(text)
                     q = trace.tgt_tokens
-                    col.markdown(
-                        t(
-                            "mech.induction.continues",
-                            model=names[name],
-                            text=code_span(lm.translate(text) or "∅"),
+                    if name == ONE_LAYER:
+                        col.markdown(
+                            t(
+                                "mech.induction.continues",
+                                model=names[name],
+                                text=code_span(lm.translate(text) or "∅"),
+                            )
                         )
-                    )
                     plotly_chart(
                         attention_heatmap(
                             trace.attention["decoder"][layer, head],
@@ -202,7 +392,10 @@ def show_induction() -> None:
                         where=col,
                     )
                 st.caption(t("mech.induction.stripe"))
-                st.caption(t("mech.induction.eos"))
+                circuit_numbers = induction_circuit_numbers(two["metrics"])
+                if circuit_numbers:
+                    st.markdown(t("mech.induction.eos", **circuit_numbers))
+                    st.markdown(t("mech.induction.others", **circuit_numbers))
 
 
 # ---- the model for the other three tabs --------------------------------------------------
@@ -330,6 +523,7 @@ def show_patching() -> None:
                 ),
                 key="mech_patch_pos",
             )
+            st.markdown(t("mech.patch.reading", **patch_reading(result, cols)))
             st.caption(
                 t(
                     "mech.patch.check",
@@ -424,6 +618,19 @@ def show_heads() -> None:
                 where=where,
             )
         st.caption(t("mech.heads.caption"))
+        # A head's whole contribution is what switching it off takes away (−ablation); the
+        # part of it not written directly goes through later layers. Show the largest.
+        indirect = max(a.heads, key=lambda h: abs(-h.ablation_logit - h.direct))
+        st.markdown(
+            t(
+                "mech.heads.indirect",
+                head=head_label(indirect.kind, indirect.layer, indirect.head),
+                direct=f"{indirect.direct:+.2f}",
+                ablation=f"{indirect.ablation_logit:+.2f}",
+                total=f"{-indirect.ablation_logit:+.2f}",
+                indirect=f"{-indirect.ablation_logit - indirect.direct:+.2f}",
+            )
+        )
         frame = pd.DataFrame(
             {
                 t("mech.heads.col.head"): labels,

@@ -9,6 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from model.analysis.concepts import attention_facts, kv_cache_bytes
+from model.positional import alibi_slopes
+from model.training.lengths import fit_summary, robust_pairs, seed_values
 from ui.charts import plotly_chart
 from ui.concepts import try_model
 from ui.frame import require_frame
@@ -30,6 +32,7 @@ from ui.modern import (
     memory_chart,
     online_example,
     qk_chart,
+    qk_rows,
     rope_chart,
     sink_chart,
     sinks,
@@ -53,6 +56,119 @@ METRICS = ("token_accuracy", "exact_match")
 # A current large model, for scale: Llama-style 7-8B dimensions.
 REAL = dict(layers=32, d_model=4096, n_heads=32, tokens=8192, bytes_per_value=2)
 REAL_KV = {"mha": 32, "gqa": 8, "mqa": 1}
+GEMMA = dict(heads=16, d_head=256, d_model=3072)  # Gemma-7B (Gemma Team, 2024)
+
+
+ROPE_D_K = 64  # the head width the rotation figure uses
+
+
+def rope_theta(pair: int, d_k: int) -> float:
+    """θ_i = 10000^(-2i/d_k): the angle pair i turns per position."""
+    return 10000 ** (-2 * pair / d_k)
+
+
+def reading_numbers(meta: dict, rows: list[dict], names: dict[str, str]) -> dict[str, str]:
+    """What the reading below the chart states, computed from the shipped rows: only what
+    every seed shows (robust_pairs), the exact matches, and how far out chance is reached."""
+    settings = meta.get("settings", {})
+    train = settings.get("train_max_len", 16)
+    lengths = sorted({r["length"] for r in rows})
+    beyond = next((n for n in lengths if n > train), lengths[-1])
+    schemes = [s for s in SCHEME_ORDER if any(r["scheme"] == s for r in rows)]
+    pairs = robust_pairs(rows, "token_accuracy", beyond, schemes)
+    exact_at_train = {
+        s: sum(seed_values(rows, "exact_match", s, train).values())
+        / max(1, len(seed_values(rows, "exact_match", s, train)))
+        for s in schemes
+    }
+    far = lengths[-1]
+    return {
+        "train": str(train),
+        "beyond": str(beyond),
+        "pairs": ", ".join(f"{names[a]} > {names[b]}" for a, b in pairs) or "–",
+        "exact_at_train": ", ".join(f"{names[s]} {v:.2f}" for s, v in exact_at_train.items()),
+        "far": str(far),
+        "far_max": f"{max(r['token_accuracy'] for r in rows if r['length'] == far):.2f}",
+        "chance": f"{1 / settings.get('symbols', 10):.1f}",
+        "exact_beyond": f"{max(r['exact_match'] for r in rows if r['length'] > train):.2f}",
+    }
+
+
+def fit_texts(meta: dict, names: dict[str, str]) -> list[str]:
+    """Per scheme: fitted in every seed (with the steps it took), in some, or in none."""
+    out = []
+    for scheme, f in fit_summary(meta).items():
+        lo, hi = min(f["steps"]), max(f["steps"])
+        steps = f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
+        acc = f"{min(f['train_accuracy']):.2f}–{max(f['train_accuracy']):.2f}"
+        key = "all" if f["fit"] == f["seeds"] else "none" if f["fit"] == 0 else "some"
+        out.append(
+            t(
+                f"modern.length.fit_{key}",
+                scheme=names.get(scheme, scheme),
+                steps=steps,
+                fit=f["fit"],
+                seeds=f["seeds"],
+                acc=acc,
+            )
+        )
+    return out
+
+
+def slope_text(m: float) -> str:
+    """An ALiBi slope as the power of two it is: 0.5 -> "1/2", 0.00390625 -> "1/256"."""
+    inverse = 1 / m
+    return f"1/{inverse:.0f}" if abs(inverse - round(inverse)) < 1e-9 else f"{m:.3g}"
+
+
+def qk_spans(with_learned: bool, names: dict[str, str]) -> str:
+    """Each panel's lowest and highest score, so independent y-scales are read as such."""
+    rows = qk_rows(with_learned)
+    parts = []
+    for scheme in SCHEME_ORDER:
+        scores = [r["score"] for r in rows if r["scheme"] == scheme]
+        if scores:
+            parts.append(
+                t(
+                    "modern.qk.span",
+                    scheme=names[scheme],
+                    lo=f"{min(scores):.2f}",
+                    hi=f"{max(scores):.2f}",
+                )
+            )
+    return "; ".join(parts)
+
+
+def memory_numbers(mem: dict, block: int) -> dict[str, str]:
+    """The tiled working set beside its output, in tiles of scores, and the smallest n."""
+    working = mem["tiled_measured"][-1] - mem["output_bytes"][-1]
+    return {
+        "block": block,
+        "working": human_bytes(working),
+        "ratio": f"{working / (block * block * 4):.0f}",
+        "n0": mem["n"][0],
+        "tiled0": human_bytes(mem["tiled_measured"][0]),
+        "full0": human_bytes(mem["full_measured"][0]),
+    }
+
+
+def bandwidth_numbers() -> dict[str, str]:
+    """The 7-8B model's cache read once per generated token at REAL["tokens"] tokens."""
+    sizes = {
+        k: kv_cache_bytes(REAL["layers"], REAL["d_model"], REAL["n_heads"], g, REAL["tokens"], 2)
+        for k, g in REAL_KV.items()
+    }
+    return {
+        "tokens": f"{REAL['tokens']:,}",
+        **{k: human_bytes(v) for k, v in sizes.items()},
+        "gqa_kv": REAL_KV["gqa"],
+        "times": f"{sizes['mha'] / sizes['gqa']:.0f}",
+    }
+
+
+def gemma_numbers() -> dict[str, int]:
+    """Gemma-7B's shape: 16 heads of width 256, whose product is not its d_model of 3072."""
+    return {**GEMMA, "product": GEMMA["heads"] * GEMMA["d_head"]}
 
 
 def scheme_names() -> dict[str, str]:
@@ -97,9 +213,18 @@ if FACTS:
 
 
 # ---- 1. positions ------------------------------------------------------------------------------
+ALIBI_HEADS = 8
+
+
 def positions_intro() -> None:
     st.header(t("modern.positions.header"))
-    st.markdown(t("modern.positions.text"))
+    st.markdown(
+        t(
+            "modern.positions.text",
+            n=ALIBI_HEADS,
+            slopes=", ".join(slope_text(m) for m in alibi_slopes(ALIBI_HEADS).tolist()),
+        )
+    )
     st.latex(
         r"\text{RoPE: } (R_p q)^\top (R_s k) = q^\top R_{s-p}\, k"
         r"\qquad \text{ALiBi: } \frac{q_p^\top k_s}{\sqrt{d_k}} - m_h\,|p - s|"
@@ -115,12 +240,20 @@ def length_section() -> None:
         st.info(t("modern.length.missing"), icon=":material/info:")
     else:
         settings = meta.get("settings", {})
+        names = scheme_names()
+        lengths = settings.get("eval_lengths", [0])
         st.markdown(
             t(
                 "modern.length.text",
                 task=t(f"modern.task.{settings.get('task', 'reverse')}"),
                 train=settings.get("train_max_len", 16),
-                steps=settings.get("steps", 0),
+                seeds=len(meta.get("seeds", [0])),
+                fit=f"{settings.get('fit_accuracy', 0):.2f}",
+                check=settings.get("check_every", 0),
+                max_steps=f"{settings.get('max_steps', 0):,}",
+                fits="; ".join(fit_texts(meta, names)),
+                lo=min(lengths),
+                hi=max(lengths),
             )
         )
         metric = linked(
@@ -131,7 +264,6 @@ def length_section() -> None:
             required=True,
             format_func=lambda m: t(f"modern.metric.{m}"),
         )
-        names = scheme_names()
         plotly_chart(
             length_chart(
                 metric,
@@ -150,11 +282,11 @@ def length_section() -> None:
             t(
                 "modern.length.caption",
                 command=code_span(meta.get("command", "")),
-                seed=meta.get("seed", 0),
-                seconds=meta.get("cpu_time_s", meta.get("wall_time_s", 0)),
+                seeds=", ".join(str(x) for x in meta.get("seeds", [meta.get("seed", 0)])),
+                seconds=f"{meta.get('cpu_time_s', meta.get('wall_time_s', 0)):,.0f}",
             )
         )
-        st.markdown(t("modern.length.reading"))
+        st.markdown(t("modern.length.reading", **reading_numbers(meta, rows, names)))
 
 
 def qk_section() -> None:
@@ -167,14 +299,14 @@ def qk_section() -> None:
         qk_chart(with_learned, scheme_names(), series, t("modern.qk.x"), t("modern.qk.y")),
         key="qk_chart",
     )
-    st.caption(t("modern.qk.caption"))
+    st.caption(t("modern.qk.caption", spans=qk_spans(with_learned, scheme_names())))
 
 
 @st.fragment
 def rope_section() -> None:
     """RoPE's rotation: its two sliders rerun only this."""
     st.subheader(t("modern.rope.header"))
-    st.markdown(t("modern.rope.text"))
+    st.markdown(t("modern.rope.text", d_k=ROPE_D_K))
     r1, r2 = st.columns(2)
     pair = r1.slider(
         t("modern.rope.pair"),
@@ -186,18 +318,30 @@ def rope_section() -> None:
         help=t("modern.rope.pair_help"),
     )
     n_pos = r2.slider(t("modern.rope.positions"), 2, 24, 8, key="mpos", bind="query-params")
-    slow = pair + 8 if pair + 8 <= 31 else pair - 8  # a slower (or faster) pair beside it
+    other = pair + 8 if pair + 8 <= 31 else pair - 8  # a slower (or, past 23, faster) pair
     plotly_chart(
         rope_chart(
-            ((t("modern.rope.pair_n", i=pair), pair), (t("modern.rope.pair_n", i=slow), slow)),
+            ((t("modern.rope.pair_n", i=pair), pair), (t("modern.rope.pair_n", i=other), other)),
             n_pos,
             t("modern.rope.position"),
         ),
         key="rope_chart",
     )
-    theta = 10000 ** (-2 * pair / 64)
+    theta, theta_other = rope_theta(pair, ROPE_D_K), rope_theta(other, ROPE_D_K)
     st.caption(
-        t("modern.rope.caption", i=pair, theta=f"{theta:.4g}", turns=f"{theta * (n_pos - 1):.3g}")
+        t(
+            "modern.rope.caption",
+            i=pair,
+            theta=f"{theta:.4g}",
+            turns=f"{theta * (n_pos - 1):.3g}",
+            d_k=ROPE_D_K,
+        )
+        + " "
+        + t(
+            "modern.rope.compare_slower" if other > pair else "modern.rope.compare_faster",
+            j=other,
+            theta=f"{theta_other:.4g}",
+        )
     )
     if FACTS and FACTS["rope_base"] and pair < FACTS["d_k"] // 2:
         own = FACTS["rope_base"] ** (-2 * pair / FACTS["d_k"])
@@ -312,7 +456,11 @@ def cache_section() -> None:
         diff = float(np.abs(run.cached_logits[:step] - run.full_logits[:step]).max())
         if diff <= 1e-4 and run.same_tokens:
             st.success(
-                t("modern.cache.equal", diff=f"{diff:.1e}", steps=step),
+                t(
+                    "modern.cache.equal" if step > 1 else "modern.cache.equal_one",
+                    diff=f"{diff:.1e}",
+                    steps=step,
+                ),
                 icon=":material/check_circle:",
             )
         else:
@@ -376,24 +524,25 @@ def cache_section() -> None:
         formula_end = kv_cache_bytes(
             run.layers, run.d_model, run.n_heads, run.kv_heads, rows_end, run.bytes_per_value
         )
-        st.caption(
-            t(
-                "modern.cache.measured",
-                rows=rows_end,
-                measured=f"{run.self_bytes:,}",
-                formula=f"{formula_end:,}",
-                cross=human_bytes(run.cross_bytes),
-            )
+        measured = t(
+            "modern.cache.measured",
+            rows=rows_end,
+            measured=f"{run.self_bytes:,}",
+            formula=f"{formula_end:,}",
         )
+        if run.cross_bytes:  # only an encoder-decoder keeps the encoder's keys and values
+            measured += " " + t("modern.cache.cross", cross=human_bytes(run.cross_bytes))
+        st.caption(measured)
+        st.markdown(t("modern.cache.bandwidth", **bandwidth_numbers()))
 
 
 @st.fragment
 def calculator_section() -> None:
     """The cache calculator: typing reruns only this."""
     with st.expander(t("modern.calc.header"), icon=":material/calculate:"):
-        st.caption(t("modern.calc.caption"))
+        st.caption(t("modern.calc.caption", **gemma_numbers()))
         c = st.columns(5)
-        calc = {
+        calc: dict[str, int | None] = {
             "layers": c[0].number_input(t("modern.calc.layers"), 1, 512, 32, key="mc_layers"),
             "d_model": c[1].number_input(t("modern.calc.d_model"), 1, 65536, 4096, key="mc_d"),
             "n_heads": c[2].number_input(t("modern.calc.heads"), 1, 1024, 32, key="mc_h"),
@@ -405,44 +554,47 @@ def calculator_section() -> None:
         # another language.
         dtype_names = {k: t(f"modern.calc.dtype.{k}") for k in widths}
         # A row of its own: a sixth column cut "fp16 / bf16 (2 bytes)" off at 1440 px.
-        dtype = st.columns(2)[0].selectbox(
+        dcol1, dcol2 = st.columns(2)
+        dtype = dcol1.selectbox(
             t("modern.calc.dtype"),
             list(widths),
             index=1,
             key=translated_widget("mc_dtype"),
             format_func=dtype_names.__getitem__,
         )
+        # Head width: 0 means d_model / heads; some models choose their own (Gemma-7B: 256).
+        d_head = dcol2.number_input(
+            t("modern.calc.d_head"), 0, 4096, 0, key="mc_dk", help=t("modern.calc.d_head_help")
+        )
         width = widths.get(dtype, 2)
         values = {k: int(v) if v is not None else 0 for k, v in calc.items()}
+        d_head = int(d_head or 0)
         if min(values.values()) < 1:
             st.warning(t("modern.calc.missing"), icon=":material/edit:")
-        elif values["d_model"] % values["n_heads"]:
+        elif not d_head and values["d_model"] % values["n_heads"]:
             st.warning(t("modern.calc.d_model_heads", **values), icon=":material/warning:")
         elif values["n_heads"] % values["n_kv_heads"] or values["n_kv_heads"] > values["n_heads"]:
             st.warning(t("modern.calc.kv_divide", **values), icon=":material/warning:")
         else:
-            size = kv_cache_bytes(
-                values["layers"],
-                values["d_model"],
-                values["n_heads"],
-                values["n_kv_heads"],
-                values["tokens"],
-                width,
-            )
-            full = kv_cache_bytes(
-                values["layers"],
-                values["d_model"],
-                values["n_heads"],
-                values["n_heads"],
-                values["tokens"],
-                width,
-            )
-            st.metric(
-                t("modern.calc.result"),
-                human_bytes(size),
-                delta=t("modern.calc.saving", times=f"{full / size:.0f}"),
-                delta_color="off",
-            )
+
+            def size_with(kv_heads: int) -> int:
+                return kv_cache_bytes(
+                    values["layers"],
+                    values["d_model"],
+                    values["n_heads"],
+                    kv_heads,
+                    values["tokens"],
+                    width,
+                    d_head=d_head or None,
+                )
+
+            size, full = size_with(values["n_kv_heads"]), size_with(values["n_heads"])
+            saving = None
+            if full != size:
+                saving = t("modern.calc.saving", times=f"{full / size:.0f}")
+            st.metric(t("modern.calc.result"), human_bytes(size), delta=saving, delta_color="off")
+            if saving is None:
+                st.caption(t("modern.calc.no_saving"))
 
 
 # ---- 4. FlashAttention's online softmax --------------------------------------------------------
@@ -524,7 +676,7 @@ def memory_section() -> None:
         ),
         hide_index=True,
     )
-    st.caption(t("modern.memory.caption"))
+    st.caption(t("modern.memory.caption", **memory_numbers(mem, mem_block)))
 
 
 # ---- 5. attention sinks ------------------------------------------------------------------------

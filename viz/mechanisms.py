@@ -7,6 +7,7 @@ in already translated; tokens are escaped with ``token_label``.
 from __future__ import annotations
 
 import html
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,16 @@ LEGEND_BELOW_PX = 90  # room under the chart for a legend of up to four rows
 
 def _esc(text: str) -> str:
     return html.escape(text or "", quote=False)
+
+
+TITLE_CHARS = 46  # a title line that still fits a 390 px phone screen
+
+
+def _title(text: str) -> tuple[str, int]:
+    """(escaped title wrapped onto lines of at most TITLE_CHARS, how many lines): plotly
+    never wraps a title, so a long one (most Korean ones) was cut off at narrow widths."""
+    lines = textwrap.wrap(text or "", TITLE_CHARS) or [""]
+    return "<br>".join(_esc(line) for line in lines), len(lines)
 
 
 @memo_figure
@@ -84,10 +95,14 @@ def grid_heatmap(
         title=_esc(y_title),
         autorange="reversed",
     )
+    text, lines = _title(title)
+    extra = 20 * (lines - 1)  # each further title line pushes the plot down
     fig.update_layout(
-        title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
-        height=height or min(900, max(220, 130 + 34 * n_rows)),
-        margin=dict(l=10, r=10, t=100 if title else 70, b=10),
+        title=dict(text=text, y=1, yref="container", yanchor="top", pad=dict(t=8))
+        if title
+        else None,
+        height=(height or min(900, max(220, 130 + 34 * n_rows))) + extra,
+        margin=dict(l=10, r=10, t=(100 if title else 70) + extra, b=10),
     )
     return fig
 
@@ -154,18 +169,29 @@ def head_scatter(
     y_title: str,
     title: str = "",
     height: int = 360,
+    most_labels: int = 6,
 ) -> go.Figure:
-    """One point per head, labelled; a dotted zero line, since effects can have either sign."""
+    """One point per head; a dotted zero line, since effects can have either sign.
+
+    With many heads (en2ko has 24) every label would pile up: only the ``most_labels``
+    points that stand out (largest |y|, then largest x) are labelled on the chart; hovering
+    names every point."""
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    names = [_esc(s) for s in labels]
+    order = sorted(range(len(xs)), key=lambda i: (-abs(ys[i]), -xs[i]))
+    shown = set(order[:most_labels])
     fig = go.Figure(
         go.Scatter(
             x=xs,
             y=ys,
             mode="markers+text",
-            text=[_esc(s) for s in labels],
-            textposition="top center",
+            text=[n if i in shown else "" for i, n in enumerate(names)],
+            customdata=names,
+            textposition=["middle right" if xs[i] < 0.6 else "middle left" for i in range(len(xs))],
+            textfont=dict(size=11),
+            cliponaxis=False,
             marker=dict(size=10, color="#1f77b4"),
-            hovertemplate="%{text}<br>"
+            hovertemplate="%{customdata}<br>"
             + _esc(x_title)
             + ": %{x:.3f}<br>"
             + _esc(y_title)
@@ -174,7 +200,12 @@ def head_scatter(
     )
     fig.add_hline(y=0, line=dict(color="#999", dash="dot"))
     fig.update_xaxes(title=_esc(x_title), range=[-0.05, 1.05])
-    fig.update_yaxes(title=_esc(y_title))
+    span = float(np.ptp(ys)) if len(ys) else 1.0
+    pad = 0.12 * (span or 1.0)  # room for the labels of the highest and lowest points
+    fig.update_yaxes(
+        title=_esc(y_title),
+        range=[float(ys.min()) - pad, float(ys.max()) + pad] if len(ys) else None,
+    )
     fig.update_layout(
         title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
         height=height,
@@ -182,3 +213,24 @@ def head_scatter(
         showlegend=False,
     )
     return fig
+
+
+def prediction_table(predictions, columns: dict[str, str]) -> pd.DataFrame:
+    """Teacher-forced predictions of the induction model, one row per position from the
+    repeat's first letter on: position, the token read, the reference next token, the
+    model's choice and its probability. ``columns`` maps "position", "token", "reference",
+    "predicted", "p"; tokens are shown as text (a table does not read HTML)."""
+    rows = [
+        {
+            columns["position"]: p.position,
+            columns["token"]: p.token,
+            columns["reference"]: p.reference,
+            columns["predicted"]: ("✓ " if p.predicted == p.reference else "✗ ") + p.predicted,
+            columns["p"]: f"{p.probability:.1%}",
+        }
+        for p in predictions
+        if p.reference is not None
+    ]
+    return pd.DataFrame(
+        rows, columns=[columns[k] for k in ("position", "token", "reference", "predicted", "p")]
+    )

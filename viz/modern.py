@@ -42,6 +42,23 @@ def _legend_top(fig: go.Figure, height: int, top: int = 40, above: int = 6) -> g
 # --- positions -----------------------------------------------------------------------------------
 
 
+def length_summary(rows: list[dict], metric: str) -> pd.DataFrame:
+    """Per scheme and length, over the seeds: mean, min, max and how many seeds (columns
+    scheme, length, mean, low, high, seeds). Rows without a seed count as one seed."""
+    frame = pd.DataFrame(rows)
+    if "seed" not in frame:
+        frame["seed"] = 0
+    grouped = frame.groupby(["scheme", "length"])[metric]
+    out = grouped.agg(["mean", "min", "max", "count"]).reset_index()
+    return out.rename(columns={"min": "low", "max": "high", "count": "seeds"})
+
+
+def _rgba(colour: str, alpha: float) -> str:
+    colour = colour.lstrip("#")
+    r, g, b = (int(colour[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
 @memo_figure
 def length_figure(
     rows: list[dict],
@@ -54,10 +71,11 @@ def length_figure(
     trained_label: str,
     height: int = 380,
 ) -> go.Figure:
-    """Accuracy against sequence length, one line per scheme, the trained lengths shaded."""
-    frame = pd.DataFrame(rows)
+    """Accuracy against sequence length: per scheme the mean over seeds as a line and the
+    range (lowest to highest seed) as a band around it; the trained lengths shaded."""
+    summary = length_summary(rows, metric) if rows else pd.DataFrame()
     fig = go.Figure()
-    lengths = sorted(frame["length"].unique()) if len(frame) else [1]
+    lengths = sorted(summary["length"].unique()) if len(summary) else [1]
     fig.add_vrect(
         x0=min(lengths[0], 1) - 0.5,
         x1=train_max_len + 0.5,
@@ -67,17 +85,37 @@ def length_figure(
         annotation_text=_esc(trained_label),
         annotation_position="top left",
     )
-    for scheme in [s for s in SCHEME_ORDER if s in set(frame.get("scheme", []))]:
-        part = frame[frame["scheme"] == scheme].sort_values("length")
+    present = set(summary["scheme"]) if len(summary) else set()
+    for scheme in [s for s in SCHEME_ORDER if s in present]:
+        part = summary[summary["scheme"] == scheme].sort_values("length")
+        name = _esc(names.get(scheme, scheme))
+        colour = SCHEME_COLOURS[scheme]
+        if int(part["seeds"].max()) > 1:  # the range over seeds, as a band
+            fig.add_trace(
+                go.Scatter(
+                    x=list(part["length"]) + list(part["length"])[::-1],
+                    y=list(part["high"]) + list(part["low"])[::-1],
+                    fill="toself",
+                    mode="lines",
+                    fillcolor=_rgba(colour, 0.15),
+                    line=dict(width=0),
+                    hoverinfo="skip",
+                    showlegend=False,
+                    legendgroup=name,
+                )
+            )
         fig.add_trace(
             go.Scatter(
                 x=part["length"],
-                y=part[metric],
-                name=_esc(names.get(scheme, scheme)),
+                y=part["mean"],
+                name=name,
+                legendgroup=name,
                 mode="lines+markers",
-                line=dict(color=SCHEME_COLOURS[scheme]),
-                hovertemplate="%{x}: %{y:.3f}<extra>"
-                + _esc(names.get(scheme, scheme))
+                line=dict(color=colour),
+                customdata=np.stack([part["low"], part["high"]], axis=-1),
+                hovertemplate="%{x}: %{y:.3f} (%{customdata[0]:.2f}–%{customdata[1]:.2f})"
+                + "<extra>"
+                + name
                 + "</extra>",
             )
         )
@@ -87,9 +125,17 @@ def length_figure(
 
 
 def length_table(rows: list[dict], *, metric: str, names: dict[str, str], length_header: str):
-    """Schemes as rows, lengths as columns: the numbers behind ``length_figure``."""
-    frame = pd.DataFrame(rows)
-    table = frame.pivot(index="scheme", columns="length", values=metric)
+    """Schemes as rows, lengths as columns: "mean (lowest–highest seed)", the numbers behind
+    ``length_figure``."""
+    summary = length_summary(rows, metric)
+
+    def cell(r) -> str:
+        if r["seeds"] > 1:
+            return f"{r['mean']:.2f} ({r['low']:.2f}–{r['high']:.2f})"
+        return f"{r['mean']:.2f}"
+
+    summary["cell"] = summary.apply(cell, axis=1)
+    table = summary.pivot(index="scheme", columns="length", values="cell")
     table = table.reindex([s for s in SCHEME_ORDER if s in table.index])
     table.index = [names.get(s, s) for s in table.index]
     table.columns = [f"{length_header} {c}" for c in table.columns]
@@ -141,49 +187,94 @@ def qk_distance_figure(
     return _legend_top(fig, height, top=72, above=30)
 
 
+def _spaced_labels(angles: list[float], gap: float = 0.35) -> list[bool]:
+    """Which points to label so labels do not pile up: the first, the last, and any point at
+    least ``gap`` radians (around the circle) from the last one labelled."""
+    keep, last = [], None
+    for a in angles:
+        if last is None:
+            keep.append(True)
+            last = a
+            continue
+        d = abs((a - last + math.pi) % (2 * math.pi) - math.pi)
+        keep.append(d >= gap)
+        if d >= gap:
+            last = a
+    if len(angles) > 1 and not keep[-1]:
+        # the last position is always labelled; drop the labelled point it would sit on
+        for j in range(len(angles) - 2, 0, -1):
+            if keep[j]:
+                d = abs((angles[-1] - angles[j] + math.pi) % (2 * math.pi) - math.pi)
+                if d < gap:
+                    keep[j] = False
+                break
+        keep[-1] = True
+    return keep
+
+
 @memo_figure
 def rope_rotation_figure(
-    pairs: dict[str, list[dict]], *, position_label: str, height: int = 380
+    pairs: dict[str, list[dict]],
+    *,
+    position_label: str,
+    radii: tuple[float, ...] = (1.0, 0.62),
+    height: int = 380,
 ) -> go.Figure:
-    """Each pair of dimensions as a point on the unit circle, turned by p·θ_i at position p:
-    a fast pair spins, a slow one barely moves. ``pairs``: legend name -> rope_rotation rows."""
+    """Each pair of dimensions as a point on a circle, turned by p·θ_i at position p: a fast
+    pair spins, a slow one barely moves. ``pairs``: legend name -> rope_rotation rows.
+
+    Rotation keeps lengths (every point is at distance 1); the second pair is drawn on a
+    smaller circle (``radii``) only so that its points, labels and arrow do not sit on the
+    first pair's. Labels that would pile up are left out (hover shows every position)."""
     fig = go.Figure()
     circle = np.linspace(0, 2 * math.pi, 181)
-    fig.add_trace(
-        go.Scatter(
-            x=np.cos(circle),
-            y=np.sin(circle),
-            mode="lines",
-            hoverinfo="skip",
-            line=dict(color="#ccc"),
-            showlegend=False,
-        )
-    )
     for i, (name, rows) in enumerate(pairs.items()):
+        r = radii[i % len(radii)]
         colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
-        xs, ys = [r["x"] for r in rows], [r["y"] for r in rows]
-        labels = [str(r["position"]) for r in rows]
+        fig.add_trace(
+            go.Scatter(
+                x=r * np.cos(circle),
+                y=r * np.sin(circle),
+                mode="lines",
+                hoverinfo="skip",
+                line=dict(color="#ccc"),
+                showlegend=False,
+            )
+        )
+        xs, ys = [r * row["x"] for row in rows], [r * row["y"] for row in rows]
+        angles = [row["angle"] for row in rows]
         fig.add_trace(
             go.Scatter(
                 x=xs,
                 y=ys,
-                mode="markers+text+lines",
-                text=labels,
-                textposition="top center",
+                mode="markers+lines",
+                text=[str(row["position"]) for row in rows],
                 name=_esc(name),
                 marker=dict(color=colour, size=9),
                 line=dict(color=colour, width=1),
-                customdata=[r["angle"] for r in rows],
+                customdata=angles,
                 hovertemplate=_esc(position_label)
                 + " %{text}: %{customdata:.2f} rad<extra>"
                 + _esc(name)
                 + "</extra>",
             )
         )
-        last = rows[-1]
+        keep = _spaced_labels(angles)
+        out = 0.16 if i == 0 else 0.13  # labels outside each circle, off the arrow
+        fig.add_trace(
+            go.Scatter(
+                x=[(r + out) * math.cos(a) for a, k in zip(angles, keep) if k],
+                y=[(r + out) * math.sin(a) for a, k in zip(angles, keep) if k],
+                text=[str(row["position"]) for row, k in zip(rows, keep) if k],
+                mode="text",
+                textfont=dict(color=colour, size=12),
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
         fig.add_annotation(
-            x=last["x"],
-            y=last["y"],
+            x=xs[-1],
+            y=ys[-1],
             ax=0,
             ay=0,
             xref="x",
@@ -194,9 +285,9 @@ def rope_rotation_figure(
             arrowhead=2,
             arrowcolor=colour,
         )
-    fig.update_xaxes(range=[-1.3, 1.3], zeroline=True, showgrid=False, title="x₂ᵢ")
+    fig.update_xaxes(range=[-1.35, 1.35], zeroline=True, showgrid=False, title="x₂ᵢ")
     fig.update_yaxes(
-        range=[-1.3, 1.3],
+        range=[-1.35, 1.35],
         zeroline=True,
         showgrid=False,
         title="x₂ᵢ₊₁",
@@ -218,6 +309,20 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+def byte_ticks(top: float, most: int = 5) -> list[float]:
+    """Up to ``most`` + 1 round tick values from 0 to ``top`` in the unit human_bytes would
+    use (1, 2, 2.5 or 5 times a power of ten of KiB, MiB, ...), so each label reads exactly."""
+    if top <= 0:
+        return [0.0]
+    unit = 1024 ** min(4, max(0, int(math.log(top, 1024)))) if top >= 1 else 1
+    span = top / unit
+    base = 10 ** math.floor(math.log10(span / most)) if span / most > 0 else 1
+    step = next(m * base for m in (1, 2, 2.5, 5, 10) if span / (m * base) <= most)
+    if unit == 1:
+        step = max(1, round(step))
+    return [i * step * unit for i in range(int(span / step) + 1)]
+
+
 @memo_figure
 def kv_bytes_figure(
     sizes: dict[str, float], *, y_title: str, title: str = "", height: int = 300
@@ -235,7 +340,15 @@ def kv_bytes_figure(
         )
     )
     top = max(sizes.values()) if sizes else 1
-    fig.update_yaxes(title=_esc(y_title), range=[0, top * 1.2])
+    ticks = byte_ticks(top * 1.2)
+    # Byte ticks of our own: plotly's SI suffixes read "1B" for a billion, beside "4.0 GiB".
+    fig.update_yaxes(
+        title=_esc(y_title),
+        range=[0, top * 1.2],
+        tickmode="array",
+        tickvals=ticks,
+        ticktext=[human_bytes(v) for v in ticks],
+    )
     fig.update_layout(
         title=dict(text=_esc(title)) if title else None,
         height=height,
@@ -292,11 +405,23 @@ def cache_rows_figure(
 # --- FlashAttention's online softmax -------------------------------------------------------------
 
 
+def signed(x: float, digits: int = 3) -> str:
+    """A number as people write it: a real minus sign, −∞ for minus infinity (not the
+    "-Infinity" a table prints), every value with the same ``digits`` decimals."""
+    if math.isinf(x):
+        return "−∞" if x < 0 else "∞"
+    text = f"{x:.{digits}f}"
+    if float(text) == 0:
+        text = f"{0:.{digits}f}"  # no "-0.000"
+    return text.replace("-", "−")
+
+
 def online_steps_frame(steps: list, columns: dict[str, str]) -> pd.DataFrame:
     """One row per tile for one query: keys seen, max in the tile, running max before and
     after, the rescale factor exp(m_old - m_new), the running sum, the partial output.
 
     ``columns`` maps "tile", "keys", "tile_max", "m_old", "m_new", "rescale", "l", "partial".
+    Numbers are text with three decimals each; the first tile's running max before is −∞.
     """
     out = []
     for i, s in enumerate(steps):
@@ -305,12 +430,12 @@ def online_steps_frame(steps: list, columns: dict[str, str]) -> pd.DataFrame:
             {
                 columns["tile"]: i + 1,
                 columns["keys"]: f"{s.k_start}–{s.k_end - 1}",
-                columns["tile_max"]: float(np.max(_as_array(s.scores))),
-                columns["m_old"]: float(_as_array(s.m_old).reshape(-1)[0]),
-                columns["m_new"]: float(_as_array(s.m_new).reshape(-1)[0]),
-                columns["rescale"]: float(_as_array(s.rescale).reshape(-1)[0]),
-                columns["l"]: float(_as_array(s.l).reshape(-1)[0]),
-                columns["partial"]: "[" + ", ".join(f"{x:.3f}" for x in partial) + "]",
+                columns["tile_max"]: signed(float(np.max(_as_array(s.scores)))),
+                columns["m_old"]: signed(float(_as_array(s.m_old).reshape(-1)[0])),
+                columns["m_new"]: signed(float(_as_array(s.m_new).reshape(-1)[0])),
+                columns["rescale"]: signed(float(_as_array(s.rescale).reshape(-1)[0])),
+                columns["l"]: signed(float(_as_array(s.l).reshape(-1)[0])),
+                columns["partial"]: "[" + ", ".join(signed(float(x)) for x in partial) + "]",
             }
         )
     return pd.DataFrame(out)

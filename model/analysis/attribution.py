@@ -70,12 +70,15 @@ def attribute(
     relevant_src: int | None = None,
 ) -> Attribution:
     """Per head: ablation effect, direct logit attribution and attention, for the prediction
-    after decoder ``position`` (default: the last prompt position, i.e. the first answer)."""
+    after decoder ``position`` (default: the last prompt position, i.e. the first answer, or
+    for an encoder-decoder the middle of its answer)."""
     inputs: Inputs = decoder_inputs(lm, text)
     net = lm.network
     n = inputs.ids.shape[1]
     if position is None:
-        position = len(lm.encode(text).ids) - 1 if lm.kind == "decoder" else 0
+        # Decoder-only: the first answer. Encoder-decoder: the middle of the answer, where
+        # self-attention has several tokens to choose from (at 0 it sees only <bos>).
+        position = len(lm.encode(text).ids) - 1 if lm.kind == "decoder" else max(0, (n - 1) // 2)
     if not 0 <= position < n:
         raise ValueError(f"position must be in 0..{n - 1}")
     base = run(net, inputs.ids, inputs.src_ids, decompose=True)

@@ -210,14 +210,23 @@ def kv_cache_bytes(
     tokens: int,
     bytes_per_value: int = 2,
     batch: int = 1,
+    d_head: int | None = None,
 ) -> int:
     """Keys and values kept for ``tokens`` tokens: 2 · layers · n_kv_heads · d_k · tokens · bytes.
 
-    Grouped-query attention divides it by n_heads / n_kv_heads; multi-query by n_heads.
+    d_k is ``d_head`` when given (some models choose it: Gemma-7B has 16 heads of 256 with
+    d_model 3072), else d_model / n_heads. Grouped-query attention divides the total by
+    n_heads / n_kv_heads; multi-query by n_heads.
     """
-    if d_model % n_heads or n_kv_heads < 1 or n_heads % n_kv_heads:
-        raise ValueError("n_kv_heads must divide n_heads, which must divide d_model")
-    return 2 * layers * n_kv_heads * (d_model // n_heads) * tokens * bytes_per_value * batch
+    if n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise ValueError("n_kv_heads must divide n_heads")
+    if d_head is None:
+        if d_model % n_heads:
+            raise ValueError("n_heads must divide d_model (or give d_head)")
+        d_head = d_model // n_heads
+    if d_head < 1:
+        raise ValueError("d_head must be at least 1")
+    return 2 * layers * n_kv_heads * d_head * tokens * bytes_per_value * batch
 
 
 def attention_facts(cfg, bytes_per_value: int = 4) -> dict:

@@ -68,11 +68,13 @@ def make_pair(lm: LabModel, clean: str, corrupted: str) -> Pair:
         if enc.truncated:
             raise PatchingError("too_long", f"the {which} input is too long", which=which)
     if len(a.ids) != len(b.ids):
+        specials = len(lm.encode("").ids)  # <bos> (and <sep>, <eos>): not what was typed
+        clean_n, corrupted_n = len(a.ids) - specials, len(b.ids) - specials
         raise PatchingError(
             "length",
-            f"the inputs must have the same length: {len(a.ids)} and {len(b.ids)} tokens",
-            clean=len(a.ids),
-            corrupted=len(b.ids),
+            f"the inputs must have the same length: {clean_n} and {corrupted_n} tokens",
+            clean=clean_n,
+            corrupted=corrupted_n,
         )
     changed = [i for i, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y]
     if not changed:

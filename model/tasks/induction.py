@@ -31,6 +31,15 @@ def _symbols(source: str) -> list[str]:
     return [c for c in source.lower() if c.isalnum()]
 
 
+class NotARepeat(ValueError):
+    """A prompt that is not "letters, then the same letters again"; ``reason`` says which
+    rule it breaks: "empty", "no_repeat" or "breaks_off"."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
 def split_block(source: str) -> tuple[list[str], int]:
     """(the block, how many of its letters the prompt already repeats).
 
@@ -39,7 +48,7 @@ def split_block(source: str) -> tuple[list[str], int]:
     """
     symbols = _symbols(source)
     if not symbols:
-        raise ValueError("an induction prompt needs letters")
+        raise NotARepeat("empty", "an induction prompt needs letters")
     seen: dict[str, int] = {}
     for i, s in enumerate(symbols):
         if s in seen:
@@ -47,10 +56,12 @@ def split_block(source: str) -> tuple[list[str], int]:
             break
         seen[s] = i
     else:
-        raise ValueError("no letter of the prompt comes back, so nothing repeats")
+        raise NotARepeat("no_repeat", "no letter of the prompt comes back, so nothing repeats")
     block, repeat = symbols[start:end], symbols[end:]
     if len(repeat) > len(block) or block[: len(repeat)] != repeat:
-        raise ValueError("after a letter comes back, the prompt must go on repeating the block")
+        raise NotARepeat(
+            "breaks_off", "after a letter comes back, the prompt must go on repeating the block"
+        )
     return block, len(repeat)
 
 

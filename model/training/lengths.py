@@ -1,11 +1,15 @@
 """Length generalisation: the same small decoder trained on sequences of at most 16 symbols
 with each position scheme, then asked to copy or reverse sequences of 8 .. 64.
 
-    python -m model.training.lengths --task reverse --out assets/experiments/positions
+    python -m model.training.lengths --task reverse --seeds 0 1 2 --out assets/experiments/positions
 
-Every scheme gets the same model size, data, seed and number of steps; only
-``TransformerConfig.positions`` differs. Writes results.csv (scheme, length, token accuracy,
-exact match) and metadata.json (the command, seed, settings, timings) into ``--out``.
+Every scheme gets the same model size, data and seeds; only ``TransformerConfig.positions``
+differs. Each (scheme, seed) trains until it fits its training lengths (teacher-forced token
+accuracy at least ``fit_accuracy`` at the longest trained length, checked every
+``check_every`` steps) or ``max_steps`` run out; how many steps it took and whether it fitted
+are recorded. One seed is an anecdote: the page draws the mean and the range over seeds.
+Writes results.csv (scheme, seed, length, token accuracy, exact match) and metadata.json (the
+command, seeds, settings, steps and fit per run, timings) into ``--out``.
 Token accuracy is teacher-forced (each answer position given the right prefix); exact match
 decodes greedily with the key/value cache and needs every answer token and the <eos> right.
 """
@@ -54,12 +58,14 @@ class Settings:
     n_heads: int = 4
     layers: int = 2
     d_ff: int = 256
-    steps: int = 1500
+    max_steps: int = 3000  # the most steps a scheme gets to fit its training lengths
+    check_every: int = 250  # steps between checks of the fit
+    fit_accuracy: float = 0.98  # token accuracy at train_max_len that counts as fitted
     batch: int = 64
     lr: float = 1e-3
     warmup: int = 100
     eval_n: int = 100  # sequences per evaluated length
-    seed: int = 0
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
 
     @property
     def max_len(self) -> int:
@@ -91,8 +97,8 @@ def make_sequences(task: str, n: int, lengths: list[int], symbols: int, gen: tor
     return ids, lab
 
 
-def build(settings: Settings, positions: str) -> DecoderModel:
-    torch.manual_seed(settings.seed)  # the same initial weights wherever shapes agree
+def build(settings: Settings, positions: str, seed: int) -> DecoderModel:
+    torch.manual_seed(seed)  # the same initial weights wherever shapes agree
     cfg = TransformerConfig(
         kind="decoder",
         src_vocab_size=FIRST_SYMBOL + settings.symbols,
@@ -111,19 +117,35 @@ def build(settings: Settings, positions: str) -> DecoderModel:
     return build_model(cfg)
 
 
-def train(settings: Settings, positions: str) -> tuple[DecoderModel, list[float]]:
-    """Adam with a linear warm-up; the same batches, in the same order, for every scheme.
+@torch.no_grad()
+def fit_accuracy(model: DecoderModel, settings: Settings, seed: int) -> float:
+    """Teacher-forced token accuracy at the longest trained length (its own fixed sequences)."""
+    gen = torch.Generator().manual_seed(seed + 500)
+    ids, labels = make_sequences(
+        settings.task, settings.eval_n, [settings.train_max_len], settings.symbols, gen
+    )
+    model.eval()
+    pred = model(ids).logits.argmax(-1)
+    model.train()
+    scored = labels != IGNORE
+    return float((pred[scored] == labels[scored]).float().mean())
+
+
+def train(settings: Settings, positions: str, seed: int) -> tuple[DecoderModel, list[float], dict]:
+    """Adam with a linear warm-up until the model fits its training lengths; the same batches,
+    in the same order, for every scheme of one seed.
 
     Each batch holds one length (drawn uniformly from 1 .. train_max_len), so no step pays
-    for padding.
+    for padding. Returns (model, losses, {"steps", "fit", "train_accuracy"}).
     """
-    model = build(settings, positions).train()
+    model = build(settings, positions, seed).train()
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr, betas=(0.9, 0.98), eps=1e-9)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / settings.warmup))
-    gen = torch.Generator().manual_seed(settings.seed + 1)
+    gen = torch.Generator().manual_seed(seed + 1)
     lengths = list(range(1, settings.train_max_len + 1))
-    losses = []
-    for _ in range(settings.steps):
+    losses: list[float] = []
+    accuracy = 0.0
+    for step in range(1, settings.max_steps + 1):
         length = lengths[int(torch.randint(len(lengths), (1,), generator=gen))]
         ids, labels = make_sequences(settings.task, settings.batch, [length], settings.symbols, gen)
         logits = model(ids).logits
@@ -133,13 +155,24 @@ def train(settings: Settings, positions: str) -> tuple[DecoderModel, list[float]
         opt.step()
         sched.step()
         losses.append(loss.item())
-    return model.eval(), losses
+        if step % settings.check_every == 0 or step == settings.max_steps:
+            accuracy = fit_accuracy(model, settings, seed)
+            if accuracy >= settings.fit_accuracy:
+                break
+    fit = {
+        "steps": len(losses),
+        "fit": accuracy >= settings.fit_accuracy,
+        "train_accuracy": round(accuracy, 4),
+    }
+    return model.eval(), losses, fit
 
 
 @torch.no_grad()
-def evaluate_length(model: DecoderModel, settings: Settings, length: int) -> dict[str, float]:
+def evaluate_length(
+    model: DecoderModel, settings: Settings, length: int, seed: int
+) -> dict[str, float]:
     """Teacher-forced token accuracy and greedy (cached) exact match at one length."""
-    gen = torch.Generator().manual_seed(settings.seed + 1000 + length)  # not the training stream
+    gen = torch.Generator().manual_seed(seed + 1000 + length)  # not the training stream
     ids, labels = make_sequences(settings.task, settings.eval_n, [length], settings.symbols, gen)
     pred = model(ids).logits.argmax(-1)
     scored = labels != IGNORE
@@ -153,18 +186,19 @@ def evaluate_length(model: DecoderModel, settings: Settings, length: int) -> dic
     return {"token_accuracy": token_acc, "exact_match": exact}
 
 
-def run_scheme(settings: Settings, scheme: str, threads: int = 1) -> dict:
-    """Train one scheme and evaluate it at every length: its rows, loss and timings."""
+def run_scheme(settings: Settings, scheme: str, seed: int, threads: int = 1) -> dict:
+    """Train one scheme with one seed and evaluate it at every length: rows, fit, timings."""
     torch.set_num_threads(threads)
     t0, cpu0 = time.perf_counter(), time.process_time()
-    model, losses = train(settings, scheme)
+    model, losses, fit = train(settings, scheme, seed)
     trained = time.perf_counter() - t0
     rows = [
-        {"scheme": scheme, "length": n, **evaluate_length(model, settings, n)}
+        {"scheme": scheme, "seed": seed, "length": n, **evaluate_length(model, settings, n, seed)}
         for n in settings.eval_lengths
     ]
     return {
         "rows": rows,
+        **fit,
         "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 4),
         # Wall time depends on who else uses the machine; CPU time (this process) does not.
         "timings": {
@@ -175,7 +209,7 @@ def run_scheme(settings: Settings, scheme: str, threads: int = 1) -> dict:
     }
 
 
-def _run_scheme(job: tuple[Settings, str, int]) -> dict:
+def _run_scheme(job: tuple[Settings, str, int, int]) -> dict:
     return run_scheme(*job)
 
 
@@ -194,7 +228,9 @@ def run(
     """
     started = time.perf_counter()
     load_before = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
-    work = [(settings, scheme, threads) for scheme in settings.schemes]
+    work = [
+        (settings, scheme, seed, threads) for seed in settings.seeds for scheme in settings.schemes
+    ]
     if jobs > 1:
         import multiprocessing
 
@@ -202,21 +238,29 @@ def run(
             results = pool.map(_run_scheme, work)
     else:
         results = [_run_scheme(job) for job in work]
-    rows, timings, final_loss = [], {}, {}
-    for scheme, result in zip(settings.schemes, results):
+    rows, runs = [], []
+    for (_, scheme, seed, _), result in zip(work, results):
         rows += result["rows"]
-        timings[scheme], final_loss[scheme] = result["timings"], result["final_loss"]
+        runs.append(
+            {
+                "scheme": scheme,
+                "seed": seed,
+                **{k: result[k] for k in ("steps", "fit", "train_accuracy", "final_loss")},
+                **result["timings"],
+            }
+        )
         accs = " ".join(f"{r['token_accuracy']:.2f}" for r in result["rows"])
         log(
-            f"{scheme:>10}: loss {final_loss[scheme]:.3f}  token accuracy by length {accs}  "
-            f"({timings[scheme]['total_s']} s)"
+            f"{scheme:>10} seed {seed}: {result['steps']} steps, fit {result['fit']} "
+            f"({result['train_accuracy']:.3f}), token accuracy by length {accs}  "
+            f"({result['timings']['total_s']} s)"
         )
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         with open(out / RESULTS, "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(
-                f, fieldnames=["scheme", "length", "token_accuracy", "exact_match"]
+                f, fieldnames=["scheme", "seed", "length", "token_accuracy", "exact_match"]
             )
             writer.writeheader()
             for r in rows:
@@ -230,11 +274,10 @@ def run(
         meta = {
             "settings": asdict(settings),
             "command": command,
-            "seed": settings.seed,
-            "final_loss": final_loss,
-            "timings_s": timings,
+            "seeds": settings.seeds,
+            "runs": runs,
             "wall_time_s": round(time.perf_counter() - started, 1),
-            "cpu_time_s": round(sum(t["cpu_s"] for t in timings.values()), 1),
+            "cpu_time_s": round(sum(r["cpu_s"] for r in runs), 1),
             "load_average_before": load_before,
             "jobs": jobs,
             "threads_per_job": threads,
@@ -256,6 +299,7 @@ def load_results(folder: Path = OUT_DIR) -> tuple[dict, list[dict]]:
         rows = [
             {
                 "scheme": r["scheme"],
+                "seed": int(r.get("seed") or 0),
                 "length": int(r["length"]),
                 "token_accuracy": float(r["token_accuracy"]),
                 "exact_match": float(r["exact_match"]),
@@ -273,7 +317,9 @@ def parse_args(argv: list[str]) -> tuple[Settings, Path, int, int]:
     p.add_argument("--task", choices=TASKS, default=d.task)
     p.add_argument("--schemes", nargs="+", choices=SCHEMES, default=d.schemes)
     p.add_argument("--out", type=Path, default=OUT_DIR)
-    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--max-steps", type=int, default=d.max_steps, help="cap per scheme and seed")
+    p.add_argument("--check-every", type=int, default=d.check_every)
+    p.add_argument("--fit-accuracy", type=float, default=d.fit_accuracy)
     p.add_argument("--train-max-len", type=int, default=d.train_max_len)
     p.add_argument("--eval-lengths", type=int, nargs="+", default=d.eval_lengths)
     p.add_argument("--eval-n", type=int, default=d.eval_n)
@@ -284,12 +330,16 @@ def parse_args(argv: list[str]) -> tuple[Settings, Path, int, int]:
     p.add_argument("--batch", type=int, default=d.batch)
     p.add_argument("--warmup", type=int, default=d.warmup)
     p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--seeds", type=int, nargs="+", default=d.seeds)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads per job")
     p.add_argument("--jobs", type=int, default=1, help="schemes trained at once (2 on 2 cores)")
     a = p.parse_args(argv)
-    if min(a.steps, a.train_max_len, a.eval_n, a.batch, a.warmup, *a.eval_lengths) < 1:
+    if min(a.max_steps, a.check_every, a.train_max_len, a.eval_n, a.batch, a.warmup) < 1 or (
+        min(a.eval_lengths) < 1
+    ):
         p.error("steps, lengths and --eval-n must be positive")
+    if not 0 < a.fit_accuracy <= 1:
+        p.error("--fit-accuracy must be in (0, 1]")
     settings = Settings(
         task=a.task,
         schemes=list(a.schemes),
@@ -300,12 +350,14 @@ def parse_args(argv: list[str]) -> tuple[Settings, Path, int, int]:
         n_heads=a.heads,
         layers=a.layers,
         d_ff=4 * a.d_model,
-        steps=a.steps,
+        max_steps=a.max_steps,
+        check_every=a.check_every,
+        fit_accuracy=a.fit_accuracy,
         batch=a.batch,
         warmup=a.warmup,
         lr=a.lr,
         eval_n=a.eval_n,
-        seed=a.seed,
+        seeds=sorted(set(a.seeds)),
     )
     if a.jobs < 1 or a.threads < 1:
         p.error("--jobs and --threads must be at least 1")
@@ -321,3 +373,43 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 if __name__ == "__main__":
     main()
+
+
+def fit_summary(meta: dict) -> dict[str, dict]:
+    """Per scheme, over its seeds: how many fitted their training lengths, the fewest and
+    most steps trained, and the lowest and highest training-length accuracy reached."""
+    out: dict[str, dict] = {}
+    for r in meta.get("runs", []):
+        s = out.setdefault(
+            r["scheme"],
+            {"seeds": 0, "fit": 0, "steps": [], "train_accuracy": []},
+        )
+        s["seeds"] += 1
+        s["fit"] += bool(r["fit"])
+        s["steps"].append(r["steps"])
+        s["train_accuracy"].append(r["train_accuracy"])
+    return out
+
+
+def seed_values(rows: list[dict], metric: str, scheme: str, length: int) -> dict[int, float]:
+    """{seed: value} of one scheme at one length."""
+    return {
+        r.get("seed", 0): r[metric] for r in rows if r["scheme"] == scheme and r["length"] == length
+    }
+
+
+def above_in_every_seed(rows: list[dict], metric: str, length: int, a: str, b: str) -> bool:
+    """True when scheme ``a`` scores higher than ``b`` at ``length`` in every seed."""
+    va, vb = seed_values(rows, metric, a, length), seed_values(rows, metric, b, length)
+    return bool(va) and va.keys() == vb.keys() and all(va[s] > vb[s] for s in va)
+
+
+def robust_pairs(rows: list[dict], metric: str, length: int, schemes: list[str]) -> list:
+    """(a, b) for every two schemes where a scores above b at ``length`` in every seed: the
+    only orderings the page states."""
+    return [
+        (a, b)
+        for a in schemes
+        for b in schemes
+        if a != b and above_in_every_seed(rows, metric, length, a, b)
+    ]

@@ -67,14 +67,16 @@ def test_the_page_renders_every_tab_in_both_languages(lang):
             captions = [c.value for c in at.caption]
         elif tab == "induction":
             induction_text = texts(at)
+            induction_success = [s.value for s in at.success]
     # the logit lens: rows = embeddings + 2 layers, probabilities on a fixed [0, 1] scale
     assert lens["data"][0]["zmin"] == 0 and lens["data"][0]["zmax"] == 1
     assert lens["layout"]["yaxis"]["ticktext"][0] == translate("mech.embeddings", lang)
     # patching: the checks are shown, and read exactly 0 and 1
     check = translate("mech.patch.check", lang, nothing="0.000", whole="1.000")
     assert check in captions
-    # the induction model continues the default prompt
-    assert "` e r t y u `" in induction_text
+    # the induction model continues the default prompt and stops where the repeat ends
+    assert "` e r t y u <eos> `" in induction_text
+    assert translate("mech.induction.stop.exact", lang) in induction_success
     if lang == "ko":
         assert HANGUL.search(" ".join(m.value for m in at.markdown))
 
@@ -106,7 +108,8 @@ def test_patching_inputs_of_different_length_get_a_clear_message(lang):
     at = open_page("patching", lang=lang)
     at.text_input(key="mcorrupt").set_value("q w e r t y u i q w").run()
     ok(at)
-    expected = translate("mech.patch.error.length", lang, clean=10, corrupted=11)
+    # the letters typed, 9 and 10, not counting the <bos> the model reads first
+    expected = translate("mech.patch.error.length", lang, clean=9, corrupted=10)
     assert expected in [w.value for w in at.warning]
     assert chart(at, "mech_patch_pos") is None
 
@@ -156,3 +159,47 @@ def test_the_head_tab_follows_the_chosen_position_on_sort():
     after = chart(at, "mech_sc_dla")
     assert before["data"][0]["y"] != after["data"][0]["y"]
     assert len(figures(at)) >= 3
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+@pytest.mark.parametrize("text, reason", [("a b c d", "no_repeat"), ("a b c a c", "breaks_off")])
+def test_the_induction_box_refuses_a_prompt_that_is_not_a_repeat(text, reason, lang):
+    at = open_page(lang=lang)
+    at.text_input(key="mind").set_value(text).run()
+    ok(at)
+    assert translate(f"mech.induction.not_repeat.{reason}", lang) in [w.value for w in at.warning]
+    assert chart(at, "mech_att_induction") is None
+
+
+def test_the_induction_view_shows_teacher_forced_rows_and_the_shipped_counts():
+    from model import load
+
+    metrics = load("induction", device="cpu").info["metrics"]
+    fr = metrics["free_running"]
+    at = open_page()
+    at.text_input(key="mind").set_value("z x q w e r t y q w").run()
+    ok(at)
+    table = at.dataframe[0].value
+    col = translate("mech.induction.col.reference", "en")
+    assert list(table[col]) == ["w", "e", "r", "t", "y", "<eos>"]
+    assert translate("mech.induction.stop.exact", "en") in [s.value for s in at.success]
+    counts = " ".join(c.value for c in at.caption)
+    assert f"stopped exactly {fr['exact']:,} ({fr['exact'] / fr['n']:.1%})" in counts
+    assert f"kept going {fr['kept_going']:,}" in counts
+    assert f"stopped early {fr['stopped_early']:,}" in counts
+
+
+def test_the_heads_tab_names_the_previous_token_heads_indirect_effect():
+    """Default induction prompt: L1H3 writes almost nothing directly, yet switching it off
+    takes most of the answer's logit away: the text's numbers are the table's."""
+    at = open_page(mheads_m="induction")
+    ok(at)
+    table = at.dataframe[-1].value
+    heads = table[translate("mech.heads.col.head", "en")].tolist()
+    row = table.iloc[heads.index(translate("mech.head_label", "en", kind="self", layer=1, head=3))]
+    direct = row[translate("mech.heads.direct", "en")]
+    ablation = row[translate("mech.heads.ablation", "en")]
+    assert abs(direct) < 1 and ablation < -5
+    text = " ".join(m.value for m in at.markdown)
+    assert f"self L1 H3 writes {direct:+.2f}" in text
+    assert f"{-ablation - direct:+.2f} of it goes through later layers" in text

@@ -103,18 +103,25 @@ def test_only_the_open_tab_runs_and_a_link_opens_the_tab_of_its_widget(query, ta
 
 
 def test_the_shipped_length_experiment_is_plotted_with_every_scheme_and_the_trained_range():
+    from model.training.lengths import load_results
+
+    meta, _ = load_results()
+    settings = meta["settings"]
     at = open_page()
     ok(at)
     fig = specs(at)[0]
-    names = [d["name"] for d in fig["data"]]
-    assert names == [
+    lines = [d for d in fig["data"] if d.get("mode") == "lines+markers"]
+    bands = [d for d in fig["data"] if d.get("fill") == "toself"]
+    assert [d["name"] for d in lines] == [
         translate(f"modern.scheme.{s}", "en")
         for s in ("sinusoidal", "learned", "rope", "alibi", "none")
     ]
+    assert len(bands) == 5  # one range over the seeds per scheme
     shaded = fig["layout"]["shapes"][0]
-    assert shaded["x1"] == 16.5  # the trained lengths, 1 .. 16
+    assert shaded["x1"] == settings["train_max_len"] + 0.5  # the trained lengths
     table = at.dataframe[0].value
-    assert len(table) == 5 and table.shape[1] == 8  # lengths 8 .. 64
+    assert len(table) == 5 and table.shape[1] == len(settings["eval_lengths"])
+    assert "(" in str(table.iloc[0, 0])  # mean (lowest–highest seed)
     at.segmented_control(key="mmetric").set_value("exact_match").run()
     ok(at)
     assert specs(at)[0]["layout"]["yaxis"]["title"]["text"] == translate(
@@ -135,13 +142,18 @@ def test_without_the_experiment_asset_the_page_says_how_to_make_it(monkeypatch):
         ui.modern.length_results.clear()
 
 
-def test_rope_controls_turn_the_chosen_pair():
+def test_rope_controls_turn_the_chosen_pair_and_say_faster_or_slower():
     at = open_page(mpair="3", mpos="5")
     ok(at)
     rope = specs(at)[2]
-    points = [d for d in rope["data"] if d.get("mode") == "markers+text+lines"]
+    points = [d for d in rope["data"] if d.get("mode") == "markers+lines"]
     assert [d["name"] for d in points] == ["pair 3", "pair 11"]
     assert points[0]["text"] == ["0", "1", "2", "3", "4"]
+    assert lead("modern.rope.compare_slower") in texts(at.caption)
+    assert "radians" not in texts(at.caption)  # "θ = 1 radians" read wrong: rad per position
+    at = open_page(mpair="28")
+    ok(at)
+    assert lead("modern.rope.compare_faster") in texts(at.caption)  # pair 20 turns faster
 
 
 def test_gqa_choice_changes_the_kv_parameters_but_not_the_weights_shape():
@@ -158,6 +170,11 @@ def test_the_cache_grows_one_row_per_step_and_equals_recomputation(model):
     at = open_page(mcmodel=model)
     ok(at)
     assert lead("modern.cache.equal") in texts(at.success)
+    # The cross cache is named only where there is one: sort is decoder-only.
+    assert (lead("modern.cache.cross") in texts(at.caption)) == (model != "sort")
+    at.slider(key="mcstep").set_value(1).run()
+    ok(at)
+    assert lead("modern.cache.equal_one") in texts(at.success)  # not "the first 1 steps"
     rows = []
     for value in (1, 2, 3):
         at.slider(key="mcstep").set_value(value).run()
@@ -210,6 +227,13 @@ def test_the_cache_calculator_gives_the_real_models_sizes():
     assert {m.label: m.value for m in at.metric}[result] == "1.0 GiB"  # 32 layers, 8 KV heads
     at.number_input(key="mc_g").set_value(1).run()
     assert {m.label: m.value for m in at.metric}[result] == "128.0 MiB"
+    # Gemma-7B: 28 layers, d_model 3072, 16 heads of width 256 (not 3072 / 16 = 192), MHA
+    for key, value in (("mc_layers", 28), ("mc_d", 3072), ("mc_h", 16), ("mc_g", 16)):
+        at.number_input(key=key).set_value(value)
+    at.number_input(key="mc_dk").set_value(256).run()
+    ok(at)
+    assert {m.label: m.value for m in at.metric}[result] == "3.5 GiB"  # 2·28·16·256·8192·2
+    assert translate("modern.calc.no_saving", "en") in texts(at.caption)  # not "1× smaller"
 
 
 def test_online_softmax_steps_reach_ordinary_attention_at_the_last_tile():

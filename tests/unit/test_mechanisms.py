@@ -185,3 +185,30 @@ def test_attribution_works_for_every_position_of_an_untrained_model():
 def test_the_relevant_token_is_the_answers_latest_earlier_copy():
     assert default_relevant(["<bos>", "a", "b", "a", "c"], 4, "a") == 3
     assert default_relevant(["<bos>", "a", "b"], 2, "z") == 2
+
+
+def test_head_scatter_labels_only_the_heads_that_stand_out_and_names_all_on_hover():
+    from viz.mechanisms import head_scatter
+
+    labels = [f"L{i // 4 + 1} H{i % 4 + 1}" for i in range(24)]  # en2ko: 24 heads
+    ys = [-0.1 * i for i in range(24)]
+    fig = head_scatter([0.5] * 24, ys, labels, x_title="x", y_title="y")
+    shown = [t for t in fig.data[0].text if t]
+    assert len(shown) == 6 and "L6 H4" in shown  # the largest effect (-2.3) is named
+    assert list(fig.data[0].customdata) == labels  # hover names every head
+    lo, hi = fig.layout.yaxis.range
+    assert lo < min(ys) and hi > max(ys)  # labels of the extreme points stay inside
+
+
+def test_patching_length_error_counts_the_typed_tokens_not_bos():
+    lm = load("sort", device="cpu")
+    with pytest.raises(PatchingError) as err:
+        patch(lm, "3 1 2", "3 1 2 4")
+    assert (err.value.details["clean"], err.value.details["corrupted"]) == (3, 4)
+
+
+def test_en2ko_attribution_defaults_to_a_position_with_more_than_bos_to_see():
+    lm = load("en2ko", device="cpu")
+    a = attribute(lm, "I study math at school")
+    # at position 0 the decoder sees only <bos>: every self-attention head's weight is 1 there
+    assert a.position >= 1 and a.tokens[a.relevant] != "<bos>"
