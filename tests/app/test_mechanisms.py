@@ -192,7 +192,7 @@ def test_the_induction_view_shows_teacher_forced_rows_and_the_shipped_counts():
 def test_the_heads_tab_names_the_previous_token_heads_indirect_effect():
     """Default induction prompt: L1H3 writes almost nothing directly, yet switching it off
     takes most of the answer's logit away: the text's numbers are the table's."""
-    at = open_page(mheads_m="induction")
+    at = open_page("heads", mheads_m="induction")
     ok(at)
     table = at.dataframe[-1].value
     heads = table[translate("mech.heads.col.head", "en")].tolist()
