@@ -66,7 +66,7 @@ A11Y_CSS = f"""
 }}
 """
 
-_SCRIPT = """
+_SCRIPT = r"""
 (() => {
   const cfg = %s;
   const w = window;

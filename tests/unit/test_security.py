@@ -21,7 +21,9 @@ SOURCES = sorted(
 # escape every token before it lands in the page (viz/headview.py).
 OUR_HTML = {"head_view_html", "highlighted_text_html"}
 # The only st.html: our own style sheet (ui/chrome.py), built from catalog text, no user text.
-OUR_CSS = {"chrome_css"}
+# Our own templates, each escaping what it embeds: the chrome style sheet and the
+# accessibility script (ui.a11y), whose JSON config escapes "<" and ">".
+OUR_CSS = {"chrome_css", "a11y_html"}
 
 
 def trees():
@@ -159,3 +161,12 @@ def test_streamlit_reads_the_same_config_we_check():
     assert config.get_option("server.enableXsrfProtection") is True
     assert config.get_option("browser.gatherUsageStats") is False
     assert config.get_option("server.maxUploadSize") <= 20
+
+
+def test_the_accessibility_script_cannot_be_closed_by_a_label():
+    from ui.a11y import a11y_html
+
+    hostile = "</script><script>alert(1)</script>"
+    html = a11y_html("ko", {"upload": hostile, "formula": hostile, "code": "x", "table": "y"})
+    assert html.count("</script>") == 1 and html.endswith("</script>")
+    assert "alert(1)" in html  # kept as text, inside the JSON string
