@@ -1,7 +1,7 @@
 # Attention Lab — the everyday commands. GNU make.
 #   make run     serve the app on http://localhost:$(PORT)  (PORT defaults to 8501)
 #   make serve   a class: REPLICAS copies of the app behind HAProxy on $(PORT) (deploy/serve.py)
-#   make stop    stop what make serve started
+#   make stop    stop what make serve and make run started (their pid files in .run/)
 #   make system-deps   the system packages: HAProxy (make serve), Chromium (browser tests)
 #   make test    lint, then the whole test suite
 #   make lint    ruff only (lint rules, then formatting)
@@ -12,6 +12,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
 REPLICAS ?= 2
+# More arguments for deploy.serve in run / serve / stop: --bind, --run-dir, --app, ...
+SERVE_ARGS ?=
 
 # Stamps record the last successful install, so pip runs again only when a requirements
 # file is newer than its stamp.
@@ -20,16 +22,18 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: run serve stop system-deps test lint bench clean
 
+# deploy.serve records the pid in .run/run/$(PORT).json (for make stop), then execs
+# `streamlit run app.py --server.headless true --server.port $(PORT)`.
 run: $(RUN_STAMP)
-	$(PY) -m streamlit run app.py --server.headless true --server.port $(PORT)
+	$(PY) -m deploy.serve run --port $(PORT) $(SERVE_ARGS)
 
-# Several replicas behind HAProxy (cookie-sticky, websockets, health checks); Ctrl-C or
-# `make stop` (from another terminal) ends all of it.
+# Several replicas behind HAProxy (cookie-sticky, websockets, health checks); Ctrl-C,
+# `make stop` (from another terminal) or SIGTERM ends all of it.
 serve: $(RUN_STAMP)
-	$(PY) -m deploy.serve --replicas $(REPLICAS) --port $(PORT)
+	$(PY) -m deploy.serve --replicas $(REPLICAS) --port $(PORT) $(SERVE_ARGS)
 
 stop:
-	$(PY) -m deploy.serve stop
+	$(PY) -m deploy.serve stop $(SERVE_ARGS)
 
 # apt packages, not pip: HAProxy for make serve; Chromium and Korean fonts for the browser
 # tests (Playwright drives Debian's Chromium, never a downloaded one).
