@@ -93,7 +93,7 @@ class Started:
             return False
         return True
 
-    def keep_signalling(self, signums: list[int], every_s: float = 0.05, for_s: float = 10):
+    def keep_signalling(self, signums: list[int], every_s: float = 0.05, for_s: float = 60):
         """``signums`` in turn to its group until all of the group has ended (make and the
         serve or run process under it): the first one starts the clean-up, all the others
         arrive during it."""
