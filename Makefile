@@ -1,9 +1,10 @@
 # Attention Lab — the everyday commands. GNU make.
 #   make run     serve the app on http://localhost:$(PORT)  (PORT defaults to 8501)
 #   make serve   a class: REPLICAS copies of the app behind HAProxy on $(PORT) (deploy/serve.py)
-#   make stop    stop what make serve started
+#   make stop    stop what make serve and make run started (their pid files in .run/)
 #   make system-deps   the system packages: HAProxy (make serve), Chromium (browser tests)
-#   make test    lint, then the whole test suite
+#   make test    lint, then the whole test suite (what CI runs), on $(TEST_WORKERS) workers
+#   make test-fast   unit and app tests only, for the inner loop (no servers, no browser)
 #   make lint    ruff only (lint rules, then formatting)
 #   make bench   speed and memory, written to docs/benchmarks.md + .json (bench/benchreport.py)
 
@@ -12,24 +13,32 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
 REPLICAS ?= 2
+# pytest-xdist workers; tests that share a server or a module's fixture stay on one worker
+# (tests/conftest.py). TEST_WORKERS=0 runs everything in this one process.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+# More arguments for deploy.serve in run / serve / stop: --bind, --run-dir, --app, ...
+SERVE_ARGS ?=
 
 # Stamps record the last successful install, so pip runs again only when a requirements
 # file is newer than its stamp.
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run serve stop system-deps test lint bench clean
+.PHONY: run serve stop system-deps test test-fast lint bench clean
 
+# deploy.serve records the pid in .run/run/$(PORT).json (for make stop), then execs
+# `streamlit run app.py --server.headless true --server.port $(PORT)`.
 run: $(RUN_STAMP)
-	$(PY) -m streamlit run app.py --server.headless true --server.port $(PORT)
+	$(PY) -m deploy.serve run --port $(PORT) $(SERVE_ARGS)
 
-# Several replicas behind HAProxy (cookie-sticky, websockets, health checks); Ctrl-C or
-# `make stop` (from another terminal) ends all of it.
+# Several replicas behind HAProxy (cookie-sticky, websockets, health checks); Ctrl-C,
+# `make stop` (from another terminal) or SIGTERM ends all of it.
 serve: $(RUN_STAMP)
-	$(PY) -m deploy.serve --replicas $(REPLICAS) --port $(PORT)
+	$(PY) -m deploy.serve --replicas $(REPLICAS) --port $(PORT) $(SERVE_ARGS)
 
 stop:
-	$(PY) -m deploy.serve stop
+	$(PY) -m deploy.serve stop $(SERVE_ARGS)
 
 # apt packages, not pip: HAProxy for make serve; Chromium and Korean fonts for the browser
 # tests (Playwright drives Debian's Chromium, never a downloaded one).
@@ -41,7 +50,10 @@ system-deps:
 test: $(DEV_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest
+	$(PYTEST)
+
+test-fast: $(DEV_STAMP)
+	$(PYTEST) tests/unit tests/app
 
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check .

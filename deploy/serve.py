@@ -2,14 +2,23 @@
 
     python -m deploy.serve [--replicas 2] [--port 8501] [--bind *]   # make serve
     python -m deploy.serve stop                                       # make stop
+    python -m deploy.serve run [--port 8501]                          # make run
     python -m deploy.serve --print-config                             # the HAProxy config
 
 HAProxy (deploy/haproxy.cfg.in) keeps each browser on one replica with a cookie it inserts,
 spreads new browsers round robin, passes the websocket through and drops a replica whose
 /_stcore/health stops answering. The replicas listen on 127.0.0.1 only, on ports PORT+101,
 PORT+102, ... (8602, 8603 for the default 8501). Everything started is recorded in
-.run/serve/pids.json; Ctrl-C or `make stop` stops all of it. A replica that dies is started
-again. `make run` stays the one-process way to serve.
+.run/serve/pids.json; Ctrl-C, `make stop` or SIGTERM (to the process or its whole group, once
+or several times) stops all of it: a stop signal only raises a flag that the start-up waits and
+the watch loop look at, so no signal can cut the clean-up short, and every child runs in its
+own process group, which is sent SIGTERM, waited for, then SIGKILL. A replica that dies is
+started again; if HAProxy dies, everything stops. A `make serve` killed outright (SIGKILL)
+leaves its children behind: `make stop`, or the next `make serve`, ends them from pids.json.
+
+`make run` stays the one-process way to serve: `deploy.serve run` records its pid in
+.run/run/PORT.json (for `make stop`) and becomes `streamlit run app.py` (exec), so Ctrl-C and
+SIGTERM reach Streamlit itself.
 
 HAProxy itself comes from the system: `apt-get install -y haproxy` (`make system-deps`).
 """
@@ -38,12 +47,47 @@ TEMPLATE = Path(__file__).with_name("haproxy.cfg.in")
 RUN_DIR = ROOT / ".run" / "serve"
 REPLICA_PORT_OFFSET = 100  # replica i (1-based) listens on PORT + 100 + i
 STARTUP_S = 180.0  # a replica imports torch; N of them at once on 2 busy cores take a while
+GRACE_S = 10.0  # after SIGTERM, how long a child may take to stop before SIGKILL
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RUN_APP_DIR = ROOT / ".run" / "run"  # make run: one pid file per port
 SOCKET_PATH_MAX = 100  # a unix socket's path must fit in 108 bytes (sun_path)
 INSTALL_HINT = "install it with `sudo apt-get install -y haproxy` (or `make system-deps`)"
 
 
 class ServeError(RuntimeError):
     """Something the person running `make serve` can fix; said in one sentence."""
+
+
+class Stopping(Exception):  # noqa: N818 (a request, not an error)
+    """A stop signal arrived: leave what is being waited for; the clean-up follows."""
+
+
+class StopFlag:
+    """The signal handler of `make serve`: it notes the first stop signal and returns.
+
+    It never raises, so a signal cannot land in the middle of starting a child (a process
+    started but not yet recorded) or of the clean-up (the second SIGTERM that `make` passes on
+    when its whole group gets one); ``check()``, called at the points where waiting may stop,
+    raises :class:`Stopping` instead.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum, frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+    def __bool__(self) -> bool:
+        return self.signum is not None
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Stopping(signal.Signals(self.signum).name)
+
+    def install(self) -> None:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self)
 
 
 def haproxy_path() -> str | None:
@@ -110,7 +154,9 @@ def replica_threads(replicas: int) -> str:
     return str(max(1, min(4, (os.cpu_count() or 2) // max(1, replicas))))
 
 
-def streamlit_command(port: int, launcher: Sequence[str] = ("streamlit",)) -> list[str]:
+def streamlit_command(
+    port: int, launcher: Sequence[str] = ("streamlit",), app: str = "app.py"
+) -> list[str]:
     """``streamlit run app.py`` headless on 127.0.0.1:``port``, with no file watcher and no
     usage statistics; ``launcher`` is the module run with ``python -m`` (the timed server of
     bench.scripttiming takes Streamlit's arguments after its own)."""
@@ -119,7 +165,7 @@ def streamlit_command(port: int, launcher: Sequence[str] = ("streamlit",)) -> li
         "-m",
         *launcher,
         "run",
-        "app.py",
+        app,
         "--server.headless",
         "true",
         "--server.port",
@@ -139,6 +185,7 @@ class Replica:
     port: int
     log_path: Path
     threads: str
+    app: str = "app.py"
     command: list[str] = field(default_factory=list)
     process: subprocess.Popen | None = None
 
@@ -147,11 +194,12 @@ class Replica:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, launcher: Sequence[str] = ("streamlit",)) -> None:
-        self.command = streamlit_command(self.port, launcher)
+        self.command = streamlit_command(self.port, launcher, self.app)
         env = {**os.environ, "ATTENTION_LAB_THREADS": self.threads}
         with open(self.log_path, "ab") as log:
-            # Its own session: a Ctrl-C reaches `make serve` alone, which stops the
-            # replicas itself (and does not take a replica's exit for a crash).
+            # Its own session and process group: a Ctrl-C reaches `make serve` alone, which
+            # stops the replicas itself (and does not take a replica's exit for a crash), and
+            # stopping the group ends whatever the replica itself started.
             self.process = subprocess.Popen(
                 self.command,
                 cwd=ROOT,
@@ -198,7 +246,7 @@ class Cluster:
             "haproxy": self.haproxy.pid if self.haproxy else None,
             "replicas": {r.name: r.process.pid for r in self.replicas if r.process},
         }
-        (self.run_dir / "pids.json").write_text(json.dumps(pids, indent=2), encoding="utf-8")
+        _write_json(self.run_dir / "pids.json", pids)
 
 
 def admin_command(stats_socket: Path, command: str, timeout: float = 2.0) -> str:
@@ -213,22 +261,42 @@ def admin_command(stats_socket: Path, command: str, timeout: float = 2.0) -> str
     return b"".join(chunks).decode(errors="replace")
 
 
-def _stop_process(process: subprocess.Popen | None, timeout: float = 15.0) -> None:
-    if process is None or process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+def _signal_group(pid: int, signum: int) -> None:
+    """``signum`` to the process group led by ``pid`` (children start in their own session,
+    so its group id is its pid); nothing if the group is gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
 
 
-def wait_healthy(replicas: Sequence[Replica], startup_s: float) -> None:
-    """Until every replica answers /_stcore/health; a clear error naming the one that died."""
+def end_processes(processes: Sequence[subprocess.Popen | None], grace_s: float = GRACE_S) -> None:
+    """Stop these children, each started in its own process group, and all they started:
+    SIGTERM to every group at once, up to ``grace_s`` for them to exit, then SIGKILL to the
+    groups (a process that ignored SIGTERM, or one a child left behind)."""
+    live = [p for p in processes if p is not None]
+    for p in live:
+        if p.poll() is None:
+            _signal_group(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for p in live:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for p in live:
+        _signal_group(p.pid, signal.SIGKILL)
+    for p in live:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=5)
+
+
+def wait_healthy(
+    replicas: Sequence[Replica], startup_s: float, stop_flag: StopFlag | None = None
+) -> None:
+    """Until every replica answers /_stcore/health; a clear error naming the one that died;
+    :class:`Stopping` once ``stop_flag`` is raised."""
     start = time.perf_counter()
     waiting = list(replicas)
     while waiting:
+        if stop_flag is not None:
+            stop_flag.check()
         for r in list(waiting):
             if not r.alive():
                 tail = r.log_path.read_text(errors="replace")[-2000:]
@@ -253,11 +321,14 @@ def cluster(
     run_dir: Path | None = None,
     startup_s: float = STARTUP_S,
     launcher: Sequence[str] = ("streamlit",),
+    stop_flag: StopFlag | None = None,
+    app: str = "app.py",
 ) -> Iterator[Cluster]:
     """Start the replicas (in parallel) and HAProxy; stop them all on leaving.
 
     Free ports are picked where none are given; logs go to ``run_dir`` (a temporary folder
-    by default): replica-r1.log, ..., haproxy.log.
+    by default): replica-r1.log, ..., haproxy.log. With ``stop_flag``, the start-up waits
+    end in :class:`Stopping` once it is raised. ``app`` is the script the replicas run.
     """
     haproxy = haproxy_path()
     if haproxy is None:
@@ -288,7 +359,9 @@ def cluster(
             raise ServeError(f"HAProxy rejects {config_path}:\n{check.stderr or check.stdout}")
         threads = replica_threads(replicas)
         members = [
-            Replica(replica_name(i), p, run_dir / f"replica-{replica_name(i)}.log", threads)
+            Replica(
+                replica_name(i), p, run_dir / f"replica-{replica_name(i)}.log", threads, app=app
+            )
             for i, p in enumerate(replica_ports)
         ]
         host = "127.0.0.1" if bind in ("*", "0.0.0.0", "") else bind
@@ -298,7 +371,7 @@ def cluster(
             for r in members:  # all at once: each spends its first seconds importing torch
                 r.start(launcher)
             lab.record()
-            wait_healthy(members, startup_s)
+            wait_healthy(members, startup_s, stop_flag)
             log = stack.enter_context(open(run_dir / "haproxy.log", "ab"))
             lab.haproxy = subprocess.Popen(
                 [haproxy, "-db", "-f", str(config_path)],
@@ -308,6 +381,8 @@ def cluster(
             )
             lab.record()
             while not healthy(lab.url, timeout=1.0):
+                if stop_flag is not None:
+                    stop_flag.check()
                 if lab.haproxy.poll() is not None:
                     tail = (run_dir / "haproxy.log").read_text(errors="replace")[-2000:]
                     raise ServeError(f"HAProxy exited (code {lab.haproxy.poll()}):\n{tail}")
@@ -317,6 +392,8 @@ def cluster(
             # The balancer answers once one replica is up; wait until it counts them all.
             deadline, states = time.perf_counter() + 10, {}
             while time.perf_counter() < deadline:
+                if stop_flag is not None:
+                    stop_flag.check()
                 with contextlib.suppress(OSError):
                     states = lab.server_states()
                 if len(states) == replicas and all(s.startswith("UP") for s in states.values()):
@@ -324,16 +401,11 @@ def cluster(
                 time.sleep(0.2)
             lab.ready_s = time.perf_counter() - start
             yield lab
-        finally:
-            _stop_process(lab.haproxy, timeout=5)
-            for r in members:  # terminate all first, then wait: they stop in parallel
-                if r.alive():
-                    r.process.terminate()
-            for r in members:
-                _stop_process(r.process)
+        finally:  # all at once: they stop in parallel
+            end_processes([lab.haproxy, *(r.process for r in members)])
 
 
-# ---- the command line: make serve / make stop ----
+# ---- the command line: make serve / make run / make stop ----
 
 
 def _recorded(pid: int, *needles: str) -> bool:
@@ -346,30 +418,95 @@ def _recorded(pid: int, *needles: str) -> bool:
     return any(n in cmdline for n in needles)
 
 
-def stop(run_dir: Path = RUN_DIR, timeout: float = 20.0) -> list[int]:
-    """End what a `make serve` recorded: its own process (which stops its children), then
-    any child left over. Returns the pids signalled."""
+def _wait_gone(pid: int, needle: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while _recorded(pid, needle):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Written whole or not at all: `make stop` never reads half a file."""
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    part.replace(path)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _stop_serve(run_dir: Path, timeout: float) -> list[int] | None:
+    """End a `make serve` from its pids.json: the serve process first (it stops its own
+    children), SIGKILL if it has not ended in ``timeout``; then the process group of any child
+    still running (a `make serve` killed outright leaves them). None: nothing recorded."""
     path = run_dir / "pids.json"
     if not path.exists():
-        print(f"nothing to stop: no {_shown(path)}")
-        return []
-    pids = json.loads(path.read_text(encoding="utf-8"))
+        return None
+    pids = _read_json(path)
     signalled = []
     serve_pid = pids.get("serve")
     if serve_pid and serve_pid != os.getpid() and _recorded(serve_pid, "deploy.serve"):
         os.kill(serve_pid, signal.SIGTERM)
         signalled.append(serve_pid)
-        deadline = time.monotonic() + timeout
-        while _recorded(serve_pid, "deploy.serve") and time.monotonic() < deadline:
-            time.sleep(0.2)
+        if not _wait_gone(serve_pid, "deploy.serve", timeout):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(serve_pid, signal.SIGKILL)
+            _wait_gone(serve_pid, "deploy.serve", 5)
     children = [(pids.get("haproxy"), "haproxy")] + [
         (pid, "streamlit") for pid in (pids.get("replicas") or {}).values()
     ]
-    for pid, needle in children:
-        if pid and _recorded(pid, needle):
-            os.kill(pid, signal.SIGTERM)
-            signalled.append(pid)
+    left = [(pid, needle) for pid, needle in children if pid and _recorded(pid, needle)]
+    for pid, _ in left:  # each child leads its own group (start_new_session)
+        _signal_group(pid, signal.SIGTERM)
+    for pid, needle in left:
+        if not _wait_gone(pid, needle, GRACE_S):
+            _signal_group(pid, signal.SIGKILL)
+            _wait_gone(pid, needle, 5)
+    signalled += [pid for pid, _ in left]
     path.unlink(missing_ok=True)
+    return signalled
+
+
+def _run_needle(port) -> str:
+    return f"--server.port {port} "
+
+
+def _stop_runs(pid_dir: Path, timeout: float) -> list[int] | None:
+    """End every `make run` recorded in ``pid_dir`` (one PORT.json each): SIGTERM, then
+    SIGKILL if it has not ended in ``timeout``. None: nothing recorded."""
+    files = sorted(pid_dir.glob("*.json")) if pid_dir.is_dir() else []
+    if not files:
+        return None
+    signalled = []
+    for path in files:
+        recorded = _read_json(path)
+        pid, needle = recorded.get("run"), _run_needle(recorded.get("port"))
+        if pid and pid != os.getpid() and _recorded(pid, needle):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            signalled.append(pid)
+            if not _wait_gone(pid, needle, timeout):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                _wait_gone(pid, needle, 5)
+        path.unlink(missing_ok=True)
+    return signalled
+
+
+def stop(run_dir: Path = RUN_DIR, timeout: float = 20.0, pid_dir: Path = RUN_APP_DIR) -> list[int]:
+    """End what `make serve` (``run_dir``) and `make run` (``pid_dir``) recorded. Returns the
+    pids signalled."""
+    served, ran = _stop_serve(run_dir, timeout), _stop_runs(pid_dir, timeout)
+    if served is None and ran is None:
+        print(f"nothing to stop: no {_shown(run_dir / 'pids.json')}")
+        return []
+    signalled = (served or []) + (ran or [])
     print(f"stopped {len(signalled)} process(es)" if signalled else "nothing was running")
     return signalled
 
@@ -383,62 +520,95 @@ def serve_forever(args) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     old = run_dir / "pids.json"
     if old.exists():
-        recorded = json.loads(old.read_text(encoding="utf-8")).get("serve")
-        if recorded and _recorded(recorded, "deploy.serve"):
+        recorded = _read_json(old).get("serve")
+        if recorded and recorded != os.getpid() and _recorded(recorded, "deploy.serve"):
             print(
                 f"make serve is already running (pid {recorded}): `make stop` first",
                 file=sys.stderr,
             )
             return 1
+        _stop_serve(run_dir, timeout=0)  # children a killed `make serve` left running
     ports = [args.port + REPLICA_PORT_OFFSET + i + 1 for i in range(args.replicas)]
-    stopping = False
-
-    def on_signal(signum, frame):  # Ctrl-C and `make stop` alike: leave the with-block
-        nonlocal stopping
-        stopping = True
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_signal)
+    flag = StopFlag()
+    flag.install()  # before anything starts: from here on a signal only raises the flag
     print(
         f"starting {args.replicas} replica(s) on 127.0.0.1:{ports[0]}..{ports[-1]} "
         f"and HAProxy on {args.bind}:{args.port} ...",
         flush=True,
     )
+    code = 0
     try:
-        with cluster(args.replicas, args.port, ports, bind=args.bind, run_dir=run_dir) as lab:
+        with cluster(
+            args.replicas,
+            args.port,
+            ports,
+            bind=args.bind,
+            run_dir=run_dir,
+            stop_flag=flag,
+            app=args.app,
+        ) as lab:
             shown = f"http://localhost:{args.port}" if args.bind in ("*", "0.0.0.0") else lab.url
             print(
                 f"ready in {lab.ready_s:.0f} s: open {shown}  (Ctrl-C or `make stop` ends it; "
                 f"logs in {_shown(run_dir)})",
                 flush=True,
             )
-            while not stopping:
-                time.sleep(1)
-                for r in lab.replicas:
-                    if not r.alive():  # HAProxy has dropped it already; bring it back
-                        print(
-                            f"replica {r.name} exited (code {r.process.poll()}); starting it again",
-                            flush=True,
-                        )
-                        r.start()
-                        lab.record()
-                if lab.haproxy.poll() is not None:
-                    print(f"HAProxy exited (code {lab.haproxy.poll()}); stopping", file=sys.stderr)
-                    return 1
-    except KeyboardInterrupt:
-        print("stopping ...", flush=True)
+            code = _watch(lab, flag)
+    except Stopping:
+        pass  # the cluster's own clean-up has run
     except ServeError as err:
         print(f"make serve: {err}", file=sys.stderr)
-        return 1
+        code = 1
     finally:
         (run_dir / "pids.json").unlink(missing_ok=True)
-    print("stopped")
-    return 0
+    print("stopped", flush=True)
+    return code
+
+
+def _watch(lab: Cluster, flag: StopFlag) -> int:
+    """Until a stop signal (:class:`Stopping`) or HAProxy's death (1): a replica that dies
+    is started again (HAProxy has dropped it already and takes it back once healthy)."""
+    while True:
+        for _ in range(5):
+            if flag:
+                print("stopping ...", flush=True)
+                flag.check()
+            time.sleep(0.2)
+        for r in lab.replicas:
+            if not r.alive():
+                print(
+                    f"replica {r.name} exited (code {r.process.poll()}); starting it again",
+                    flush=True,
+                )
+                r.start()
+                lab.record()
+        if lab.haproxy.poll() is not None:
+            print(f"HAProxy exited (code {lab.haproxy.poll()}); stopping", file=sys.stderr)
+            return 1
+
+
+def run_app(args) -> int:
+    """`make run`: record this pid in PID_DIR/PORT.json, then become `streamlit run`."""
+    pid_dir = Path(args.pid_dir).resolve()
+    pid_dir.mkdir(parents=True, exist_ok=True)
+    path = pid_dir / f"{args.port}.json"
+    recorded = _read_json(path).get("run") if path.exists() else None
+    if recorded and recorded != os.getpid() and _recorded(recorded, _run_needle(args.port)):
+        print(f"make run is already running on port {args.port} (pid {recorded})", file=sys.stderr)
+        return 1
+    command = [sys.executable, "-m", "streamlit", "run", args.app, "--server.headless", "true"]
+    command += ["--server.port", str(args.port), *args.streamlit_args]
+    _write_json(path, {"run": os.getpid(), "port": args.port})
+    os.chdir(ROOT)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)  # the same pid: Ctrl-C and SIGTERM reach Streamlit
+    return 1  # not reached
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("command", nargs="?", choices=["serve", "stop"], default="serve")
+    parser.add_argument("command", nargs="?", choices=["serve", "run", "stop"], default="serve")
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--port", type=int, default=8501, help="where students connect")
     parser.add_argument("--bind", default="*", help="HAProxy's address; * = every interface")
@@ -448,12 +618,23 @@ def main(argv: list[str] | None = None) -> int:
         help="where pids, logs and the generated config go (serve and stop)",
     )
     parser.add_argument(
+        "--pid-dir",
+        default=str(RUN_APP_DIR),
+        help="where `run` records its pid, one PORT.json each (run and stop)",
+    )
+    parser.add_argument("--app", default="app.py", help="the Streamlit script to serve")
+    parser.add_argument(
         "--print-config", action="store_true", help="print the HAProxy configuration and exit"
     )
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    args.streamlit_args = extra  # `run` passes the rest on (--server.address 127.0.0.1, ...)
+    if extra and args.command != "run":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "stop":
-        stop(Path(args.run_dir).resolve())
+        stop(Path(args.run_dir).resolve(), pid_dir=Path(args.pid_dir).resolve())
         return 0
+    if args.command == "run":
+        return run_app(args)
     if args.print_config:
         ports = [args.port + REPLICA_PORT_OFFSET + i + 1 for i in range(args.replicas)]
         print(

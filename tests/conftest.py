@@ -1,4 +1,25 @@
-"""Shared pytest set-up: the `gpu` marker's skip, and tiny local Hugging Face models."""
+"""Shared pytest set-up: the `gpu` marker's skip, tiny local Hugging Face models, and which
+tests share a worker when the suite runs in parallel.
+
+Parallel workers (pytest-xdist): `make test` and `make test-fast` run
+``pytest -n 2 --dist loadgroup``. Each test goes to whichever worker is free, except where
+tests share something expensive; those get an ``xdist_group`` here, from their fixtures
+alone, so a new test module is placed correctly without doing anything:
+
+- every test that uses the live app server (``app_url``, and so ``page``: the browser tests
+  of every page, accessibility checks included) is in the group ``app-server``: one
+  `streamlit run` and one Chromium for the whole run, in one worker (a server per worker
+  would pay the torch import and the preload twice, and two Chromiums starve each other on
+  two cores);
+- every test of a module with a module-scoped fixture (a loaded model, test_balancer's
+  HAProxy with two replicas, a database) is in a group named after its file, so the fixture
+  is built once and the module's tests run in their written order;
+- a test may name its group by hand (``@pytest.mark.xdist_group("name")``); that wins.
+
+Session-scoped fixtures are built once per worker. A test that changes process-wide state
+(environment variables, torch's threads, a cached model) sees only its own worker's, as it
+sees only its own process without xdist; without ``-n`` nothing here changes anything.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +27,47 @@ import os
 
 import pytest
 
+# Under xdist each worker gets its share of the cores for torch (and the servers it starts),
+# so two workers on two cores do not run four threads. Set before any test imports torch.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit():
+    _share = str(max(1, (os.cpu_count() or 2) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    os.environ.setdefault("OMP_NUM_THREADS", _share)
+    os.environ.setdefault("ATTENTION_LAB_THREADS", _share)
+
 # AppTests run app.py in this process: no background preloading competing with the tests
 # (the servers the browser tests start preload as in production: bench.loadtest.serve).
 os.environ.setdefault("ATTENTION_LAB_PRELOAD", "0")
 
 
+APP_SERVER_FIXTURES = {"app_url"}  # tests/e2e/conftest.py: one live server per worker
+APP_SERVER_GROUP = "app-server"
+SHARED_SCOPES = {"module", "package", "class"}
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a fixture built once for its module (or package, or class)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope in SHARED_SCOPES for defs in info.name2fixturedefs.values())
+
+
+def assign_xdist_groups(items: list[pytest.Item]) -> None:
+    """The ``xdist_group`` of each test (see the module's docstring); a hand-set one wins."""
+    shared_modules = {item.path for item in items if _shares_a_fixture(item)}
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        if APP_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group(APP_SERVER_GROUP))
+        elif item.path in shared_modules:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `gpu` tests, with the reason shown, where PyTorch sees no CUDA device."""
+    """Skip `gpu` tests, with the reason shown, where PyTorch sees no CUDA device; tie tests
+    that share an expensive fixture to one worker."""
+    assign_xdist_groups(items)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

@@ -77,6 +77,7 @@ def test_make_serve_starts_one_replica_and_make_stop_ends_all_of_it(tmp_path):
     from deploy.serve import free_port
 
     port, run_dir = free_port(), tmp_path / "run"
+    pid_dir = ["--pid-dir", str(tmp_path / "pids")]  # not this checkout's own `make run`
     serve = subprocess.Popen(
         [
             sys.executable,
@@ -116,7 +117,7 @@ def test_make_serve_starts_one_replica_and_make_stop_ends_all_of_it(tmp_path):
         pids = json.loads((run_dir / "pids.json").read_text())
         started = [pids["serve"], pids["haproxy"], *pids["replicas"].values()]
         stop = subprocess.run(
-            [sys.executable, "-m", "deploy.serve", "stop", "--run-dir", str(run_dir)],
+            [sys.executable, "-m", "deploy.serve", "stop", "--run-dir", str(run_dir), *pid_dir],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -130,7 +131,7 @@ def test_make_serve_starts_one_replica_and_make_stop_ends_all_of_it(tmp_path):
             time.sleep(0.2)
         assert not (run_dir / "pids.json").exists()
         again = subprocess.run(
-            [sys.executable, "-m", "deploy.serve", "stop", "--run-dir", str(run_dir)],
+            [sys.executable, "-m", "deploy.serve", "stop", "--run-dir", str(run_dir), *pid_dir],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -12,6 +12,7 @@ from model.attention import MultiHeadAttention, scaled_dot_product_attention
 from model.masks import causal_mask
 from model.positional import SCHEMES, alibi_bias, alibi_slopes, apply_rope, rope_frequencies
 from model.runtime.decoding import greedy_decode
+from tests.tolerance import assert_close_f32
 
 KINDS = ["encoder-decoder", "encoder", "decoder"]
 
@@ -258,15 +259,14 @@ def test_gqa_with_as_many_kv_heads_as_heads_is_the_ungrouped_path():
     for need in (True, False):
         a, wa = plain(x, x, x, mask, need_weights=need)
         b, wb = grouped(x, x, x, mask, need_weights=need)
-        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+        assert_close_f32(a, b, atol=1e-6)
         if need:
-            torch.testing.assert_close(wa, wb, atol=1e-6, rtol=0)
+            assert_close_f32(wa, wb, atol=1e-6)
     # ... and the same holds for whole models: n_kv_heads=n_heads builds the default model.
-    torch.testing.assert_close(
+    assert_close_f32(
         run(make("encoder-decoder", "sinusoidal", n_kv_heads=4)).logits,
         run(make("encoder-decoder", "sinusoidal")).logits,
         atol=1e-6,
-        rtol=0,
     )
 
 
@@ -293,8 +293,8 @@ def test_gqa_with_as_many_kv_heads_as_heads_is_the_papers_formula_head_by_head()
             heads.append(w @ v[..., cols])
             ref_weights.append(w)
         ref = torch.cat(heads, dim=-1) @ mha.out_proj.weight.T + mha.out_proj.bias
-    torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
-    torch.testing.assert_close(weights, torch.stack(ref_weights, dim=1), atol=1e-6, rtol=0)
+    assert_close_f32(out, ref, atol=1e-6)
+    assert_close_f32(weights, torch.stack(ref_weights, dim=1), atol=1e-6)
     assert weights.shape == (2, h, 5, 7)
 
 

@@ -9,6 +9,7 @@ from model import LabModel, load
 from model.analysis.tokens import merge_subwords
 from model.hf.bert import minilm_path, transformers_bert
 from model.trace import Recorder
+from tests.tolerance import assert_close_f32
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
@@ -67,8 +68,8 @@ def test_padded_batch_attention_and_hidden_state_equal_transformers_bert(minilm,
     assert len(rec.attention["encoder"]) == len(ref.attentions) == 6
     for b, n in enumerate(lengths):  # real tokens only: padded rows differ by design
         for ours_w, ref_w in zip(rec.attention["encoder"], ref.attentions):
-            torch.testing.assert_close(ours_w[b, :, :n, :n], ref_w[b, :, :n, :n], atol=1e-4, rtol=0)
-        torch.testing.assert_close(ours[b, :n], ref.last_hidden_state[b, :n], atol=1e-4, rtol=0)
+            assert_close_f32(ours_w[b, :, :n, :n], ref_w[b, :, :n, :n], atol=1e-4)
+        assert_close_f32(ours[b, :n], ref.last_hidden_state[b, :n], atol=1e-4)
 
 
 def test_trace_of_one_sentence_equals_transformers_attention_in_every_layer_and_head(minilm, bert):
@@ -79,7 +80,7 @@ def test_trace_of_one_sentence_equals_transformers_attention_in_every_layer_and_
         ref = torch.stack(bert(input_ids=ids, output_attentions=True).attentions)[:, 0]
     assert trace.attention["encoder"].shape == (6, 12, ids.shape[1], ids.shape[1])
     assert trace.attention["encoder"].dtype == torch.float32
-    torch.testing.assert_close(trace.attention["encoder"], ref, atol=1e-4, rtol=0)
+    assert_close_f32(trace.attention["encoder"], ref, atol=1e-4)
 
 
 def test_switching_a_head_off_equals_zeroing_its_columns_of_the_output_projection(minilm, bert):
@@ -98,7 +99,7 @@ def test_switching_a_head_off_equals_zeroing_its_columns_of_the_output_projectio
     finally:
         with torch.no_grad():
             dense.weight.copy_(saved)
-    torch.testing.assert_close(ours, ref, atol=1e-4, rtol=0)
+    assert_close_f32(ours, ref, atol=1e-4)
     with torch.inference_mode():
         intact = minilm.network.encode(ids)
     assert (ours - intact).abs().max() > 1e-3

@@ -18,6 +18,7 @@ from transformers import (
 from model import LabModel, ModelLoadError, load
 from model.analysis.tokens import hide_special_tokens, merge_subwords
 from model.hf.fallback import HFLabModel
+from tests.tolerance import assert_close_f32
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def no_network(monkeypatch):
 
 def assert_rows_sum_to_one(weights: torch.Tensor) -> None:
     rows = weights.sum(-1)
-    torch.testing.assert_close(rows, torch.ones_like(rows), atol=1e-5, rtol=0)
+    assert_close_f32(rows, torch.ones_like(rows), atol=1e-5)
 
 
 # --- BERT layout: our own encoder ------------------------------------------------------------
@@ -55,10 +56,8 @@ def test_bert_folder_runs_in_our_encoder_and_equals_transformers(folders):
     with torch.inference_mode():
         ref = ref_model(input_ids=torch.tensor([lm.encode(text).ids]), output_attentions=True)
         hidden = lm.network.encode(torch.tensor([lm.encode(text).ids]))
-    torch.testing.assert_close(
-        trace.attention["encoder"], torch.stack(ref.attentions)[:, 0], atol=1e-4, rtol=0
-    )
-    torch.testing.assert_close(hidden, ref.last_hidden_state, atol=1e-4, rtol=0)
+    assert_close_f32(trace.attention["encoder"], torch.stack(ref.attentions)[:, 0], atol=1e-4)
+    assert_close_f32(hidden, ref.last_hidden_state, atol=1e-4)
 
 
 # --- fallback: transformers' own eager attention ---------------------------------------------
@@ -114,9 +113,7 @@ def test_gpt2_step_by_step_decoding_follows_the_traced_rows(folders):
         torch.testing.assert_close(step.probs.sum(), torch.tensor(1.0))
         # Step k's query is position n_prompt - 1 + k of the teacher-forced pass.
         q = n_prompt - 1 + k
-        torch.testing.assert_close(
-            row, trace.attention["decoder"][:, :, q, : q + 1], atol=1e-5, rtol=0
-        )
+        assert_close_f32(row, trace.attention["decoder"][:, :, q, : q + 1], atol=1e-5)
     sampled = [s.token_id for s in lm.decode(prompt, "sample", 5, top_k=5, seed=1)]
     assert sampled == [s.token_id for s in lm.decode(prompt, "sample", 5, top_k=5, seed=1)]
 
