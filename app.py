@@ -108,6 +108,12 @@ pages = {
             icon=":material/bug_report:",
             url_path="find_the_bug",
         ),
+        st.Page(
+            "pages/classroom.py",
+            title=t("nav.classroom"),
+            icon=":material/groups:",
+            url_path="classroom",
+        ),
     ],
 }
 page = st.navigation(pages)

@@ -414,23 +414,7 @@ class Classroom:
     @_store_errors
     def item_summary(self, code: str, teacher_key: str, *, client: str = "") -> pd.DataFrame:
         """Per item: students who tried, first-try correct, correct at last, solutions shown."""
-        info = self._as_teacher(code, teacher_key, client)
-        df = self.results(code, teacher_key, client=client)
-        rows = []
-        for i in range(info.n_items):
-            part = df[df["index"] == i]
-            rows.append(
-                {
-                    "index": i,
-                    "kind": practice.item(info.seed, info.topic, i)[0],
-                    "students": len(part),
-                    "tried": int((part["attempts"] > 0).sum()),
-                    "first_try_correct": int(part["first_try_correct"].sum()),
-                    "correct": int(part["correct"].sum()),
-                    "solution_shown": int(part["solution_shown"].sum()),
-                }
-            )
-        return pd.DataFrame(rows)
+        return summarize(self.results(code, teacher_key, client=client))
 
     @_store_errors
     def mistakes(self, code: str, teacher_key: str, *, client: str = "") -> pd.DataFrame:
@@ -690,3 +674,23 @@ def is_finite_answer(value: Any) -> bool:
     if isinstance(value, list | tuple):
         return all(is_finite_answer(v) for v in value)
     return True
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """Per item of a ``results`` frame: students, tried, first_try_correct, correct,
+    solution_shown (counts of students)."""
+    rows = []
+    for (index, kind), part in results.groupby(["index", "kind"], sort=True):
+        rows.append(
+            {
+                "index": int(index),
+                "kind": kind,
+                "students": len(part),
+                "tried": int((part["attempts"] > 0).sum()),
+                "first_try_correct": int(part["first_try_correct"].sum()),
+                "correct": int(part["correct"].sum()),
+                "solution_shown": int(part["solution_shown"].sum()),
+            }
+        )
+    columns = ["index", "kind", "students", "tried", "first_try_correct", "correct"]
+    return pd.DataFrame(rows, columns=[*columns, "solution_shown"])
