@@ -1,6 +1,7 @@
 """Serve a class: N `streamlit run app.py` replicas on private loopback ports, HAProxy in front.
 
     python -m deploy.serve [--replicas 2] [--port 8501] [--bind *]   # make serve
+    python -m deploy.serve --db postgres                              # make serve DB=postgres
     python -m deploy.serve stop                                       # make stop
     python -m deploy.serve --print-config                             # the HAProxy config
 
@@ -12,6 +13,11 @@ PORT+102, ... (8602, 8603 for the default 8501). Everything started is recorded 
 again. `make run` stays the one-process way to serve.
 
 HAProxy itself comes from the system: `apt-get install -y haproxy` (`make system-deps`).
+
+Every replica keeps the class's answers in the same store (classroom/): by default the SQLite
+file in ATTENTION_LAB_DATA (one machine); ``--db postgres`` starts a private PostgreSQL server
+in .run/postgres (deploy/postgres.py, Debian's `postgresql` package) and hands its URL to the
+replicas; `make stop` stops it too. An ATTENTION_LAB_DATABASE_URL already set is used as is.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).with_name("haproxy.cfg.in")
 RUN_DIR = ROOT / ".run" / "serve"
+PG_DIR = ROOT / ".run" / "postgres"  # make serve DB=postgres: its cluster, log and URL
+PG_PORT = 5432
 REPLICA_PORT_OFFSET = 100  # replica i (1-based) listens on PORT + 100 + i
 STARTUP_S = 180.0  # a replica imports torch; N of them at once on 2 busy cores take a while
 SOCKET_PATH_MAX = 100  # a unix socket's path must fit in 108 bytes (sun_path)
@@ -371,6 +379,7 @@ def stop(run_dir: Path = RUN_DIR, timeout: float = 20.0) -> list[int]:
             signalled.append(pid)
     path.unlink(missing_ok=True)
     print(f"stopped {len(signalled)} process(es)" if signalled else "nothing was running")
+    stop_postgres()  # a server left by an interrupted `make serve DB=postgres`
     return signalled
 
 
@@ -392,6 +401,12 @@ def serve_forever(args) -> int:
             return 1
     ports = [args.port + REPLICA_PORT_OFFSET + i + 1 for i in range(args.replicas)]
     stopping = False
+    try:
+        store = prepare_store(args.db, run_dir, args.pg_port)
+    except Exception as err:  # noqa: BLE001 - a store that cannot start is said in a sentence
+        print(f"make serve: the class database did not start: {err}", file=sys.stderr)
+        return 1
+    print(f"class answers are kept in {store}", flush=True)
 
     def on_signal(signum, frame):  # Ctrl-C and `make stop` alike: leave the with-block
         nonlocal stopping
@@ -432,8 +447,35 @@ def serve_forever(args) -> int:
         return 1
     finally:
         (run_dir / "pids.json").unlink(missing_ok=True)
+        if args.db == "postgres":
+            stop_postgres()
     print("stopped")
     return 0
+
+
+def prepare_store(db: str, run_dir: Path, pg_port: int = PG_PORT) -> str:
+    """The replicas' shared class store, migrated before they start; where it is, said
+    without its password."""
+    from classroom.store import default_url, ready_engine, redacted
+
+    if db == "postgres" and not os.environ.get("ATTENTION_LAB_DATABASE_URL"):
+        from deploy import postgres
+
+        server = postgres.start(PG_DIR, port=pg_port)
+        os.environ["ATTENTION_LAB_DATABASE_URL"] = server.url  # the replicas inherit it
+        (run_dir / "postgres").write_text(str(PG_DIR), encoding="utf-8")
+    url = default_url()
+    ready_engine(url)
+    return redacted(url)
+
+
+def stop_postgres() -> None:
+    from deploy import postgres
+
+    server = postgres.load(PG_DIR)
+    if server is not None and server.running():
+        server.stop()
+        print("stopped PostgreSQL", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -450,6 +492,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--print-config", action="store_true", help="print the HAProxy configuration and exit"
     )
+    parser.add_argument(
+        "--db",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="the class store shared by every replica: the SQLite file, or a local PostgreSQL",
+    )
+    parser.add_argument("--pg-port", type=int, default=PG_PORT, help="PostgreSQL's port (--db)")
     args = parser.parse_args(argv)
     if args.command == "stop":
         stop(Path(args.run_dir).resolve())
