@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 # AppTests run app.py in this process: no background preloading competing with the tests
 # (the servers the browser tests start preload as in production: bench.loadtest.serve).
 os.environ.setdefault("ATTENTION_LAB_PRELOAD", "0")
+# The class store (classroom/): tests and the servers they start never write into the
+# checkout's .data/; a test that needs its own store sets these itself.
+os.environ.setdefault("ATTENTION_LAB_DATA", tempfile.mkdtemp(prefix="lab-test-data-"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
