@@ -522,11 +522,11 @@ class Classroom:
             submission_id = uuid.uuid4().hex
         if not isinstance(submission_id, str) or not 0 < len(submission_id) <= MAX_SUBMISSION_ID:
             raise ValueError(f"submission_id must be text of 1 to {MAX_SUBMISSION_ID} characters")
-        stored = self._stored(student_key, submission_id)
-        if stored is not None:
-            return stored
-        with self._session() as s:
+        with self._session() as s:  # one read: a retry's stored feedback, or the item
             st, cls = self._student(s, student_key)
+            stored = s.scalar(_by_submission(st.id, submission_id))
+            if stored is not None:
+                return _feedback(stored)
             index = _index(index, cls.n_items)
             kind, sub_seed = practice.item(cls.seed, cls.topic, index)
         answer_json = _dumps(answer)
@@ -565,12 +565,6 @@ class Classroom:
             except IntegrityError:
                 continue  # the same submission or attempt number raced in: look again
         raise StoreUnavailableError("the answer could not be stored; try again")
-
-    def _stored(self, student_key: str, submission_id: str) -> Feedback | None:
-        with self._session() as s:
-            st, _ = self._student(s, student_key)
-            row = s.scalar(_by_submission(st.id, submission_id))
-            return None if row is None else _feedback(row)
 
     @_store_errors
     def progress(self, student_key: str) -> list[ItemState]:
