@@ -12,7 +12,6 @@ import functools
 import hashlib
 import hmac
 import json
-import math
 import secrets
 import time
 import uuid
@@ -659,15 +658,6 @@ def _state(index: int, tries: list[SubmissionRow], shown: bool, cls: ClassRow) -
         solution_shown=shown,
         solution_available=available,
     )
-
-
-def is_finite_answer(value: Any) -> bool:
-    """Whether every number in an answer is finite (JSON stores NaN as text)."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, list | tuple):
-        return all(is_finite_answer(v) for v in value)
-    return True
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
