@@ -1,8 +1,12 @@
 # Attention Lab — the everyday commands. GNU make.
 #   make run     serve the app on http://localhost:$(PORT)  (PORT defaults to 8501)
-#   make serve   a class: REPLICAS copies of the app behind HAProxy on $(PORT) (deploy/serve.py)
-#   make stop    stop what make serve and make run started (their pid files in .run/)
-#   make system-deps   the system packages: HAProxy (make serve), Chromium (browser tests)
+#   make serve   a class: REPLICAS copies of the app behind HAProxy on $(PORT) (deploy/serve.py),
+#                sharing one store of answers: DB=sqlite (default, one machine) or DB=postgres
+#                (a local PostgreSQL server in .run/postgres)
+#   make stop    stop what make serve and make run started (their pid files in .run/;
+#                PostgreSQL included)
+#   make system-deps   the system packages: HAProxy (make serve), PostgreSQL (DB=postgres and
+#                its tests), Chromium (browser tests)
 #   make test    lint, then the whole test suite (what CI runs), on $(TEST_WORKERS) workers
 #   make test-fast   unit and app tests only, for the inner loop (no servers, no browser)
 #   make lint    ruff only (lint rules, then formatting)
@@ -13,6 +17,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
 REPLICAS ?= 2
+DB     ?= sqlite
+PG_PORT ?= 5432
 # pytest-xdist workers; tests that share a server or a module's fixture stay on one worker
 # (tests/conftest.py). TEST_WORKERS=0 runs everything in this one process.
 TEST_WORKERS ?= 2
@@ -35,17 +41,18 @@ run: $(RUN_STAMP)
 # Several replicas behind HAProxy (cookie-sticky, websockets, health checks); Ctrl-C,
 # `make stop` (from another terminal) or SIGTERM ends all of it.
 serve: $(RUN_STAMP)
-	$(PY) -m deploy.serve --replicas $(REPLICAS) --port $(PORT) $(SERVE_ARGS)
+	$(PY) -m deploy.serve --replicas $(REPLICAS) --port $(PORT) --db $(DB) --pg-port $(PG_PORT) $(SERVE_ARGS)
 
 stop:
 	$(PY) -m deploy.serve stop $(SERVE_ARGS)
 
-# apt packages, not pip: HAProxy for make serve; Chromium and Korean fonts for the browser
-# tests (Playwright drives Debian's Chromium, never a downloaded one).
+# apt packages, not pip: HAProxy for make serve; PostgreSQL for make serve DB=postgres and the
+# class-store tests; Chromium and Korean fonts for the browser tests (Playwright drives
+# Debian's Chromium, never a downloaded one).
 system-deps:
 	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y haproxy chromium fonts-noto-cjk
+		apt-get install -y haproxy postgresql chromium fonts-noto-cjk
 
 test: $(DEV_STAMP)
 	$(PY) -m ruff check .

@@ -109,6 +109,12 @@ pages = {
             icon=":material/bug_report:",
             url_path="find_the_bug",
         ),
+        st.Page(
+            "pages/classroom.py",
+            title=t("nav.classroom"),
+            icon=":material/groups:",
+            url_path="classroom",
+        ),
     ],
 }
 page = st.navigation(pages, expanded=True)  # every page listed: no "View more" fold

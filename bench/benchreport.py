@@ -294,6 +294,8 @@ def run(args) -> dict:
     )
     if args.class_students:
         result["class"] = class_simulation(args.class_students, args.class_duration)
+    if args.store_students:
+        result["class_store"] = class_store_simulation(args.store_students, args.quick)
     result["load_average_after"] = load_average()
     return result
 
@@ -501,7 +503,67 @@ def markdown(r: dict) -> str:
     out += browser_markdown(r.get("browser"))
     if r.get("class"):
         out += ["", class_markdown(r["class"]).rstrip("\n")]
+    if r.get("class_store"):
+        out += ["", class_store_markdown(r["class_store"]).rstrip("\n")]
     return "\n".join(out) + "\n"
+
+
+def class_store_simulation(students: int, quick: bool) -> dict:
+    """bench.classroomsim: a class answering on 2 replicas over PostgreSQL, r1 killed and
+    PostgreSQL restarted mid-class (on SQLite when no PostgreSQL server can start here)."""
+    from bench import classroomsim
+    from deploy import postgres
+
+    reason = postgres.missing_reason()
+    items = 4 if quick else 10
+    result = classroomsim.simulate(
+        students,
+        2,
+        items,
+        "sqlite" if reason else "postgres",
+        kill_after_s=3.0,
+        restart_db_after_s=None if reason else 6.0,
+    )
+    if reason:
+        result["note"] = f"on SQLite: {reason}"
+    return result
+
+
+def class_store_markdown(r: dict) -> str:
+    """The class-store section: the store's share of a submit, and what survived."""
+    from bench import classroomsim
+
+    s, w = r["submit_s"], r["submit_with_retries_s"]
+    ms = lambda x: f"{x * 1000:.0f} ms"  # noqa: E731
+    lines = [
+        "## A class answering through the class store (bench.classroomsim)",
+        "",
+        f"{r['students']} students join a class of {r['items']} items on {r['replicas']} "
+        f"replica processes over {r['db']}, think "
+        f"{classroomsim.THINK_S[0]}–{classroomsim.THINK_S[1]} s per answer, some answers wrong "
+        "first; replica r1 is killed 3 s into the class and its students resume on a fresh "
+        "process from their personal key"
+        + (", and PostgreSQL is restarted 6 s in." if r["db_restarted"] else "."),
+        "This is the store's share of a submit (answer committed, feedback returned), not the "
+        "websocket's: the section above measures that.",
+        "",
+        "| | value |",
+        "|---|---|",
+        f"| submit → feedback, p50 / p95 / max | {ms(s.get('p50_s', 0))} / "
+        f"{ms(s.get('p95_s', 0))} / {ms(s.get('max_s', 0))} (n = {s.get('n', 0)}) |",
+        f"| with 'saving … trying again' retries, p95 / max | {ms(w.get('p95_s', 0))} / "
+        f"{ms(w.get('max_s', 0))} |",
+        f"| answers planned / stored / lost / duplicated | {r['answers_planned']} / "
+        f"{r['answers_stored']} / {r['lost']} / {r['duplicates']} |",
+        f"| results exact, cell by cell | {r['results_exact']} |",
+        f"| students resumed after the kill / at their item | {r['resumed_students']} / "
+        f"{r['resumed_at_their_item']} |",
+        f"| PostgreSQL restart (s) / answers that showed retrying | "
+        f"{r['db_restart_s']} / {r['saw_retrying']} |",
+    ]
+    if r.get("note"):
+        lines += ["", r["note"]]
+    return "\n".join(lines) + "\n"
 
 
 def browser_markdown(b) -> list[str]:
@@ -794,6 +856,12 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--class-duration", type=float, default=60.0, help="seconds per class run")
     parser.add_argument(
+        "--store-students",
+        type=int,
+        default=60,
+        help="students answering a class through the class store (bench.classroomsim); 0 skips",
+    )
+    parser.add_argument(
         "--class-only",
         action="store_true",
         help="run only the class simulation; replace its section of the report",
@@ -802,6 +870,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         args.class_students = min(args.class_students, 8)
         args.class_duration = min(args.class_duration, 20.0)
+        args.store_students = min(args.store_students, 10)
     import logging
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)

@@ -1,6 +1,7 @@
 """A class through the balancer: simulated students speaking Streamlit's own websocket protocol.
 
     python -m bench.classsim [--students 30] [--replicas 2] [--duration 60] [--kill-after 25]
+    python -m bench.classsim --class-store [--students 60] [--kill-after 8] [--restart-db-after 16]
                              [--url http://127.0.0.1:8501]
 
 Each student does what the Streamlit frontend does, without a browser: GET the page (HAProxy's
@@ -875,6 +876,23 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--url", default=None, help="a running balancer; default: start one")
     parser.add_argument("--json", default=None, help="write the result here")
+    parser.add_argument(
+        "--class-store",
+        action="store_true",
+        help="students who join a class and answer it, through the class store "
+        "(bench.classroomsim; its options follow)",
+    )
+    args, rest = parser.parse_known_args(argv)
+    if args.class_store:
+        from bench import classroomsim
+
+        keep = ["--students", str(args.students), "--replicas", str(args.replicas)]
+        keep += ["--seed", str(args.seed)]
+        if args.kill_after is not None:
+            keep += ["--kill-after", str(args.kill_after)]
+        if args.json:
+            keep += ["--json", args.json]
+        return classroomsim.main(keep + rest)
     args = parser.parse_args(argv)
     if args.url:
         if args.kill_after is not None:

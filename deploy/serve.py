@@ -4,6 +4,7 @@
     python -m deploy.serve stop                                       # make stop
     python -m deploy.serve run [--port 8501]                          # make run
     python -m deploy.serve --print-config                             # the HAProxy config
+    python -m deploy.serve --db postgres                              # make serve DB=postgres
 
 HAProxy (deploy/haproxy.cfg.in) keeps each browser on one replica with a cookie it inserts,
 spreads new browsers round robin, passes the websocket through and drops a replica whose
@@ -19,6 +20,11 @@ leaves its children behind: `make stop`, or the next `make serve`, ends them fro
 `make run` stays the one-process way to serve: `deploy.serve run` records its pid in
 .run/run/PORT.json (for `make stop`) and becomes `streamlit run app.py` (exec), so Ctrl-C and
 SIGTERM reach Streamlit itself.
+
+Every replica keeps the class's answers in the same store (classroom/): by default the SQLite
+file in ATTENTION_LAB_DATA (one machine); ``--db postgres`` starts a private PostgreSQL server
+in .run/postgres (deploy/postgres.py, Debian's `postgresql` package) and hands its URL to the
+replicas; `make stop` stops it too. An ATTENTION_LAB_DATABASE_URL already set is used as is.
 
 HAProxy itself comes from the system: `apt-get install -y haproxy` (`make system-deps`).
 """
@@ -50,6 +56,8 @@ STARTUP_S = 180.0  # a replica imports torch; N of them at once on 2 busy cores 
 GRACE_S = 10.0  # after SIGTERM, how long a child may take to stop before SIGKILL
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RUN_APP_DIR = ROOT / ".run" / "run"  # make run: one pid file per port
+PG_DIR = ROOT / ".run" / "postgres"  # make serve DB=postgres: its cluster, log and URL
+PG_PORT = 5432
 SOCKET_PATH_MAX = 100  # a unix socket's path must fit in 108 bytes (sun_path)
 INSTALL_HINT = "install it with `sudo apt-get install -y haproxy` (or `make system-deps`)"
 
@@ -503,6 +511,7 @@ def stop(run_dir: Path = RUN_DIR, timeout: float = 20.0, pid_dir: Path = RUN_APP
     """End what `make serve` (``run_dir``) and `make run` (``pid_dir``) recorded. Returns the
     pids signalled."""
     served, ran = _stop_serve(run_dir, timeout), _stop_runs(pid_dir, timeout)
+    stop_postgres()  # a server left by an interrupted `make serve DB=postgres`
     if served is None and ran is None:
         print(f"nothing to stop: no {_shown(run_dir / 'pids.json')}")
         return []
@@ -531,6 +540,14 @@ def serve_forever(args) -> int:
     ports = [args.port + REPLICA_PORT_OFFSET + i + 1 for i in range(args.replicas)]
     flag = StopFlag()
     flag.install()  # before anything starts: from here on a signal only raises the flag
+    try:
+        store = prepare_store(args.db, run_dir, args.pg_port)
+    except Exception as err:  # noqa: BLE001 - a store that cannot start is said in a sentence
+        print(f"make serve: the class database did not start: {err}", file=sys.stderr)
+        if args.db == "postgres":
+            stop_postgres()
+        return 1
+    print(f"class answers are kept in {store}", flush=True)
     print(
         f"starting {args.replicas} replica(s) on 127.0.0.1:{ports[0]}..{ports[-1]} "
         f"and HAProxy on {args.bind}:{args.port} ...",
@@ -561,8 +578,35 @@ def serve_forever(args) -> int:
         code = 1
     finally:
         (run_dir / "pids.json").unlink(missing_ok=True)
+        if args.db == "postgres":
+            stop_postgres()
     print("stopped", flush=True)
     return code
+
+
+def prepare_store(db: str, run_dir: Path, pg_port: int = PG_PORT) -> str:
+    """The replicas' shared class store, migrated before they start; where it is, said
+    without its password."""
+    from classroom.store import default_url, ready_engine, redacted
+
+    if db == "postgres" and not os.environ.get("ATTENTION_LAB_DATABASE_URL"):
+        from deploy import postgres
+
+        server = postgres.start(PG_DIR, port=pg_port)
+        os.environ["ATTENTION_LAB_DATABASE_URL"] = server.url  # the replicas inherit it
+        (run_dir / "postgres").write_text(str(PG_DIR), encoding="utf-8")
+    url = default_url()
+    ready_engine(url)
+    return redacted(url)
+
+
+def stop_postgres() -> None:
+    from deploy import postgres
+
+    server = postgres.load(PG_DIR)
+    if server is not None and server.running():
+        server.stop()
+        print("stopped PostgreSQL", flush=True)
 
 
 def _watch(lab: Cluster, flag: StopFlag) -> int:
@@ -626,6 +670,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--print-config", action="store_true", help="print the HAProxy configuration and exit"
     )
+    parser.add_argument(
+        "--db",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="the class store shared by every replica: the SQLite file, or a local PostgreSQL",
+    )
+    parser.add_argument("--pg-port", type=int, default=PG_PORT, help="PostgreSQL's port (--db)")
     args, extra = parser.parse_known_args(argv)
     args.streamlit_args = extra  # `run` passes the rest on (--server.address 127.0.0.1, ...)
     if extra and args.command != "run":

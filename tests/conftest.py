@@ -24,6 +24,7 @@ sees only its own process without xdist; without ``-n`` nothing here changes any
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
@@ -37,6 +38,9 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit():
 # AppTests run app.py in this process: no background preloading competing with the tests
 # (the servers the browser tests start preload as in production: bench.loadtest.serve).
 os.environ.setdefault("ATTENTION_LAB_PRELOAD", "0")
+# The class store (classroom/): tests and the servers they start never write into the
+# checkout's .data/; a test that needs its own store sets these itself.
+os.environ.setdefault("ATTENTION_LAB_DATA", tempfile.mkdtemp(prefix="lab-test-data-"))
 
 
 APP_SERVER_FIXTURES = {"app_url"}  # tests/e2e/conftest.py: one live server per worker

@@ -1,4 +1,4 @@
-"""Shared by the practice pages: the class set in the URL (?seed=, ?topic=, ?teacher=),
+"""Shared by the practice pages: the class set in the URL (?seed=, ?topic=),
 cached exercises, and how each answer form is asked and read."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ui.charts import plotly_chart
 from ui.i18n import t, translated_widget
 from viz.concepts import matrix_heatmap
 
-SEED_KEY, TOPIC_KEY, TEACHER_KEY = "seed", "topic", "teacher"
+SEED_KEY, TOPIC_KEY = "seed", "topic"
 _PUBLISHED = "_practice_published"  # what this session last wrote into the URL, per key
 
 
@@ -114,15 +114,6 @@ def class_topic() -> str:
     )
     _publish(TOPIC_KEY, None if topic == practice.MIXED else topic)
     return topic
-
-
-def teacher_view() -> bool:
-    linked = _from_link(TEACHER_KEY)
-    if linked is not None:
-        st.session_state["pteacher"] = linked in ("1", "true", "yes")
-    on = st.toggle(t("practice.teacher"), key="pteacher", help=t("practice.teacher_help"))
-    _publish(TEACHER_KEY, "1" if on else None)
-    return on
 
 
 def reset_index() -> None:

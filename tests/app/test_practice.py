@@ -1,5 +1,6 @@
 """The practice pages through AppTest: every kind answered wrong then right in both languages,
-bad input with a clear message, class sets by link, the teacher view, and find the bug."""
+bad input with a clear message, class sets by link, and find the bug (the teacher's view
+is the class page's: tests/app/test_classroom.py)."""
 
 from __future__ import annotations
 
@@ -212,18 +213,6 @@ def test_a_class_set_link_gives_the_same_exercises_and_try_another_moves_on():
     assert translate(f"practice.kind.{kind2}", "en") in at.subheader[0].value
     assert at.metric[2].value == "2"
     assert at.query_params["seed"] == "77"
-
-
-def test_the_teacher_view_shows_the_answers_of_the_set():
-    at = open_page(seed="77", topic="warmup", teacher="1")
-    ok(at)
-    ex = practice.make(*practice.item(77, "warmup", 0))
-    assert any(str(int(ex.answer[1])) in i.value for i in at.info)
-    frame = at.dataframe[-1].value
-    assert len(frame) == 10
-    assert frame.iloc[0, -1].endswith(str(int(ex.answer[1])))
-    plain = open_page(seed="77", topic="warmup")
-    assert not plain.info and len(plain.dataframe) == 0
 
 
 def test_a_bad_topic_in_the_link_falls_back_to_mixed():

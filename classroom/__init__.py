@@ -1,0 +1,46 @@
+"""A class, kept: teacher-owned classes, students who join by name, every answer stored.
+
+Plain Python on top of ``practice/`` and SQLAlchemy (no Streamlit), so a script can run a
+class too::
+
+    from classroom import Classroom
+    room = Classroom()                       # $ATTENTION_LAB_DATABASE_URL or the SQLite file
+    code, teacher_key = room.create_class("Week 3", topic="mixed", seed=2026, n_items=10)
+    student_key = room.join(code, "민수")
+    ex = room.exercise(student_key, 0)       # a practice.Exercise, the same for the class
+    fb = room.submit(student_key, 0, ex.answer, submission_id="a1")
+    room.results(code, teacher_key)          # DataFrame, one row per (student, item)
+
+A wrong teacher key raises PermissionError, an unknown code or student key LookupError.
+"""
+
+from __future__ import annotations
+
+from classroom.core import (
+    RESULT_COLUMNS,
+    SOLUTION_POLICIES,
+    ClassClosedError,
+    ClassInfo,
+    Classroom,
+    ItemState,
+    SolutionLockedError,
+    StoreUnavailableError,
+    StudentInfo,
+    answer_text,
+)
+from classroom.store import default_url, redacted
+
+__all__ = [
+    "RESULT_COLUMNS",
+    "SOLUTION_POLICIES",
+    "ClassClosedError",
+    "ClassInfo",
+    "Classroom",
+    "ItemState",
+    "SolutionLockedError",
+    "StoreUnavailableError",
+    "StudentInfo",
+    "answer_text",
+    "default_url",
+    "redacted",
+]

@@ -1,0 +1,680 @@
+"""Classes a teacher owns, students who join with a name, and every answer they give, stored.
+
+The teacher's key (192 random bits) is returned once and kept only as its SHA-256; a student's
+key (128 bits) likewise. A high-entropy key needs no slow hash: its digest cannot be guessed
+back. Keys are compared with ``hmac.compare_digest``; wrong keys and unknown class codes are
+counted in the database, and past a few the answer is slowed down (every replica counts).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import json
+import secrets
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.orm import Session
+
+import practice
+from classroom.models import ClassRow, FailureRow, RevealRow, StudentRow, SubmissionRow
+from classroom.store import ready_engine
+from practice.core import Exercise, Feedback, Step
+
+CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud, typed on a phone
+CODE_LEN = 6
+MAX_ITEMS = 50
+MAX_TITLE = 200
+MAX_NAME = 10_000
+MAX_ANSWER_CHARS = 10_000
+MAX_SUBMISSION_ID = 100
+SOLUTION_POLICIES = ("after_tries", "on_request", "closed")
+FREE_FAILURES = 5  # wrong keys / codes answered at full speed, per subject and window
+FAILURE_WINDOW = timedelta(minutes=15)
+MAX_DELAY_S = 4.0
+WRITE_RETRIES = 8
+RESULT_COLUMNS = [
+    "name",
+    "student",
+    "index",
+    "kind",
+    "attempts",
+    "correct",
+    "first_try_correct",
+    "last_answer",
+    "solution_shown",
+]
+
+
+class ClassClosedError(RuntimeError):
+    """The class is closed: no more answers until the teacher reopens it."""
+
+
+class SolutionLockedError(PermissionError):
+    """The class's solution policy does not show this solution yet."""
+
+
+class StoreUnavailableError(ConnectionError):
+    """The database did not answer; the same call (same submission_id) may be retried."""
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    """What anyone with the code may know about a class (no secrets)."""
+
+    code: str
+    title: str
+    topic: str
+    seed: int
+    n_items: int
+    closed: bool
+    solutions: str
+    solution_tries: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class StudentInfo:
+    name: str
+    position: int  # the item to resume at
+    klass: ClassInfo
+
+
+@dataclass(frozen=True)
+class ItemState:
+    """One student's work on one item, as their page draws it."""
+
+    index: int
+    attempts: int
+    correct: bool
+    last_answer: Any
+    feedback: Feedback | None
+    solution_shown: bool
+    solution_available: bool
+
+
+def _hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _plain(value: Any) -> Any:
+    """An answer or feedback parameter as JSON-able data (tuples become lists)."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int | float):
+        return value
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return _plain(value.item())
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    raise ValueError(f"an answer is numbers, text or lists of them, not {type(value).__name__}")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(_plain(value), ensure_ascii=False, separators=(", ", ": "))
+
+
+def answer_text(answer_json: str) -> str:
+    """A stored answer as one line of text (what the dashboard and the CSV show)."""
+    value = json.loads(answer_json)
+    if isinstance(value, str):
+        return value
+    return _dumps(value)
+
+
+def _feedback(row: SubmissionRow) -> Feedback:
+    return Feedback(row.correct, row.feedback_key, json.loads(row.feedback_params))
+
+
+@functools.lru_cache(maxsize=1024)
+def _exercise(kind: str, seed: int) -> Exercise:
+    return practice.make(kind, seed)
+
+
+def _check_text(value: object, what: str, limit: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{what} must not be empty")
+    if len(value) > limit:
+        raise ValueError(f"{what} is {len(value)} characters long; at most {limit}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError(f"{what} must not hold control characters (tabs, line breaks, NUL)")
+    return value
+
+
+def _store_errors(fn: Callable) -> Callable:
+    """A lost or refused database connection becomes StoreUnavailableError (retry-able)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except IntegrityError:
+            raise
+        except DBAPIError as err:
+            if isinstance(err.orig, Exception) and _is_connection_error(err):
+                raise StoreUnavailableError(
+                    "the class database does not answer; try again in a moment"
+                ) from err
+            raise
+
+    return wrapper
+
+
+def _is_connection_error(err: DBAPIError) -> bool:
+    if err.connection_invalidated:
+        return True
+    name = type(err.orig).__name__
+    text = str(err.orig).lower()
+    return name in ("OperationalError", "InterfaceError", "AdminShutdown") or "locked" in text
+
+
+class Classroom:
+    """Teacher-owned classes and their students' stored answers (see the module docstring).
+
+    ``url``: an SQLAlchemy URL; None takes ``$ATTENTION_LAB_DATABASE_URL``, else the SQLite
+    file in ``$ATTENTION_LAB_DATA``. ``sleep`` is how the slow-down waits (tests record it).
+    """
+
+    def __init__(self, url: str | None = None, *, sleep: Callable[[float], None] = time.sleep):
+        self.engine = ready_engine(url)
+        self._sleep = sleep
+
+    # ---- plumbing ----
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as s, s.begin():
+            yield s
+
+    def _class(self, s: Session, code: object) -> ClassRow:
+        row = None
+        if isinstance(code, str) and 0 < len(code) <= 16:
+            row = s.scalar(select(ClassRow).where(ClassRow.code == code.strip().upper()))
+        if row is None:
+            raise LookupError("no class has this code")
+        return row
+
+    def _student(self, s: Session, key: object) -> tuple[StudentRow, ClassRow]:
+        row = None
+        if isinstance(key, str) and 0 < len(key) <= 100:
+            row = s.scalar(select(StudentRow).where(StudentRow.key_hash == _hash(key)))
+        if row is None:
+            raise LookupError("no student has this key")
+        return row, s.get(ClassRow, row.class_id)
+
+    def _delay(self, subject: str) -> None:
+        """Wait before answering a subject with many recent failures (doubling, capped)."""
+        with self._session() as s:
+            row = s.get(FailureRow, subject)
+            if row is None or _now() - _aware(row.last_at) > FAILURE_WINDOW:
+                return
+            extra = row.count - FREE_FAILURES
+        if extra >= 0:
+            self._sleep(min(MAX_DELAY_S, 0.25 * 2**extra))
+
+    def _fail(self, subject: str) -> None:
+        for _ in range(WRITE_RETRIES):
+            try:
+                with self._session() as s:
+                    row = s.get(FailureRow, subject, with_for_update=True)
+                    now = _now()
+                    if row is None:
+                        s.add(FailureRow(subject=subject, count=1, last_at=now))
+                    else:
+                        fresh = now - _aware(row.last_at) > FAILURE_WINDOW
+                        row.count = 1 if fresh else row.count + 1
+                        row.last_at = now
+                return
+            except IntegrityError:
+                continue
+
+    def failures(self, subject: str) -> int:
+        """Recent failures counted for ``subject`` ("teacher:CODE" or "join:CLIENT")."""
+        with self._session() as s:
+            row = s.get(FailureRow, subject)
+            if row is None or _now() - _aware(row.last_at) > FAILURE_WINDOW:
+                return 0
+            return row.count
+
+    def _teacher(self, s: Session, code: object, teacher_key: object, client: str) -> ClassRow:
+        row = self._class(s, code)
+        given = teacher_key if isinstance(teacher_key, str) else ""
+        if not hmac.compare_digest(_hash(given), row.teacher_hash):
+            raise PermissionError("this teacher key does not belong to this class")
+        return row
+
+    def _as_teacher(self, code: object, teacher_key: object, client: str = "") -> ClassInfo:
+        subject_code = code.strip().upper()[:16] if isinstance(code, str) else ""
+        self._delay(f"teacher:{subject_code}")
+        self._delay(f"join:{client}")
+        try:
+            with self._session() as s:
+                return _info(self._teacher(s, code, teacher_key, client))
+        except LookupError:
+            self._fail(f"join:{client}")
+            raise
+        except PermissionError:
+            self._fail(f"teacher:{subject_code}")
+            raise
+
+    # ---- the teacher ----
+
+    @_store_errors
+    def create_class(
+        self,
+        title: str,
+        topic: str = practice.MIXED,
+        seed: int | None = None,
+        n_items: int = 10,
+        *,
+        solutions: str = "after_tries",
+        solution_tries: int = 2,
+    ) -> tuple[str, str]:
+        """A new class; returns (class code, teacher key). The key is shown this once."""
+        title = _check_text(title, "the title", MAX_TITLE)
+        practice.kinds_for(topic)  # ValueError for an unknown topic
+        if seed is None:
+            seed = secrets.randbelow(1_000_000)
+        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= 2**31 - 1:
+            raise ValueError(f"seed must be a whole number from 0 to {2**31 - 1}")
+        if not isinstance(n_items, int) or not 1 <= n_items <= MAX_ITEMS:
+            raise ValueError(f"a class has from 1 to {MAX_ITEMS} items")
+        if solutions not in SOLUTION_POLICIES:
+            raise ValueError(f"solutions must be one of {SOLUTION_POLICIES}")
+        if not isinstance(solution_tries, int) or not 1 <= solution_tries <= 10:
+            raise ValueError("solution_tries must be from 1 to 10")
+        teacher_key = secrets.token_urlsafe(24)  # 192 bits
+        for _ in range(WRITE_RETRIES):
+            code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LEN))
+            try:
+                with self._session() as s:
+                    s.add(
+                        ClassRow(
+                            code=code,
+                            title=title,
+                            topic=topic,
+                            seed=seed,
+                            n_items=n_items,
+                            teacher_hash=_hash(teacher_key),
+                            closed=False,
+                            created_at=_now(),
+                            solutions=solutions,
+                            solution_tries=solution_tries,
+                        )
+                    )
+                return code, teacher_key
+            except IntegrityError:  # the code was taken: draw another
+                continue
+        raise RuntimeError("could not find a free class code")
+
+    @_store_errors
+    def teacher_class(self, code: str, teacher_key: str, *, client: str = "") -> ClassInfo:
+        """The class, if ``teacher_key`` is its teacher's (PermissionError / LookupError)."""
+        return self._as_teacher(code, teacher_key, client)
+
+    @_store_errors
+    def close(self, code: str, teacher_key: str, *, client: str = "") -> None:
+        self._set_closed(code, teacher_key, True, client)
+
+    @_store_errors
+    def reopen(self, code: str, teacher_key: str, *, client: str = "") -> None:
+        self._set_closed(code, teacher_key, False, client)
+
+    def _set_closed(self, code: str, teacher_key: str, closed: bool, client: str) -> None:
+        self._as_teacher(code, teacher_key, client)
+        with self._session() as s:
+            self._teacher(s, code, teacher_key, client).closed = closed
+
+    @_store_errors
+    def delete(self, code: str, teacher_key: str, *, client: str = "") -> None:
+        """The class and everything in it: students, answers, reveals."""
+        self._as_teacher(code, teacher_key, client)
+        with self._session() as s:
+            row = self._teacher(s, code, teacher_key, client)
+            for table in (RevealRow, SubmissionRow):
+                s.execute(delete(table).where(table.class_id == row.id))
+            s.execute(delete(StudentRow).where(StudentRow.class_id == row.id))
+            s.delete(row)
+
+    @_store_errors
+    def answer_key(self, code: str, teacher_key: str, *, client: str = "") -> list[Exercise]:
+        info = self._as_teacher(code, teacher_key, client)
+        return [_exercise(*practice.item(info.seed, info.topic, i)) for i in range(info.n_items)]
+
+    @_store_errors
+    def results(self, code: str, teacher_key: str, *, client: str = "") -> pd.DataFrame:
+        """One row per (student, item), every item of every student, tried or not.
+
+        ``correct``: some attempt was right; ``first_try_correct``: the first one was;
+        ``last_answer``: the latest answer as text ("" if none); ``student``: a number
+        that tells apart two students of the same name.
+        """
+        info = self._as_teacher(code, teacher_key, client)
+        students, subs, reveals = self._class_rows(code)
+        kinds = [practice.item(info.seed, info.topic, i)[0] for i in range(info.n_items)]
+        by_cell: dict[tuple[int, int], list[SubmissionRow]] = defaultdict(list)
+        for sub in subs:
+            by_cell[sub.student_id, sub.item].append(sub)
+        shown = {(r.student_id, r.item) for r in reveals}
+        rows = []
+        for number, st in enumerate(students, start=1):
+            for i in range(info.n_items):
+                tries = sorted(by_cell.get((st.id, i), []), key=lambda r: r.attempt)
+                rows.append(
+                    {
+                        "name": st.name,
+                        "student": number,
+                        "index": i,
+                        "kind": kinds[i],
+                        "attempts": len(tries),
+                        "correct": any(r.correct for r in tries),
+                        "first_try_correct": bool(tries) and tries[0].correct,
+                        "last_answer": answer_text(tries[-1].answer) if tries else "",
+                        "solution_shown": (st.id, i) in shown,
+                    }
+                )
+        return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+    def _class_rows(self, code: str):
+        with self._session() as s:
+            row = self._class(s, code)
+            students = list(
+                s.scalars(
+                    select(StudentRow).where(StudentRow.class_id == row.id).order_by(StudentRow.id)
+                )
+            )
+            subs = list(
+                s.scalars(
+                    select(SubmissionRow)
+                    .where(SubmissionRow.class_id == row.id)
+                    .order_by(SubmissionRow.item, SubmissionRow.id)
+                )
+            )
+            reveals = list(s.scalars(select(RevealRow).where(RevealRow.class_id == row.id)))
+        return students, subs, reveals
+
+    @_store_errors
+    def item_summary(self, code: str, teacher_key: str, *, client: str = "") -> pd.DataFrame:
+        """Per item: students who tried, first-try correct, correct at last, solutions shown."""
+        return summarize(self.results(code, teacher_key, client=client))
+
+    @_store_errors
+    def mistakes(self, code: str, teacher_key: str, *, client: str = "") -> pd.DataFrame:
+        """Wrong answers grouped by item and the mistake the checker named.
+
+        Columns: index, mistake (the feedback's catalog key), params (one example's, to say
+        it), students (distinct), answers (wrong submissions), examples (the commonest
+        answers, as text, with counts); most students first within each item.
+        """
+        self._as_teacher(code, teacher_key, client)
+        _, subs, _ = self._class_rows(code)
+        groups: dict[tuple[int, str], list[SubmissionRow]] = defaultdict(list)
+        for sub in subs:
+            if not sub.correct:
+                groups[sub.item, sub.feedback_key].append(sub)
+        rows = []
+        for (item, key), members in groups.items():
+            answers = Counter(answer_text(m.answer) for m in members)
+            rows.append(
+                {
+                    "index": item,
+                    "mistake": key,
+                    "params": json.loads(members[0].feedback_params),
+                    "students": len({m.student_id for m in members}),
+                    "answers": len(members),
+                    "examples": answers.most_common(3),
+                }
+            )
+        columns = ["index", "mistake", "params", "students", "answers", "examples"]
+        df = pd.DataFrame(rows, columns=columns)
+        if len(df):
+            df = df.sort_values(["index", "students", "answers"], ascending=[True, False, False])
+        return df.reset_index(drop=True)
+
+    # ---- the student ----
+
+    @_store_errors
+    def class_info(self, code: str, *, client: str = "") -> ClassInfo:
+        """A class's public facts, for the join page (LookupError for an unknown code)."""
+        self._delay(f"join:{client}")
+        try:
+            with self._session() as s:
+                return _info(self._class(s, code))
+        except LookupError:
+            self._fail(f"join:{client}")
+            raise
+
+    @_store_errors
+    def join(self, code: str, name: str, *, client: str = "") -> str:
+        """A new student of class ``code`` called ``name`` (kept exactly as typed); returns
+        their personal key, the only way back to their work."""
+        name = _check_text(name, "the name", MAX_NAME)
+        self._delay(f"join:{client}")
+        key = secrets.token_urlsafe(16)  # 128 bits
+        try:
+            with self._session() as s:
+                row = self._class(s, code)
+                if row.closed:
+                    raise ClassClosedError("this class is closed")
+                s.add(
+                    StudentRow(
+                        class_id=row.id,
+                        key_hash=_hash(key),
+                        name=name,
+                        position=0,
+                        joined_at=_now(),
+                    )
+                )
+        except LookupError:
+            self._fail(f"join:{client}")
+            raise
+        return key
+
+    @_store_errors
+    def student(self, student_key: str) -> StudentInfo:
+        with self._session() as s:
+            st, cls = self._student(s, student_key)
+            return StudentInfo(st.name, st.position, _info(cls))
+
+    @_store_errors
+    def set_position(self, student_key: str, index: int) -> None:
+        """Remember the item the student is on, so a reload or another device resumes there."""
+        with self._session() as s:
+            st, cls = self._student(s, student_key)
+            st.position = _index(index, cls.n_items)
+
+    @_store_errors
+    def exercise(self, student_key: str, index: int) -> Exercise:
+        """Item ``index`` of the student's class: the same exercise for the whole class."""
+        with self._session() as s:
+            _, cls = self._student(s, student_key)
+            seed, topic, n = cls.seed, cls.topic, cls.n_items
+        return _exercise(*practice.item(seed, topic, _index(index, n)))
+
+    @_store_errors
+    def submit(
+        self, student_key: str, index: int, answer: Any, submission_id: str | None = None
+    ) -> Feedback:
+        """Check ``answer``, store it (committed) and return the feedback.
+
+        The same ``submission_id`` again returns the stored feedback and stores nothing new:
+        a browser that lost the connection can send the same answer again safely.
+        """
+        if submission_id is None:
+            submission_id = uuid.uuid4().hex
+        if not isinstance(submission_id, str) or not 0 < len(submission_id) <= MAX_SUBMISSION_ID:
+            raise ValueError(f"submission_id must be text of 1 to {MAX_SUBMISSION_ID} characters")
+        with self._session() as s:  # one read: a retry's stored feedback, or the item
+            st, cls = self._student(s, student_key)
+            stored = s.scalar(_by_submission(st.id, submission_id))
+            if stored is not None:
+                return _feedback(stored)
+            index = _index(index, cls.n_items)
+            kind, sub_seed = practice.item(cls.seed, cls.topic, index)
+        answer_json = _dumps(answer)
+        if len(answer_json) > MAX_ANSWER_CHARS:
+            raise ValueError(f"the answer is longer than {MAX_ANSWER_CHARS} characters")
+        fb = _exercise(kind, sub_seed).check(answer)
+        params_json = json.dumps(_plain(fb.params), ensure_ascii=False)
+        for _ in range(WRITE_RETRIES):
+            try:
+                with self._session() as s:
+                    st, cls = self._student(s, student_key)
+                    again = s.scalar(_by_submission(st.id, submission_id))
+                    if again is not None:
+                        return _feedback(again)
+                    if cls.closed:
+                        raise ClassClosedError("this class is closed; answers are not taken")
+                    last = s.scalar(
+                        select(func.max(SubmissionRow.attempt)).where(
+                            SubmissionRow.student_id == st.id, SubmissionRow.item == index
+                        )
+                    )
+                    row = SubmissionRow(
+                        class_id=cls.id,
+                        student_id=st.id,
+                        item=index,
+                        attempt=(last or 0) + 1,
+                        submission_id=submission_id,
+                        answer=answer_json,
+                        correct=bool(fb.correct),
+                        feedback_key=fb.key,
+                        feedback_params=params_json,
+                        created_at=_now(),
+                    )
+                    s.add(row)
+                return _feedback(row)  # committed: the with-block ended without error
+            except IntegrityError:
+                continue  # the same submission or attempt number raced in: look again
+        raise StoreUnavailableError("the answer could not be stored; try again")
+
+    @_store_errors
+    def progress(self, student_key: str) -> list[ItemState]:
+        """The student's state on every item of the class, in order."""
+        with self._session() as s:
+            st, cls = self._student(s, student_key)
+            subs = list(
+                s.scalars(
+                    select(SubmissionRow)
+                    .where(SubmissionRow.student_id == st.id)
+                    .order_by(SubmissionRow.item, SubmissionRow.attempt)
+                )
+            )
+            shown = set(s.scalars(select(RevealRow.item).where(RevealRow.student_id == st.id)))
+        by_item: dict[int, list[SubmissionRow]] = defaultdict(list)
+        for sub in subs:
+            by_item[sub.item].append(sub)
+        return [_state(i, by_item.get(i, []), i in shown, cls) for i in range(cls.n_items)]
+
+    @_store_errors
+    def reveal(self, student_key: str, index: int, reason: str = "request") -> list[Step]:
+        """The item's worked solution, recorded as shown (once per student and item);
+        SolutionLockedError while the class's policy keeps it hidden."""
+        state = self.progress(student_key)[_index(index, self.student(student_key).klass.n_items)]
+        if not state.solution_available:
+            raise SolutionLockedError("the teacher's policy does not show this solution yet")
+        if not state.solution_shown:
+            try:
+                with self._session() as s:
+                    st, cls = self._student(s, student_key)
+                    s.add(
+                        RevealRow(
+                            class_id=cls.id,
+                            student_id=st.id,
+                            item=state.index,
+                            reason=str(reason)[:20],
+                            created_at=_now(),
+                        )
+                    )
+            except IntegrityError:
+                pass  # shown already, from another tab or replica
+        return self.exercise(student_key, index).solution
+
+
+def _by_submission(student_id: int, submission_id: str):
+    return select(SubmissionRow).where(
+        SubmissionRow.student_id == student_id, SubmissionRow.submission_id == submission_id
+    )
+
+
+def _index(index: object, n_items: int) -> int:
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < n_items:
+        raise ValueError(f"item index must be from 0 to {n_items - 1}")
+    return index
+
+
+def _aware(when: datetime) -> datetime:
+    """SQLite hands back naive datetimes; they were stored in UTC."""
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _info(row: ClassRow) -> ClassInfo:
+    return ClassInfo(
+        code=row.code,
+        title=row.title,
+        topic=row.topic,
+        seed=row.seed,
+        n_items=row.n_items,
+        closed=bool(row.closed),
+        solutions=row.solutions,
+        solution_tries=row.solution_tries,
+        created_at=_aware(row.created_at),
+    )
+
+
+def _state(index: int, tries: list[SubmissionRow], shown: bool, cls: ClassRow) -> ItemState:
+    correct = any(r.correct for r in tries)
+    wrong = sum(not r.correct for r in tries)
+    if cls.solutions == "on_request":
+        available = True
+    elif cls.solutions == "closed":
+        available = bool(cls.closed)
+    else:
+        available = correct or wrong >= cls.solution_tries or bool(cls.closed)
+    last = tries[-1] if tries else None
+    return ItemState(
+        index=index,
+        attempts=len(tries),
+        correct=correct,
+        last_answer=None if last is None else json.loads(last.answer),
+        feedback=None if last is None else _feedback(last),
+        solution_shown=shown,
+        solution_available=available,
+    )
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """Per item of a ``results`` frame: students, tried, first_try_correct, correct,
+    solution_shown (counts of students)."""
+    rows = []
+    for (index, kind), part in results.groupby(["index", "kind"], sort=True):
+        rows.append(
+            {
+                "index": int(index),
+                "kind": kind,
+                "students": len(part),
+                "tried": int((part["attempts"] > 0).sum()),
+                "first_try_correct": int(part["first_try_correct"].sum()),
+                "correct": int(part["correct"].sum()),
+                "solution_shown": int(part["solution_shown"].sum()),
+            }
+        )
+    columns = ["index", "kind", "students", "tried", "first_try_correct", "correct"]
+    return pd.DataFrame(rows, columns=[*columns, "solution_shown"])

@@ -1,0 +1,488 @@
+"""A class: the teacher creates it and watches a live dashboard; students join with a name and
+work through a fixed set of exercises, every answer stored (classroom/ does the storing).
+
+Who sees what is decided by the link: ``?class=CODE&teacher=KEY`` is the teacher's (the key
+is secret and appears on no student's page), ``?class=CODE`` the join page, ``?student=KEY``
+a student's own work, which resumes after a reload, on another device or another replica.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+import pandas as pd
+import streamlit as st
+
+from classroom import SOLUTION_POLICIES, ClassClosedError, Classroom, SolutionLockedError
+from classroom.core import MAX_ITEMS, summarize
+from practice.parse import AnswerError
+from ui.charts import plotly_chart
+from ui.classroom import (
+    client,
+    join_link,
+    plain,
+    room_or_stop,
+    save_answer,
+    student_link,
+    teacher_link,
+)
+from ui.exercise import answer_text, answer_widgets, show_prompt, show_solution, tx
+from ui.frame import require_frame
+from ui.i18n import t, translated_widget
+from ui.practice import (
+    clear_answer_widgets,
+    md_literal,
+    raw_answer,
+    read_answer,
+    topic_choices,
+    topic_label,
+)
+from viz.classroom import outcome_counts, outcomes_figure
+
+require_frame()
+
+REFRESH_S = 2  # the dashboard's live part reruns this often (a fragment, not the page)
+GENERIC_MISTAKES = ("practice.feedback.wrong", "practice.feedback.unreadable")
+
+
+def pressed(flag: str) -> None:
+    """A form's button was pressed: the page acts on it below, after the widgets are read."""
+    st.session_state[flag] = True
+
+
+def item_label(index: int, kind: str) -> str:
+    return t("classroom.item_label", n=index + 1, kind=t(f"practice.kind.{kind}"))
+
+
+# ---- the landing page: create or join ------------------------------------------------------
+
+
+def landing(room: Classroom, code: str | None) -> None:
+    join_col, create_col = st.columns(2, gap="large")
+    with join_col, st.container(border=True):
+        st.subheader(t("classroom.join.title"))
+        with st.form("join_form"):
+            typed_code = st.text_input(
+                t("classroom.join.code"), value=code or "", max_chars=16, key="join_code"
+            )
+            name = st.text_input(t("classroom.join.name"), key="join_name", max_chars=10_000)
+            st.caption(t("classroom.join.privacy"))
+            st.form_submit_button(
+                t("classroom.join.button"), type="primary", on_click=pressed, args=("joined",)
+            )
+        if st.session_state.pop("joined", False):
+            join(room, typed_code, name)
+        elif code:
+            try:
+                info = room.class_info(code, client=client())
+                st.caption(t("classroom.join.joining", title=plain(info.title), n=info.n_items))
+            except LookupError:
+                st.error(t("classroom.unknown_code", code=plain(code[:16])))
+    with create_col, st.container(border=True):
+        st.subheader(t("classroom.create.title"))
+        create_form(room)
+
+
+def join(room: Classroom, code: str, name: str) -> None:
+    if not code.strip():
+        st.warning(t("classroom.join.need_code"))
+        return
+    if not name.strip():
+        st.warning(t("classroom.join.need_name"))
+        return
+    try:
+        student_key = room.join(code, name, client=client())
+    except LookupError:
+        st.error(t("classroom.unknown_code", code=plain(code[:16])))
+        return
+    except ClassClosedError:
+        st.error(t("classroom.join.closed"))
+        return
+    except ValueError:
+        st.error(t("classroom.join.bad_name", limit=10_000))
+        return
+    st.query_params.pop("class", None)
+    st.query_params["student"] = student_key
+    st.session_state.pop("class_index", None)
+    st.rerun()
+
+
+def create_form(room: Classroom) -> None:
+    choices = topic_choices()
+    names = {c: topic_label(c) for c in choices}
+    policies = {p: t(f"classroom.policy.{p}") for p in SOLUTION_POLICIES}
+    with st.form("create_form"):
+        title = st.text_input(t("classroom.create.name"), max_chars=200, key="create_title")
+        topic = st.selectbox(
+            t("practice.topic"),
+            choices,
+            key=translated_widget("create_topic"),
+            format_func=names.__getitem__,
+        )
+        c1, c2 = st.columns(2)
+        n_items = c1.number_input(
+            t("classroom.create.items"), 1, MAX_ITEMS, 10, step=1, key="create_items"
+        )
+        tries = c2.number_input(t("classroom.create.tries"), 1, 10, 2, step=1, key="create_tries")
+        policy = st.radio(
+            t("classroom.create.policy"),
+            SOLUTION_POLICIES,
+            key=translated_widget("create_policy"),
+            format_func=policies.__getitem__,
+        )
+        st.form_submit_button(
+            t("classroom.create.button"), type="primary", on_click=pressed, args=("made",)
+        )
+    if not st.session_state.pop("made", False):
+        return
+    if not title.strip():
+        st.warning(t("classroom.create.need_name"))
+        return
+    try:
+        code, teacher_key = room.create_class(
+            title,
+            topic=topic,
+            n_items=int(n_items),
+            solutions=policy,
+            solution_tries=int(tries),
+        )
+    except ValueError:
+        st.error(t("classroom.create.bad_name"))
+        return
+    st.query_params["class"] = code
+    st.query_params["teacher"] = teacher_key
+    st.session_state["class_just_made"] = code
+    st.rerun()
+
+
+# ---- the student -------------------------------------------------------------------------
+
+
+def go(room: Classroom, student_key: str, index: int) -> None:
+    st.session_state["class_index"] = index
+    clear_answer_widgets()
+    with contextlib.suppress(Exception):  # a lost position costs a click, never the page
+        room.set_position(student_key, index)
+
+
+def student_view(room: Classroom, student_key: str) -> None:
+    try:
+        me = room.student(student_key)
+    except LookupError:
+        st.error(t("classroom.bad_student"))
+        st.page_link("pages/classroom.py", label=t("classroom.to_join"), icon=":material/login:")
+        return
+    klass = me.klass
+    n = klass.n_items
+    index = st.session_state.get("class_index")
+    if not isinstance(index, int) or not 0 <= index < n:
+        index = min(max(me.position, 0), n - 1)
+        st.session_state["class_index"] = index
+
+    st.subheader(plain(klass.title))
+    st.markdown(t("classroom.student.hello", name=plain(me.name), code=klass.code))
+    with st.expander(t("classroom.student.resume_title"), icon=":material/bookmark:"):
+        st.caption(t("classroom.student.resume_help"))
+        st.code(student_link(student_key), language=None)
+
+    states = room.progress(student_key)
+    answered = sum(s.attempts > 0 for s in states)
+    st.progress(answered / n, text=t("classroom.student.answered", done=answered, n=n))
+
+    c1, c2, c3 = st.columns([1, 2, 1], vertical_alignment="center")
+    c1.button(
+        t("classroom.student.previous"),
+        icon=":material/arrow_back:",
+        key="class_prev",
+        disabled=index == 0,
+        on_click=go,
+        args=(room, student_key, index - 1),
+        width="stretch",
+    )
+    c2.markdown(f"**{t('classroom.student.position', i=index + 1, n=n)}**")
+    c3.button(
+        t("classroom.student.next"),
+        icon=":material/arrow_forward:",
+        key="class_next",
+        disabled=index == n - 1,
+        on_click=go,
+        args=(room, student_key, index + 1),
+        width="stretch",
+    )
+
+    ex = room.exercise(student_key, index)
+    with st.container(border=True):
+        st.subheader(
+            t(
+                "practice.exercise_title",
+                n=index + 1,
+                kind=t(f"practice.kind.{ex.kind}"),
+                topic=t(f"practice.topic.{ex.topic}"),
+            )
+        )
+        show_prompt(ex, index)
+        if klass.closed:
+            st.info(t("classroom.student.closed"), icon=":material/lock:")
+        else:
+            with st.form(f"class_form_{index}"):
+                answer_widgets(ex)
+                st.form_submit_button(
+                    t("practice.check"), type="primary", on_click=pressed, args=("sent",)
+                )
+            if st.session_state.pop("sent", False):
+                submit(room, student_key, index, ex)
+                states = room.progress(student_key)
+        state = states[index]
+        if state.feedback is not None:
+            fb = state.feedback
+            if fb.correct:
+                st.success(tx(fb.key, **fb.params), icon=":material/check_circle:")
+            else:
+                st.error(tx(fb.key, **fb.params), icon=":material/lightbulb:")
+            st.caption(t("classroom.student.attempts", n=state.attempts))
+        solution(room, student_key, index, ex, state, klass)
+
+
+def submit(room: Classroom, student_key: str, index: int, ex) -> None:
+    try:
+        answer = read_answer(ex, raw_answer(ex))
+    except AnswerError as err:
+        # what was typed, echoed as code: never a live link or bold (ui.practice.md_literal)
+        st.warning(
+            t(err.key, **{k: md_literal(v) for k, v in err.params.items()}),
+            icon=":material/edit_note:",
+        )
+        return
+    # One id per answer until it is stored: pressing Check again after a failed save sends
+    # the same id, so the answer is kept once however often it is sent.
+    pending = st.session_state.get("class_pending")
+    signature = (student_key, index, repr(answer))
+    if not pending or pending[0] != signature:
+        pending = (signature, uuid.uuid4().hex)
+        st.session_state["class_pending"] = pending
+    try:
+        fb = save_answer(room, student_key, index, answer, pending[1])
+    except ClassClosedError:
+        st.info(t("classroom.student.closed"), icon=":material/lock:")
+        return
+    if fb is not None:
+        st.session_state.pop("class_pending", None)
+
+
+def solution(room, student_key, index, ex, state, klass) -> None:
+    """The worked solution as the teacher's policy allows; every first showing is recorded."""
+    if not state.solution_shown and state.solution_available and klass.solutions != "on_request":
+        try:
+            room.reveal(student_key, index, reason=klass.solutions)
+        except SolutionLockedError:
+            return
+        state = room.progress(student_key)[index]
+    if state.solution_shown:
+        st.markdown(f"**{t('practice.solution')}**")
+        show_solution(ex, index)
+    elif state.solution_available:
+        if st.button(t("practice.show_solution"), icon=":material/visibility:", key="reveal"):
+            room.reveal(student_key, index, reason="request")
+            st.rerun()
+    elif klass.solutions == "closed":
+        st.caption(t("classroom.student.solution_when_closed"))
+    else:
+        st.caption(t("classroom.student.solution_after", n=klass.solution_tries))
+
+
+# ---- the teacher -------------------------------------------------------------------------
+
+
+def teacher_view(room: Classroom, code: str, teacher_key: str) -> None:
+    try:
+        info = room.teacher_class(code, teacher_key, client=client())
+    except PermissionError:
+        st.error(t("classroom.bad_teacher_key"), icon=":material/key_off:")
+        return
+    except LookupError:
+        st.error(t("classroom.unknown_code", code=plain(code[:16])))
+        return
+    code = info.code
+    st.subheader(plain(info.title))
+    status = t("classroom.status.closed") if info.closed else t("classroom.status.open")
+    st.caption(
+        t(
+            "classroom.teacher.facts",
+            code=code,
+            n=info.n_items,
+            topic=plain(topic_label(info.topic)),
+            policy=t(f"classroom.policy.{info.solutions}"),
+            status=status,
+        )
+    )
+    if st.session_state.get("class_just_made") == code:
+        st.success(t("classroom.teacher.made"), icon=":material/celebration:")
+
+    links, controls = st.columns([3, 2], gap="large")
+    with links:
+        st.markdown(f"**{t('classroom.teacher.join_link')}**")
+        st.code(join_link(code), language=None)
+        st.markdown(t("classroom.teacher.code_aloud", code=code))
+        with st.expander(t("classroom.teacher.own_link"), icon=":material/key:"):
+            st.warning(t("classroom.teacher.own_link_help"), icon=":material/lock:")
+            st.code(teacher_link(code, teacher_key), language=None)
+    with controls:
+        if info.closed:
+            if st.button(t("classroom.teacher.reopen"), icon=":material/lock_open:", key="reopen"):
+                room.reopen(code, teacher_key, client=client())
+                st.rerun()
+        elif st.button(t("classroom.teacher.close"), icon=":material/lock:", key="close"):
+            room.close(code, teacher_key, client=client())
+            st.rerun()
+        with st.expander(t("classroom.teacher.delete_title"), icon=":material/delete:"):
+            sure = st.checkbox(t("classroom.teacher.delete_sure"), key="delete_sure")
+            if st.button(
+                t("classroom.teacher.delete"), type="primary", disabled=not sure, key="delete"
+            ):
+                room.delete(code, teacher_key, client=client())
+                for key in ("class", "teacher"):
+                    st.query_params.pop(key, None)
+                st.session_state["class_deleted"] = info.title
+                st.rerun()
+
+    live_dashboard(room, code, teacher_key)
+    answer_key(room, code, teacher_key)
+
+
+@st.fragment(run_every=REFRESH_S)
+def live_dashboard(room: Classroom, code: str, teacher_key: str) -> None:
+    try:
+        results = room.results(code, teacher_key, client=client())
+        mistakes = room.mistakes(code, teacher_key, client=client())
+    except (PermissionError, LookupError):
+        st.warning(t("classroom.teacher.gone"))
+        return
+    except ConnectionError:
+        st.warning(t("classroom.teacher.store_retry"), icon=":material/sync_problem:")
+        return
+    students = results["student"].nunique()
+    answers = int(results["attempts"].sum())
+    m1, m2 = st.columns(2)
+    m1.metric(t("classroom.teacher.students"), students)
+    m2.metric(t("classroom.teacher.answers"), answers)
+    if students == 0:
+        st.info(t("classroom.teacher.no_students"), icon=":material/hourglass_empty:")
+        return
+    summary = summarize(results)
+    labels = [item_label(i, k) for i, k in zip(summary["index"], summary["kind"])]
+
+    st.markdown(f"#### {t('classroom.teacher.items_title')}")
+    counts = outcome_counts(summary)
+    outcome_names = {o: t(f"classroom.outcome.{o}") for o in counts.columns}
+    hardest = summary.assign(rate=summary["first_try_correct"] / summary["students"])
+    worst = hardest.sort_values("rate").iloc[0]
+    st.caption(
+        t(
+            "classroom.teacher.chart_summary",
+            students=students,
+            hardest=item_label(int(worst["index"]), worst["kind"]),
+            first=int(worst["first_try_correct"]),
+        )
+    )
+    fig = outcomes_figure(summary, labels, outcome_names, t("classroom.teacher.chart_title"))
+    plotly_chart(fig, key="class_outcomes")
+    table = pd.DataFrame(
+        {
+            t("classroom.col.item"): labels,
+            t("classroom.col.tried"): summary["tried"],
+            t("classroom.col.first_try"): summary["first_try_correct"],
+            t("classroom.col.correct"): summary["correct"],
+            t("classroom.col.solutions"): summary["solution_shown"],
+        }
+    )
+    st.dataframe(table, hide_index=True)
+
+    st.markdown(f"#### {t('classroom.teacher.mistakes_title')}")
+    if mistakes.empty:
+        st.caption(t("classroom.teacher.no_mistakes"))
+    else:
+        kinds = dict(zip(summary["index"], summary["kind"]))
+        rows = []
+        for m in mistakes.itertuples():
+            if m.mistake in GENERIC_MISTAKES or m.mistake.endswith(".generic"):
+                said = t("classroom.teacher.other_wrong")
+            else:
+                said = tx(m.mistake, **m.params) if m.params else t(m.mistake)
+            rows.append(
+                {
+                    t("classroom.col.item"): item_label(m.index, kinds[m.index]),
+                    t("classroom.col.mistake"): said,
+                    t("classroom.col.students"): m.students,
+                    t("classroom.col.examples"): "; ".join(
+                        f"{answer[:60]} ×{n}" for answer, n in m.examples
+                    ),
+                }
+            )
+        st.dataframe(pd.DataFrame(rows), hide_index=True)
+
+    st.markdown(f"#### {t('classroom.teacher.grid_title')}")
+    st.caption(t("classroom.teacher.grid_help"))
+    grid = results.assign(
+        who=results["student"].astype(str) + ". " + results["name"].str.slice(0, 40),
+        cell=[grid_cell(r) for r in results.itertuples()],
+    ).pivot(index=["student", "who"], columns="index", values="cell")
+    grid.columns = [str(i + 1) for i in grid.columns]
+    grid.index = grid.index.get_level_values("who")
+    grid.index.name = t("classroom.col.student")
+    st.dataframe(grid)
+    csv = results.to_csv(index=False).encode("utf-8-sig")  # BOM: spreadsheets read UTF-8
+    st.download_button(
+        t("classroom.teacher.csv"),
+        csv,
+        file_name=f"class-{code}-results.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        key="class_csv",
+        on_click="ignore",
+    )
+
+
+def grid_cell(row) -> str:
+    if row.attempts == 0:
+        return "·"
+    mark = "✓" if row.correct else "✗"
+    return mark if row.attempts == 1 else f"{mark} {row.attempts}"
+
+
+def answer_key(room: Classroom, code: str, teacher_key: str) -> None:
+    with st.expander(t("classroom.teacher.key_title"), icon=":material/print:"):
+        exercises = room.answer_key(code, teacher_key, client=client())
+        lines = [f"# {t('classroom.teacher.key_title')} · {code}", ""]
+        for i, ex in enumerate(exercises):
+            lines.append(
+                f"{i + 1}. **{item_label(i, ex.kind)}**: "
+                f"{tx('classroom.teacher.key_answer', answer=answer_text(ex))}"
+            )
+        text = "\n".join(lines)
+        st.markdown(text)
+        st.download_button(
+            t("classroom.teacher.key_download"),
+            text.encode("utf-8"),
+            file_name=f"class-{code}-answer-key.md",
+            mime="text/markdown",
+            icon=":material/download:",
+            key="class_key_download",
+            on_click="ignore",
+        )
+
+
+# ---- the page ----------------------------------------------------------------------------
+
+st.title(t("classroom.title"))
+room = room_or_stop()
+params = st.query_params
+if "class_deleted" in st.session_state:
+    st.success(t("classroom.teacher.deleted", title=plain(st.session_state.pop("class_deleted"))))
+if params.get("student"):
+    student_view(room, params["student"])
+elif params.get("class") and params.get("teacher"):
+    teacher_view(room, params["class"], params["teacher"])
+else:
+    st.caption(t("classroom.intro"))
+    landing(room, params.get("class"))

@@ -1,0 +1,160 @@
+"""The class page through AppTest: a teacher creates a class, a student joins and answers,
+the work resumes from the link; wrong keys and codes get clear messages; the teacher's key
+appears on no student page; hostile names are shown as typed. Runs on a private SQLite file."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from classroom import Classroom
+from tests.app import helpers
+from tests.app.helpers import ok
+from ui.i18n import translate
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_store(tmp_path_factory):
+    """Every Classroom() of this module (the page's cached one too) uses a private file."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ATTENTION_LAB_DATABASE_URL", "")
+    mp.setenv("ATTENTION_LAB_DATA", str(tmp_path_factory.mktemp("classdata")))
+    from ui.classroom import _room
+
+    _room.clear()
+    yield
+    _room.clear()
+    mp.undo()
+
+
+def open_class(**query: str) -> AppTest:
+    return helpers.open_page("classroom", timeout=180, **query)
+
+
+def everything(at: AppTest) -> str:
+    """All the page sends the browser, as text: every element's protobuf, URL included."""
+    parts = [str(dict(at.query_params))]
+
+    def walk(node):
+        proto = getattr(node, "proto", None)
+        if proto is not None:
+            parts.append(str(proto))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at.main)
+    walk(at.sidebar)
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang):
+    at = open_class(lang=lang)
+    ok(at)
+    assert translate("classroom.title", lang) in [x.value for x in at.title]
+    at.text_input(key="create_title").set_value("Week 3 <b>attention</b>")
+    at.number_input(key="create_items").set_value(3)
+    [create] = [b for b in at.button if b.label == translate("classroom.create.button", lang)]
+    at = create.click().run()
+    ok(at)
+    code, teacher_key = at.query_params["class"], at.query_params["teacher"]
+    assert len(teacher_key) >= 32
+    assert translate("classroom.teacher.made", lang) in [s.value for s in at.success]
+    assert any(f"?class={code}" in c.value for c in at.code), "the students' join link"
+    assert at.subheader[0].value == "Week 3 \\<b\\>attention\\</b\\>", "the title, escaped"
+
+    student = open_class(lang=lang, **{"class": code})
+    ok(student)
+    student.text_input(key="join_name").set_value("민수")
+    [join] = [b for b in student.button if b.label == translate("classroom.join.button", lang)]
+    student = join.click().run()
+    ok(student)
+    student_key = student.query_params["student"]
+    assert "class" not in student.query_params
+    position = translate("classroom.student.position", lang, i=1, n=3)
+    assert f"**{position}**" in [m.value for m in student.markdown]
+    page = everything(student)
+    assert teacher_key not in page, "no teacher key on a student's page or URL"
+
+    room = Classroom()
+    ex = room.exercise(student_key, 0)
+    assert ex.form in ("numbers", "choice", "tokens", "shape", "cells")
+    fb = room.submit(student_key, 0, ex.wrong[0].answer, submission_id="t1")
+    student = student.button(key="class_next").click().run()
+    ok(student)
+    again = open_class(lang=lang, student=student_key)  # a reload, another device
+    ok(again)
+    position = translate("classroom.student.position", lang, i=2, n=3)
+    assert f"**{position}**" in [m.value for m in again.markdown], "resumes at its item"
+    again = again.button(key="class_prev").click().run()
+    assert [e.value for e in again.error][0].startswith(translate(fb.key, lang, **fb.params)[:15])
+    assert teacher_key not in everything(again)
+
+    teacher = open_class(lang=lang, **{"class": code, "teacher": teacher_key})
+    ok(teacher)
+    assert [m.value for m in teacher.metric][:2] == ["1", "1"]
+    grid = [d.value for d in teacher.dataframe][-1]
+    assert grid.iloc[0, 0] == "✗" and grid.index[0] == "1. 민수"
+
+
+def test_wrong_teacher_keys_unknown_codes_and_bad_student_links_are_said_clearly():
+    room = Classroom()
+    code, _ = room.create_class("Guarded", n_items=1)
+    at = open_class(**{"class": code, "teacher": "guess"})
+    assert not at.exception
+    assert [e.value for e in at.error] == [translate("classroom.bad_teacher_key", "en")]
+    at = open_class(**{"class": "NOPE99", "teacher": "guess"})
+    assert [e.value for e in at.error] == [translate("classroom.unknown_code", "en", code="NOPE99")]
+    at = open_class(student="not-a-key", lang="ko")
+    assert [e.value for e in at.error] == [translate("classroom.bad_student", "ko")]
+    at = open_class(**{"class": "ZZZ<b>"})
+    assert not at.exception
+    assert [e.value for e in at.error] == [
+        translate("classroom.unknown_code", "en", code="ZZZ\\<b\\>")
+    ]
+
+
+def test_hostile_names_are_shown_escaped_and_kept_as_typed():
+    room = Classroom()
+    code, teacher_key = room.create_class("Names", n_items=1)
+    names = ["<img src=x onerror=alert(1)>", "**bold** [link](http://x)", "مرحبا 🧑‍🎓"]
+    keys = [room.join(code, name) for name in names]
+    at = open_class(student=keys[0])
+    ok(at)
+    hello = at.markdown[0].value
+    assert "\\<img src=x onerror=alert\\(1\\)\\>" in hello
+    at = open_class(student=keys[1])
+    assert "\\*\\*bold\\*\\* \\[link\\]\\(http://x\\)" in at.markdown[0].value
+    teacher = open_class(**{"class": code, "teacher": teacher_key})
+    ok(teacher)
+    grid = [d.value for d in teacher.dataframe][-1]
+    assert [w.split(". ", 1)[1] for w in grid.index] == names, "kept exactly, as plain cells"
+
+
+def test_the_self_study_page_has_no_open_teacher_view_and_holds_the_solution_back():
+    at = helpers.open_page("practice", timeout=180, seed="77", topic="noam", teacher="1")
+    ok(at)
+    assert not at.info and not at.toggle, "no teacher toggle, no answer on ?teacher=1"
+    solution = translate("practice.solution", "en")
+    import practice
+
+    ex = practice.make(*practice.item(77, "noam", 0))
+    wrong = ex.wrong[0].answer
+
+    def answer(at, value):
+        at.text_input(key="answer_lr").set_value(repr(value[0]))
+        at.text_input(key="answer_peak").set_value(str(int(value[1])))
+        [button] = [b for b in at.button if b.proto.is_form_submitter]
+        return button.click().run()
+
+    at = answer(at, wrong)
+    assert at.error, "the specific hint"
+    assert f"**{solution}**" not in [m.value for m in at.markdown], "not on the first wrong try"
+    at = answer(at, wrong)
+    assert f"**{solution}**" in [m.value for m in at.markdown], "after the second wrong try"
+
+    fresh = helpers.open_page("practice", timeout=180, seed="77", topic="noam")
+    fresh = fresh.button(key="show_solution_0").click().run()
+    assert f"**{solution}**" in [m.value for m in fresh.markdown], "or when asked for"

@@ -1,0 +1,172 @@
+"""A class in a real browser, in English and Korean at 1440 and 390 px: the teacher creates
+it, three students join and answer (one reloads halfway and resumes), the teacher's live
+dashboard shows their answers within 3 s and the CSV holds them. One server for the module,
+on a private class store; screenshots in tests/artifacts/."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.loadtest import serve
+from classroom import Classroom
+from ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+
+TIMEOUT_MS = 120_000
+DASHBOARD_MS = 3_000  # the dashboard's fragment refreshes every 2 s
+TOPIC = "mha_shapes"  # one text box, "2, 4, 7, 16": the same form on every item
+CASES = [("en", 1440), ("ko", 390), ("ko", 1440), ("en", 390)]
+
+
+@pytest.fixture(scope="module")
+def class_server(tmp_path_factory, artifacts_dir):
+    """One server for this module, with its own class store (found by ATTENTION_LAB_DATA)."""
+    data = tmp_path_factory.mktemp("class-e2e")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ATTENTION_LAB_DATA", str(data))
+    mp.setenv("ATTENTION_LAB_DATABASE_URL", "")
+    log_path = artifacts_dir / "streamlit-classroom.log"
+    with contextlib.ExitStack() as stack:
+        try:
+            url, _ = stack.enter_context(serve(log_path, startup_s=120))
+        except RuntimeError as err:
+            pytest.fail(f"{err}:\n{log_path.read_text()}")
+        yield url, Classroom(f"sqlite:///{data / 'classes.sqlite'}"), log_path
+    mp.undo()
+
+
+def idle(tab) -> None:
+    tab.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
+    )
+
+
+def new_tab(browser, url: str, width: int):
+    context = browser.new_context(viewport={"width": width, "height": 900}, base_url=url)
+    context.set_default_timeout(TIMEOUT_MS)  # a cold server on a busy machine
+    tab = context.new_page()
+    tab.problems = []
+    tab.on("pageerror", lambda exc: tab.problems.append(f"uncaught: {exc}"))
+    return context, tab
+
+
+def answer(tab, lang: str, text: str) -> None:
+    box = tab.get_by_label(translate("practice.field.shape", lang))
+    box.fill(text)
+    box.press("Tab")
+    tab.get_by_role("button", name=translate("practice.check", lang)).click()
+
+
+def shape(value) -> str:
+    return ", ".join(str(v) for v in value)
+
+
+@pytest.mark.parametrize("lang,width", CASES)
+def test_a_class_from_the_teachers_link_to_the_csv(
+    browser, class_server, artifacts_dir, screenshot_whole_page, lang, width
+):
+    url, room, log_path = class_server
+    contexts = []
+    try:
+        ctx, teacher = new_tab(browser, url, width)
+        contexts.append(ctx)
+        teacher.goto(f"/classroom?lang={lang}")
+        teacher.get_by_label(translate("classroom.create.name", lang)).fill(f"Week 3 {lang}")
+        teacher.get_by_test_id("stSelectbox").first.click()
+        teacher.keyboard.type(translate("practice.kind.mha_shapes", lang))  # filters the list
+        teacher.keyboard.press("Enter")
+        teacher.get_by_test_id("stSelectbox").first.get_by_text(
+            translate("practice.kind.mha_shapes", lang), exact=False
+        ).wait_for()
+        items = teacher.get_by_label(translate("classroom.create.items", lang))
+        items.fill("2")
+        items.press("Tab")
+        teacher.get_by_role("button", name=translate("classroom.create.button", lang)).click()
+        teacher.get_by_text(translate("classroom.teacher.made", lang)).wait_for(timeout=TIMEOUT_MS)
+        params = dict(p.split("=", 1) for p in teacher.url.split("?", 1)[1].split("&"))
+        code, teacher_key = params["class"], params["teacher"]
+        idle(teacher)
+
+        names = ["민수", "Ada <b>", "مرحبا"]
+        students = []
+        for name in names:
+            ctx, tab = new_tab(browser, url, width)
+            contexts.append(ctx)
+            tab.goto(f"/classroom?class={code}&lang={lang}")
+            tab.get_by_label(translate("classroom.join.name", lang)).fill(name)
+            tab.get_by_role("button", name=translate("classroom.join.button", lang)).click()
+            tab.get_by_text(translate("classroom.student.position", lang, i=1, n=2)).wait_for(
+                timeout=TIMEOUT_MS
+            )
+            idle(tab)
+            assert "student=" in tab.url and teacher_key not in tab.url
+            assert teacher_key not in tab.content(), "no teacher key on a student's page"
+            students.append(tab)
+
+        key_of = {
+            n: dict(p.split("=", 1) for p in tab.url.split("?", 1)[1].split("&"))["student"]
+            for n, tab in zip(names, students)
+        }
+        ex0 = room.exercise(key_of[names[0]], 0)
+        ex1 = room.exercise(key_of[names[0]], 1)
+        correct = translate("practice.feedback.correct", lang)
+        # Student 1: right at once. Student 2: wrong (the checker's named mistake), then right.
+        answer(students[0], lang, shape(ex0.answer))
+        students[0].get_by_test_id("stAlert").get_by_text(correct).wait_for(timeout=TIMEOUT_MS)
+        wrong = ex0.wrong[0]
+        answer(students[1], lang, shape(wrong.answer))
+        hint = translate(wrong.key, lang, **wrong.params)
+        students[1].get_by_test_id("stAlert").get_by_text(hint[:20]).wait_for(timeout=TIMEOUT_MS)
+        # Student 3 answers item 1, reloads halfway, resumes there, goes on to item 2.
+        answer(students[2], lang, shape(ex0.answer))
+        students[2].get_by_test_id("stAlert").get_by_text(correct).wait_for(timeout=TIMEOUT_MS)
+        students[2].get_by_role("button", name=translate("classroom.student.next", lang)).click()
+        students[2].get_by_text(translate("classroom.student.position", lang, i=2, n=2)).wait_for(
+            timeout=TIMEOUT_MS
+        )
+        idle(students[2])
+        students[2].reload()
+        students[2].get_by_text(translate("classroom.student.position", lang, i=2, n=2)).wait_for(
+            timeout=TIMEOUT_MS
+        )
+        idle(students[2])
+        answer(students[2], lang, shape(ex1.answer))
+        students[2].get_by_test_id("stAlert").get_by_text(correct).wait_for(timeout=TIMEOUT_MS)
+        answered_at = time.monotonic()
+
+        # The teacher's dashboard shows the four answers within 3 s, without a reload.
+        answers_label = translate("classroom.teacher.answers", lang)
+        metric = teacher.get_by_test_id("stMetric").filter(has_text=answers_label)
+        metric.get_by_text("4", exact=True).wait_for(timeout=DASHBOARD_MS + 500)
+        assert time.monotonic() - answered_at <= DASHBOARD_MS + 0.5
+        idle(teacher)
+        teacher.get_by_text(translate("classroom.teacher.mistakes_title", lang)).wait_for()
+        screenshot_whole_page(teacher, artifacts_dir / f"class-teacher-{lang}-{width}.png")
+        screenshot_whole_page(students[2], artifacts_dir / f"class-student-{lang}-{width}.png")
+
+        with teacher.expect_download(timeout=TIMEOUT_MS) as download:
+            teacher.get_by_role("button", name=translate("classroom.teacher.csv", lang)).click()
+        text = Path(download.value.path()).read_text(encoding="utf-8-sig")
+        rows = list(csv.DictReader(io.StringIO(text)))
+        assert len(rows) == 3 * 2
+        cell = {(r["name"], int(r["index"])): r for r in rows}
+        assert cell[(names[0], 0)]["first_try_correct"] == "True"
+        assert cell[(names[1], 0)]["correct"] == "False"
+        assert cell[(names[1], 0)]["last_answer"] == "[" + shape(wrong.answer) + "]"
+        assert cell[(names[2], 1)]["attempts"] == "1" and cell[(names[2], 1)]["correct"] == "True"
+
+        for tab in [teacher, *students]:
+            assert tab.problems == []
+        for tab in students:
+            assert teacher_key not in tab.content()
+        assert teacher_key not in log_path.read_text(errors="replace"), "no key in the log"
+    finally:
+        for ctx in contexts:
+            ctx.close()
