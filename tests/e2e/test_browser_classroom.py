@@ -79,10 +79,10 @@ def test_a_class_from_the_teachers_link_to_the_csv(
         contexts.append(ctx)
         teacher.goto(f"/classroom?lang={lang}")
         teacher.get_by_label(translate("classroom.create.name", lang)).fill(f"Week 3 {lang}")
-        teacher.get_by_test_id("stSelectbox").first.click()
+        teacher.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
         teacher.keyboard.type(translate("practice.kind.mha_shapes", lang))  # filters the list
         teacher.keyboard.press("Enter")
-        teacher.get_by_test_id("stSelectbox").first.get_by_text(
+        teacher.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.get_by_text(
             translate("practice.kind.mha_shapes", lang), exact=False
         ).wait_for()
         items = teacher.get_by_label(translate("classroom.create.items", lang))
