@@ -58,7 +58,7 @@ def new_tab(browser, url: str, width: int):
 
 
 def answer(tab, lang: str, text: str) -> None:
-    box = tab.get_by_label(translate("practice.field.shape", lang))
+    box = tab.get_by_role("textbox", name=translate("practice.field.shape", lang), exact=True)
     box.fill(text)
     box.press("Tab")
     tab.get_by_role("button", name=translate("practice.check", lang)).click()
@@ -82,9 +82,6 @@ def test_a_class_from_the_teachers_link_to_the_csv(
         teacher.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
         teacher.keyboard.type(translate("practice.kind.mha_shapes", lang))  # filters the list
         teacher.keyboard.press("Enter")
-        teacher.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.get_by_text(
-            translate("practice.kind.mha_shapes", lang), exact=False
-        ).wait_for()
         items = teacher.get_by_label(translate("classroom.create.items", lang))
         items.fill("2")
         items.press("Tab")
@@ -116,6 +113,7 @@ def test_a_class_from_the_teachers_link_to_the_csv(
         }
         ex0 = room.exercise(key_of[names[0]], 0)
         ex1 = room.exercise(key_of[names[0]], 1)
+        assert ex0.kind == ex1.kind == TOPIC, "the teacher's choice of topic"
         correct = translate("practice.feedback.correct", lang)
         # Student 1: right at once. Student 2: wrong (the checker's named mistake), then right.
         answer(students[0], lang, shape(ex0.answer))
