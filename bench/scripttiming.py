@@ -6,7 +6,8 @@ for the browser tests that check a click reran only a fragment.
 A Step press in the browser reruns only the decoding page's step fragment; AppTest cannot
 rerun a fragment alone (it reruns the whole page), so the benchmark starts the real server
 through this module instead. It wraps Streamlit's ScriptRunner and appends one JSON line per
-script run to LOG: ``{"ms": 31.2, "cpu_ms": 28.0, "gc_ms": 0.0, "fragment": true}``.
+script run to LOG: ``{"ms": 31.2, "cpu_ms": 28.0, "gc_ms": 0.0, "fragment": true,
+"session": "…"}``.
 Callbacks, the page code and queuing its elements all run inside that span; sending them over
 the websocket does not. ``cpu_ms`` is the CPU time of the run's own thread and ``gc_ms`` the
 collector's pauses in the process during the run, so a slow run can be told apart: work
@@ -58,6 +59,9 @@ def install(log_path: str | Path) -> None:
                 "cpu_ms": round((time.thread_time() - cpu) * 1000, 2),
                 "gc_ms": round((_gc_pauses["total_s"] - collected) * 1000, 2),
                 "fragment": bool(rerun_data.fragment_id_queue),
+                "session": getattr(
+                    self, "_session_id", None
+                ),  # a shared server runs other tabs' scripts too
             }
             with lock, path.open("a", encoding="utf-8") as log:
                 log.write(json.dumps(record) + "\n")
