@@ -1,9 +1,12 @@
-"""Every page at 1024 and 1440 px, in both languages: no control or formula cut off, and in
+"""Every page at 1024 and 1440 px, in both languages: drawn without a traceback, every chart
+drawn, in Korean in Korean (not the English title), no control or formula cut off, and in
 Korean none of Streamlit's own English (the uploader's "Upload" and size line, the charts'
-"Fullscreen").
+"Fullscreen"). Each page is loaded once per language for all of these checks.
 Screenshots in tests/artifacts/chrome-<page>-<lang>-<width>.png."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -12,6 +15,7 @@ from ui.i18n import translate
 pytestmark = pytest.mark.browser
 
 TIMEOUT_MS = 120_000
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
 # url path -> (query, the catalog key of the page's title)
 PAGES = {
     "": ("", "home.title"),
@@ -54,53 +58,92 @@ def open_drawn(page, path: str, lang: str) -> None:
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
     )
+    # Every chart on the page drawn (an open tab's; a closed lazy tab has none yet).
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]
+                 .filter(c => c.offsetParent).every(c => c.querySelector('.main-svg'))""",
+        timeout=TIMEOUT_MS,
+    )
     page.wait_for_timeout(500)  # the last charts and columns settle
     page.evaluate("document.fonts.ready")
 
 
+def text_problems(page, path: str, lang: str) -> list[str]:
+    """What a reader would see wrong in the page's text: a traceback, or in Korean, no Korean
+    or the English title."""
+    text = page.get_by_test_id("stMain").inner_text()
+    found = ["a traceback"] if "Traceback" in text else []
+    if lang == "ko" and not HANGUL.search(text):
+        found.append("no Korean")
+    if lang == "ko" and translate(PAGES[path][1], "en") in text:
+        found.append("the English title")
+    return found
+
+
+@pytest.mark.timeout(600)  # thirteen pages at two widths in one test, on a busy machine
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_no_control_or_formula_is_cut_off(
+def test_every_page_draws_in_its_language_with_nothing_cut_off(
     page, artifacts_dir, clipped_controls, clipped_formulas, lang
 ):
     # Each page opened once, then checked at both widths: Streamlit's layout is CSS, so a
     # narrower window reflows the same page without a rerun (half the page loads).
-    cut = {}
+    cut, wrong = {}, {}
     for path in PAGES:
         page.set_viewport_size({"width": 1440, "height": 900})
         open_drawn(page, path, lang)
+        found = text_problems(page, path, lang)
         for width in (1440, 1024):
             if width != 1440:
                 page.set_viewport_size({"width": width, "height": 900})
                 page.wait_for_timeout(400)  # columns and charts reflow
             screenshot(page, artifacts_dir / f"chrome-{path or 'home'}-{lang}-{width}.png")
-            if found := clipped_controls(page) + clipped_formulas(page):
-                cut[f"{path or 'home'} at {width} px"] = found
+            if clipped := clipped_controls(page) + clipped_formulas(page):
+                cut[f"{path or 'home'} at {width} px"] = clipped
+        if path in PAGE_CHECKS:  # after the screenshots: a hovered chart shows its toolbar
+            found += PAGE_CHECKS[path](page, lang)
+        if found:
+            wrong[path or "home"] = found
+    assert wrong == {}
     assert cut == {}
     assert page.problems == []
 
 
-def test_the_korean_uploader_speaks_korean_and_says_its_limit(page):
-    open_drawn(page, "training", "ko")
+def korean_uploader_problems(page, lang: str) -> list[str]:
+    """The training page's uploader in Korean: Korean button, Korean size limit, no "Upload"."""
+    if lang != "ko":
+        return []
     uploader = page.get_by_test_id("stFileUploader")
     button = uploader.locator("button")
     label = button.evaluate(
         "b => getComputedStyle(b.querySelector('[data-testid=stMarkdownContainer]'), '::after')"
         ".content"
     )
-    assert label == f'"{translate("chrome.upload_button", "ko")}"'
+    found = []
+    if label != f'"{translate("chrome.upload_button", "ko")}"':
+        found.append(f"uploader button says {label}")
     shown = page.get_by_test_id("stMain").inner_text()
-    assert "Upload" not in shown and "per file" not in shown
-    assert translate("training.upload_limit", "ko", mb=20) in shown
+    if "Upload" in shown or "per file" in shown:
+        found.append("Streamlit's English uploader text")
+    if translate("training.upload_limit", "ko", mb=20) not in shown:
+        found.append("no Korean size limit")
+    return found
 
 
-@pytest.mark.parametrize("lang", ["en", "ko"])
-def test_charts_have_no_fullscreen_button(page, lang):
-    open_drawn(page, "explorer", lang)
+def fullscreen_problems(page, lang: str) -> list[str]:
+    """The first chart's toolbar: our translated camera button, no Fullscreen button."""
     chart = page.get_by_test_id("stPlotlyChart").first
     chart.hover()
     chart.locator("button.modebar-btn[data-title]").first.wait_for(timeout=TIMEOUT_MS)
     titles = chart.locator("button.modebar-btn:visible").evaluate_all(
         "bs => bs.map(b => b.getAttribute('data-title'))"
     )
-    assert translate("chart.toolbar.download_png", lang) in titles
-    assert "Fullscreen" not in titles
+    found = []
+    if translate("chart.toolbar.download_png", lang) not in titles:
+        found.append(f"no translated camera button in {titles}")
+    if "Fullscreen" in titles:
+        found.append("a Fullscreen button")
+    return found
+
+
+# Checks of one page that need it loaded and nothing else: run in the same visit.
+PAGE_CHECKS = {"training": korean_uploader_problems, "explorer": fullscreen_problems}
