@@ -329,7 +329,13 @@ if head_off:
         hide_index=True,
     )
 
+
 # ---- teacher forcing beside free running ----
+def miss(token: str, expected: str) -> str:
+    """A token that differs from the expected one says so in text ("✗"), not by colour alone."""
+    return token if token == expected else f"✗ {token}"
+
+
 if ours:
     st.subheader(t("decoding.forcing"))
     st.caption(t("decoding.forcing_caption"))
@@ -351,9 +357,11 @@ if ours:
                     t("decoding.position_col"): [f.position + 1 for f in forced],
                     t("decoding.given"): [f.true_prefix_end for f in forced],
                     t("decoding.expected"): [f.target for f in forced],
-                    t("decoding.forced"): [f.forced for f in forced],
+                    t("decoding.forced"): [miss(f.forced, f.target) for f in forced],
                     t("decoding.forced_prob"): [f.forced_prob for f in forced],
-                    t("decoding.free"): [f.free if f.free is not None else "—" for f in forced],
+                    t("decoding.free"): [
+                        miss(f.free, f.target) if f.free is not None else "—" for f in forced
+                    ],
                 }
             )
             wrong = [f.forced != f.target for f in forced], [f.free != f.target for f in forced]

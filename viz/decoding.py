@@ -72,7 +72,7 @@ def next_token_figure(
 ) -> go.Figure:
     """The k most likely next tokens: probability before and after temperature / filtering.
 
-    The chosen token is always shown (even outside the top k) and drawn in red.
+    The chosen token is always shown (even outside the top k), red, hatched and in bold.
     """
     before = np.asarray(before, dtype=np.float32)
     after = np.asarray(after, dtype=np.float32)
@@ -80,6 +80,7 @@ def next_token_figure(
     if chosen not in top:
         top.append(chosen)
     labels = [token_label(vocabulary[i]) for i in top]
+    ticks = [f"<b>{lab}</b>" if i == chosen else lab for i, lab in zip(top, labels)]
     x = list(range(len(top)))
     hover = "%{customdata}: %{y:.3f}<extra></extra>"
     bars = [
@@ -97,7 +98,11 @@ def next_token_figure(
             "x": x,
             "y": after[top],
             "name": html.escape(names[1]),
-            "marker": {"color": [CHOSEN if i == chosen else OTHER for i in top]},
+            # the drawn token: red, hatched and labelled in bold (not by colour alone)
+            "marker": {
+                "color": [CHOSEN if i == chosen else OTHER for i in top],
+                "pattern": {"shape": ["/" if i == chosen else "" for i in top]},
+            },
             "customdata": labels,
             "hovertemplate": hover,
         },
@@ -107,7 +112,7 @@ def next_token_figure(
         "height": 320,
         "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
         "legend": {"orientation": "h", "y": 1.12, "x": 0},
-        "xaxis": {"tickmode": "array", "tickvals": x, "ticktext": labels, "tickangle": -30},
+        "xaxis": {"tickmode": "array", "tickvals": x, "ticktext": ticks, "tickangle": -30},
         "yaxis": {"range": [0, 1], "title": {"text": html.escape(axis)}},
     }
     fig = go.Figure({"data": bars, "layout": layout})

@@ -115,6 +115,11 @@ def test_teacher_forcing_compares_true_prefixes_with_free_running():
     frame = at.dataframe[-1].value
     assert translate("decoding.forced", "en") in frame.columns
     assert frame[translate("decoding.expected", "en")].tolist()[-1] == "<eos>"
+    # a token that differs from the expected one is marked in text, not by colour alone
+    expected = frame[translate("decoding.expected", "en")].tolist()
+    for column in (translate("decoding.forced", "en"), translate("decoding.free", "en")):
+        for got, want in zip(frame[column].tolist(), expected):
+            assert got in (want, "—") or got == f"✗ {got[2:]}" and got[2:] != want, (got, want)
 
 
 def test_a_decoder_only_model_steps_without_cross_attention():

@@ -120,3 +120,22 @@ def test_curves_and_streamlit_themed_charts_use_the_same_safe_colours():
     assert set(SERIES_COLOURS) <= set(HEAD_COLOURS)
     # two curves drawn side by side differ in pattern too, not in colour alone
     assert all(a != b for a, b in itertools.pairwise(SERIES_DASHES))
+
+
+def test_the_drawn_token_is_marked_by_pattern_and_bold_label_not_by_colour_alone():
+    from viz.decoding import next_token_figure
+
+    before = np.array([0.5, 0.3, 0.2])
+    fig = next_token_figure(
+        before, before, ["a", "b", "c"], 1, k=3, names=("before", "after"), axis="p"
+    )
+    after = fig.data[1]
+    order = [int(i) for i in np.argsort(-before)]
+    chosen_at = order.index(1)
+    assert [s for s in after.marker.pattern.shape] == [
+        "/" if i == chosen_at else "" for i in range(3)
+    ]
+    ticks = fig.layout.xaxis.ticktext
+    assert ticks[chosen_at] == "<b>b</b>" and [
+        t for i, t in enumerate(ticks) if i != chosen_at
+    ] == ["a", "c"]
