@@ -115,8 +115,9 @@ def map_bert_weights(weights: dict[str, torch.Tensor], cfg: TransformerConfig) -
     return mapped
 
 
-def build_bert(folder: str | Path, config=None) -> tuple[EncoderModel, HFTokenizer]:
-    """Our EncoderModel with a BERT-layout folder's weights, and its tokenizer."""
+def build_bert(folder: str | Path, config=None, tokenizer=None) -> tuple[EncoderModel, HFTokenizer]:
+    """Our EncoderModel with a BERT-layout folder's weights, and its tokenizer (the folder's
+    own through transformers unless one is given)."""
     folder = Path(folder)
     config = config if config is not None else read_hf_config(folder)
     reason = bert_unmappable(config)
@@ -131,7 +132,7 @@ def build_bert(folder: str | Path, config=None) -> tuple[EncoderModel, HFTokeniz
         raise ModelLoadError(
             f"{folder}: weights do not fit config.json ({short_error(err)})"
         ) from err
-    return network, load_tokenizer(folder)
+    return network, tokenizer if tokenizer is not None else load_tokenizer(folder)
 
 
 def minilm_path() -> Path:

@@ -40,7 +40,7 @@ def short_error(err: BaseException) -> str:
 # --- tokenizer -------------------------------------------------------------------------------
 
 
-def _subword_style(vocab: dict[str, int]) -> str | None:
+def subword_style(vocab: dict[str, int]) -> str | None:
     """How words split into pieces: "wordpiece" (##), "byte-level" (Ġ), "sentencepiece" (▁)."""
     counts = {"wordpiece": 0, "byte-level": 0, "sentencepiece": 0}
     for piece in vocab:
@@ -76,7 +76,7 @@ class HFTokenizer:
         # GPT-2 uses one token for unk, bos and eos: then it frames text and stays special.
         self.unk_id = tokenizer.unk_token_id if unk not in framing else None
         self.special_tokens = frozenset(tokenizer.all_special_tokens) - {unk} | framing
-        self.subword_style = _subword_style(tokenizer.get_vocab())
+        self.subword_style = subword_style(tokenizer.get_vocab())
 
     def encode(self, text: str, max_len: int) -> Encoded:
         """[CLS] text [SEP] (or the model's own template), cut to ``max_len`` and flagged."""
@@ -246,12 +246,14 @@ def hf_kind(config) -> str:
     if any(a.endswith(encoder_heads) for a in archs):
         return "encoder"
     # A bare "XxxModel": BERT-like families also have masked-LM heads, GPT-like ones do not.
+    mt = config.model_type
+    if mt == "bert":  # the rule below, known without importing transformers' tables
+        return "encoder"
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_MASKED_LM_MAPPING_NAMES,
     )
 
-    mt = config.model_type
     if mt in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and mt not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
         return "decoder"
     return "encoder"

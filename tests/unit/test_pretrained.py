@@ -156,3 +156,50 @@ def test_korean_is_split_into_jamo_and_merges_back_into_words(minilm):
 def test_control_characters_and_html_are_read_without_error(minilm):
     trace = minilm.trace("a\x00b\u200b <b>bold</b> &amp; \t\n done")
     assert "<" in trace.src_tokens and trace.src_tokens[-1] == "[SEP]"
+
+
+TOKENIZER_TEXTS = [
+    *SENTENCES,
+    "",
+    "   ",
+    "Héllo WÖRLD, naïve café — “quotes” & <b>tags</b>",
+    "수학을 공부한다 I study 数学 at school",
+    "emoji 🙂 and ☃ snowmen\tand\ncontrol\x07 characters",
+    "word " * 600,  # past MiniLM's 512 positions: cut and flagged
+]
+
+
+def test_the_shipped_minilm_tokenizer_equals_transformers_on_every_text(minilm):
+    """MiniLM's tokenizer is read without transformers (model.hf.wordpiece, for a fast first
+    page); it must split, cut, flag, report unknown words and join pieces as transformers'."""
+    from model.hf.common import load_tokenizer
+    from model.hf.wordpiece import WordPieceTokenizer
+
+    ours = minilm.input_tokenizer
+    assert isinstance(ours, WordPieceTokenizer)
+    theirs = load_tokenizer(minilm_path())
+    for attr in ("bos_id", "eos_id", "pad_id", "unk_id", "special_tokens", "subword_style"):
+        assert getattr(ours, attr) == getattr(theirs, attr), attr
+    for text in TOKENIZER_TEXTS:
+        for max_len in (512, 6, 2):
+            assert ours.encode(text, max_len) == theirs.encode(text, max_len), (text, max_len)
+        target = ours.encode_target(text, 8)
+        assert target == theirs.encode_target(text, 8), text
+        full = ours.encode(text, 512)
+        assert ours.detokenize(full.ids) == theirs.detokenize(full.ids), text
+        assert ours.written(full.tokens) == theirs.written(full.tokens), text
+
+
+def test_loading_minilm_does_not_import_transformers():
+    """transformers' import costs ~1.7 s of a page's first visit: MiniLM must not pay it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from model.runtime.loading import load; load('minilm', 'cpu'); "
+        "print('transformers' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
