@@ -150,7 +150,7 @@ columns = {
 
 # ---- 1. q, K, V -------------------------------------------------------------------------------
 def show_steps() -> None:
-    """Steps 1-3 for the chosen query, then all heads at once."""
+    """Steps 1-3 for the chosen query and head."""
     st.header(t("concepts.attention.step1"))
     step1 = "concepts.attention.step1_text" if wt.bias else "concepts.attention.step1_text_nobias"
     st.markdown(t(step1, d_model=wt.x.shape[1], d_k=d_k, n=len(tokens)))
@@ -223,7 +223,11 @@ def show_steps() -> None:
     else:
         st.error(t("concepts.attention.mismatch", error=f"{error:.1e}"), icon=":material/error:")
 
-    # ---- multi-head ---------------------------------------------------------------------------------
+
+# ---- multi-head: a tab of its own, so the step tab draws four small charts, not seven -----------
+def show_multihead() -> None:
+    """Every head of the chosen layer at once, concatenated and projected by W_O."""
+    value, dims = t("concepts.value"), t("concepts.dimension")
     st.header(t("concepts.attention.multihead"))
     st.latex(  # two lines, so a narrow screen does not cut the formula off
         r"\begin{gathered} \mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1,\dots,"
@@ -528,12 +532,13 @@ def show_cost() -> None:
 lazy_tabs(
     {
         t("tabs.attention.steps"): show_steps,
+        t("tabs.attention.multihead"): show_multihead,
         t("tabs.attention.cross"): show_cross,
         t("tabs.attention.why_scale"): show_why_scale,
         t("tabs.attention.cost"): show_cost,
     },
     key="attention_tab",
-    params=((), ("xtext", "xlayer", "xhead", "xquery"), ("cdk",), ()),  # links open tabs
+    params=((), (), ("xtext", "xlayer", "xhead", "xquery"), ("cdk",), ()),  # links open tabs
 )
 st.page_link(
     "pages/practice.py",

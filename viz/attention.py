@@ -146,9 +146,9 @@ def _heatmap(
     return trace
 
 
-def thinned_ticks(labels: list[str]) -> tuple[list[int], list[str]]:
-    """(positions, labels) of at most MAX_TICK_LABELS ticks: every k-th label, from the first."""
-    step = max(1, math.ceil(len(labels) / MAX_TICK_LABELS))
+def thinned_ticks(labels: list[str], most: int = MAX_TICK_LABELS) -> tuple[list[int], list[str]]:
+    """(positions, labels) of at most ``most`` ticks: every k-th label, from the first."""
+    step = max(1, math.ceil(len(labels) / most))
     shown = list(range(0, len(labels), step))
     return shown, [labels[i] for i in shown]
 

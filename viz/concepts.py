@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 
 from viz.attention import (
     MASKED_GREY,
+    MAX_TICK_LABELS,
     PROBABILITY_SCALE,
     SCORE_SCALE,
     _as_array,
@@ -29,6 +30,7 @@ from viz.memo import memo_figure
 SERIES_COLOURS = tuple(HEAD_COLOURS[:7])
 # ... and each curve its own line pattern, so no curve is told apart by colour alone
 # ("dash" stays for the reference lines named in ``dashed``).
+MAX_NUMBER_COLS = 16  # widest matrix whose cells still hold their numbers at half width
 SERIES_DASHES = ("solid", "dot", "dashdot", "longdash", "longdashdot", "solid", "dot")
 
 
@@ -94,7 +96,9 @@ def matrix_heatmap(
                 hoverinfo="skip",
             )
         )
-    show_numbers = numbers and n_rows * n_cols <= 400
+    # More columns leave a half-width chart's cells narrower than "-0.12": the numbers ran
+    # into each other (and cost the browser a text node each); hover and the table keep them.
+    show_numbers = numbers and n_rows * n_cols <= 400 and n_cols <= MAX_NUMBER_COLS
     fig.add_trace(
         go.Heatmap(
             z=np.where(masked, np.nan, z),
@@ -111,7 +115,8 @@ def matrix_heatmap(
             colorbar=dict(thickness=12),
         )
     )
-    col_ticks, col_text = thinned_ticks(cols)
+    # A vector's dimensions are numbered 0, 4, 8, ...: every index overlapped at half width.
+    col_ticks, col_text = thinned_ticks(cols, MAX_TICK_LABELS if col_labels else MAX_NUMBER_COLS)
     row_ticks, row_text = thinned_ticks(rows)
     fig.update_xaxes(
         tickmode="array",

@@ -48,12 +48,16 @@ def test_step_by_step_follows_layer_head_and_query_and_matches_the_model():
         > 0
     )
     assert any("+ b_Q" in latex.value for latex in at.latex)  # the numbers include the biases
-    assert translate("concepts.attention.out_match", "en", error="")[:30] in " ".join(
-        c.value for c in at.caption
-    )
     frame = at.dataframe[0].value
     assert frame.iloc[:, 0].tolist() == ["[CLS]", "i", "study", "math", "[SEP]"]
     assert abs(frame.iloc[:, -1].sum() - 1.0) < 1e-5
+    helpers.open_tab(at, "attention_tab", translate("tabs.attention.multihead", "en"))
+    ok(at)
+    assert translate("concepts.attention.out_match", "en", error="")[:30] in " ".join(
+        c.value for c in at.caption
+    )
+    drawn = {helpers.chart_key(c) for c in helpers.elements(at, "plotly_chart")}
+    assert drawn == {"heads_chart", "concat_chart", "out_chart"}  # the steps' charts: closed
     helpers.open_tab(at, "attention_tab", translate("tabs.attention.cost", "en"))
     ok(at)
     assert "n < d" in " ".join(i.value for i in at.info)
@@ -62,7 +66,7 @@ def test_step_by_step_follows_layer_head_and_query_and_matches_the_model():
 @pytest.mark.parametrize(
     ("query", "tab", "chart"),
     [
-        ({}, "steps", "heads_chart"),
+        ({}, "steps", "z_chart"),
         ({"xquery": "1"}, "cross", "xheads_chart"),
         ({"cdk": "128"}, "why_scale", "var_chart"),
     ],
@@ -73,7 +77,12 @@ def test_the_scaled_dot_product_page_runs_only_its_open_tab(query, tab, chart):
     ok(at)
     drawn = {helpers.chart_key(c) for c in helpers.elements(at, "plotly_chart")}
     assert chart in drawn
-    others = {"steps": "heads_chart", "cross": "xheads_chart", "why_scale": "var_chart"}
+    others = {
+        "steps": "z_chart",
+        "multihead": "heads_chart",
+        "cross": "xheads_chart",
+        "why_scale": "var_chart",
+    }
     assert not {c for name, c in others.items() if name != tab} & drawn
     assert "time_chart" not in drawn  # the cost tab: closed
     helpers.open_tab(at, "attention_tab", translate("tabs.attention.cost", "en"))

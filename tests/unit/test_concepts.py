@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -236,6 +237,17 @@ def test_seed_band_spans_the_seeds():
     runs = {0: {"step": [10, 20], "loss": [3.0, 2.0]}, 1: {"step": [10, 20], "loss": [1.0, 4.0]}}
     band = seed_band(runs)
     assert band == {"step": [10, 20], "mean": [2.0, 3.0], "min": [1.0, 2.0], "max": [3.0, 4.0]}
+
+
+def test_a_wide_vector_matrix_has_no_overlapping_cell_numbers_or_dimension_ticks():
+    """K and V of a 32-wide head, drawn at half width: numbers in 20 px cells ran together."""
+    rng = np.random.default_rng(0)
+    wide = matrix_heatmap(rng.normal(size=(5, 32)), list("abcde"))
+    assert wide.data[-1].texttemplate is None
+    assert wide.layout.xaxis.ticktext == tuple(str(i) for i in range(0, 32, 2))
+    small = matrix_heatmap(rng.normal(size=(5, 5)), list("abcde"), list("abcde"))
+    assert small.data[-1].texttemplate == "%{z:.2f}"  # a score matrix keeps its numbers
+    assert len(small.layout.xaxis.ticktext) == 5
 
 
 def test_concept_figures_escape_tokens_and_fix_ranges():
