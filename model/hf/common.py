@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from model.runtime.types import Encoded, ModelLoadError
+from model.runtime.types import Encoded, ModelLoadError, read_json_object
 
 # Read by huggingface_hub when transformers is first imported (lazily, below): no network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -126,12 +126,7 @@ def _refuse_custom_code(folder: Path) -> None:
         path = folder / name
         if not path.is_file():
             continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ModelLoadError(f"{path} is not readable JSON: {short_error(err)}") from err
-        if not isinstance(data, dict):
-            raise ModelLoadError(f"{path} should hold a JSON object")
+        data = read_json_object(path)
         if data.get("auto_map") or data.get("trust_remote_code"):
             raise ModelLoadError(
                 f"{path} asks for custom code (auto_map / trust_remote_code); "

@@ -11,12 +11,11 @@ this tokenizer equal to transformers' on the same files.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
 from model.hf.common import subword_style
-from model.runtime.types import Encoded, ModelLoadError
+from model.runtime.types import Encoded, ModelLoadError, read_json_object
 
 # transformers' BertConfig defaults, for keys a config.json leaves out.
 BERT_DEFAULTS = {
@@ -39,20 +38,10 @@ BERT_DEFAULTS = {
 SPECIAL_ROLES = ("unk", "sep", "pad", "cls", "mask", "bos", "eos")
 
 
-def _json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ModelLoadError(f"{path} is not readable JSON: {err}") from err
-    if not isinstance(data, dict):
-        raise ModelLoadError(f"{path} should hold a JSON object")
-    return data
-
-
 def read_bert_config(folder: str | Path) -> SimpleNamespace:
     """A BERT folder's config.json with BertConfig's defaults filled in (model.hf.bert reads
     the same attributes from it as from a transformers config)."""
-    data = _json(Path(folder) / "config.json")
+    data = read_json_object(Path(folder) / "config.json")
     if data.get("model_type") != "bert":
         raise ModelLoadError(f"{folder}/config.json is not a BERT config")
     return SimpleNamespace(**{**BERT_DEFAULTS, **data})
@@ -75,7 +64,7 @@ class WordPieceTokenizer:
         tok.no_truncation()
         tok.no_padding()
         self.tok = tok
-        names = _json(folder / "special_tokens_map.json")
+        names = read_json_object(folder / "special_tokens_map.json")
         roles = {role: names.get(f"{role}_token") for role in SPECIAL_ROLES}
         ids = {role: tok.token_to_id(name) if name else None for role, name in roles.items()}
         self.bos_id, self.eos_id = ids["bos"], ids["eos"]

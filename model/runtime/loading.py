@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
 from model.runtime.lab import LabModel
-from model.runtime.types import ModelLoadError
+from model.runtime.types import ModelLoadError, read_json_object
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINTS = ROOT / "assets" / "checkpoints"
@@ -25,8 +24,15 @@ def load(name_or_path: str | Path, device: str | torch.device = "auto") -> LabMo
     A folder is either a project checkpoint (model.safetensors + config.json + vocab.json)
     or a local Hugging Face model folder. Nothing is ever downloaded, and
     trust_remote_code is never on. Failures raise ModelLoadError with a readable message.
+    Loading leaves torch's global random state as it found it (a network is built, randomly
+    initialised, before its weights are read in): a seeded notebook or exercise draws the
+    same numbers whether or not a model was loaded first.
     """
-    name = str(name_or_path)
+    with torch.random.fork_rng(devices=[]):
+        return _load(str(name_or_path), device)
+
+
+def _load(name: str, device: str | torch.device) -> LabModel:
     if name in PRETRAINED:
         return load_minilm(device)
     if name in SHIPPED or name in CONTRAST:
@@ -51,12 +57,7 @@ def _load_folder(folder: Path, device: str | torch.device, name: str) -> LabMode
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise ModelLoadError(f"{folder} has no config.json, so it is not a model folder")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ModelLoadError(f"{config_path} is not readable JSON: {err}") from err
-    if not isinstance(config, dict):
-        raise ModelLoadError(f"{config_path} should hold a JSON object")
+    config = read_json_object(config_path)
     if (folder / "vocab.json").is_file() and "d_model" in config:
         from model.runtime.checkpoint import load_checkpoint
 

@@ -6,7 +6,9 @@ A module of its own at the bottom of ``model.runtime`` so the transformers adapt
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import torch
@@ -16,6 +18,18 @@ from model.transformer import DecoderModel, EncoderDecoderModel, EncoderModel
 
 class ModelLoadError(Exception):
     """A model could not be found or read; the message is meant for the person who asked."""
+
+
+def read_json_object(path: Path) -> dict:
+    """A model folder's JSON file (config.json, ...) as a dict; ModelLoadError otherwise."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelLoadError(f"{path} is not readable JSON: {first}") from err
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{path} should hold a JSON object")
+    return data
 
 
 @dataclass

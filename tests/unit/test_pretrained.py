@@ -203,3 +203,11 @@ def test_loading_minilm_does_not_import_transformers():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "False", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", ["reverse", "minilm"])
+def test_loading_a_model_leaves_the_global_random_state_alone(name):
+    """A seeded notebook (or exercise) draws the same numbers whether or not a model loaded."""
+    before = torch.random.get_rng_state()
+    load(name, device="cpu")
+    assert torch.equal(torch.random.get_rng_state(), before)
