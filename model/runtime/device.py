@@ -38,16 +38,21 @@ def available_devices() -> list[str]:
     return [*out, "cpu"]
 
 
+def thread_setting() -> int:
+    """The intra-op thread cap the app runs with: ATTENTION_LAB_THREADS, else half the
+    cores (at least 1, at most 4)."""
+    env = os.environ.get("ATTENTION_LAB_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
 def configure_threads(threads: int | None = None) -> int:
     """Cap torch's intra-op threads so one request cannot starve the other sessions.
 
-    Default: half the cores (at least 1, at most 4); ATTENTION_LAB_THREADS overrides.
-    On the 2-core class server that is 1 thread per request, leaving a core for the rest.
+    Default: ``thread_setting()``. On the 2-core class server that is 1 thread per request,
+    leaving a core for the rest.
     """
-    if threads is None:
-        env = os.environ.get("ATTENTION_LAB_THREADS", "")
-        threads = int(env) if env.isdigit() and int(env) > 0 else None
-    if threads is None:
-        threads = max(1, min(4, (os.cpu_count() or 2) // 2))
+    threads = thread_setting() if threads is None else threads
     torch.set_num_threads(threads)
     return threads

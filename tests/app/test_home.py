@@ -9,6 +9,7 @@ import re
 import torch
 from streamlit.testing.v1 import AppTest
 
+from model.runtime.device import thread_setting
 from tests.app.helpers import open_page
 from ui.i18n import load_catalog, translate
 
@@ -81,12 +82,14 @@ def test_an_unknown_lang_in_the_link_falls_back_to_english():
 
 
 def test_sidebar_names_the_device_torch_uses():
+    """The caption names the thread cap the page's own (script) thread runs with: the app's
+    setting, not whatever another test left in this process's main thread."""
     at = open_app()
     captions = [caption.value for caption in at.sidebar.caption]
     if torch.cuda.is_available():
         expected = re.escape(torch.cuda.get_device_name(0))
     else:
-        expected = rf"CPU · {torch.get_num_threads()} threads?\b"
+        expected = rf"CPU · {thread_setting()} threads?\b"
     assert any(re.search(expected, caption) for caption in captions), captions
 
 
