@@ -52,11 +52,17 @@ TEXT = (
     "how every head of every layer looks at the other words in the sentence while it runs"
 )
 
-# True once the script has finished and every plotly chart on the page has been laid out
-# (plotly sets _fullLayout) and is not mid-redraw; the caller then waits two paints.
+# True once the script has finished, nothing is still loading (an element whose code is still
+# on its way is a grey skeleton, and a chart container has no plot in it yet: on a first visit
+# that held for seconds after the run, so waiting for plots alone timed a half-drawn page) and
+# every plotly chart has been laid out (plotly sets _fullLayout) and is not mid-redraw; the
+# caller then waits two paints. The same test as tests/e2e/test_accessibility.py's.
 _SETTLED = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  if (document.querySelector('[data-testid=stStatusWidget], [data-testid=stSkeleton]')) return false;
+  if (![...document.querySelectorAll('[data-testid=stPlotlyChart]')]
+      .every(c => c.querySelector('.js-plotly-plot'))) return false;
   const plots = [...document.querySelectorAll('.js-plotly-plot')];
   return plots.every(p => p._fullLayout && !p._transitioning && p.querySelector('.main-svg'));
 }"""
