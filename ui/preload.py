@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-QUIET_S = 0.5  # after a page's run: time for its charts to be sent and drawn
+QUIET_S = 3.0  # after a page's run: Chromium draws its charts (at 0.5 s a first visit drew 0.4-1.3 s later)
 MAX_YIELD_S = 30.0  # a page that never stops running (a live view) does not stop the preload
 PRELOAD_MODELS = ("en2ko", "minilm")  # the default model and the concept pages' model
 ENV_SWITCH = "ATTENTION_LAB_PRELOAD"  # "0" turns it off (e.g. a machine short of memory)
