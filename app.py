@@ -4,6 +4,18 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui.warm import warm_chart_code
+
+st.set_page_config(
+    page_title="Attention Lab",
+    page_icon="🔎",  # an emoji favicon is drawn locally; a :material/: one is fetched from Google
+    layout="wide",
+)
+# First, before the imports below (torch, the models' code: ~2 s on a first visit): the browser
+# fetches and compiles plotly.js meanwhile, instead of after the page's run.
+warm_chart_code()
+
+# ruff: noqa: E402 - the imports below come after the warm-up on purpose
 from model.runtime.device import configure_threads
 from ui.a11y import render_a11y
 from ui.chrome import translate_streamlit_chrome
@@ -19,11 +31,6 @@ def _configure_torch_once() -> None:
     configure_threads()
 
 
-st.set_page_config(
-    page_title="Attention Lab",
-    page_icon="🔎",  # an emoji favicon is drawn locally; a :material/: one is fetched from Google
-    layout="wide",
-)
 _configure_torch_once()
 start_preload()  # models and slow numbers, in the background (after this page), once per process
 
