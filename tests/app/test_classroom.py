@@ -89,7 +89,10 @@ def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang):
     position = translate("classroom.student.position", lang, i=2, n=3)
     assert f"**{position}**" in [m.value for m in again.markdown], "resumes at its item"
     again = again.button(key="class_prev").click().run()
-    assert [e.value for e in again.error][0].startswith(translate(fb.key, lang, **fb.params)[:15])
+    # The hint as shown is markdown-escaped (a token "<bos>" reads "\<bos\>"), and the class's
+    # seed, so its first exercise, differs per run: compared unescaped.
+    shown = [e.value for e in again.error][0].replace("\\", "")
+    assert shown.startswith(translate(fb.key, lang, **fb.params).replace("\\", "")[:15])
     assert teacher_key not in everything(again)
 
     teacher = open_class(lang=lang, **{"class": code, "teacher": teacher_key})
