@@ -578,8 +578,8 @@ def browser_markdown(b) -> list[str]:
     out += [
         "Each page opened in headless Chromium on a freshly started server (cold: its first "
         "visit since the start, right after the previous page's) and again (warm). *Drawn*: "
-        "from navigation until the script run has finished and every chart is laid out and "
-        "painted; *server*: the script runs that visit caused (bench.scripttiming). Of the "
+        "from navigation until the script run has finished, nothing is still loading and "
+        "every chart is laid out and painted; *server*: the script runs that visit caused (bench.scripttiming). Of the "
         "warm server time, *cpu* is what the script's own thread computed and *gc* the "
         "collector's pauses; the rest is waiting: for the interpreter lock, while the "
         "server's event loop sends the elements already queued, or for a core, which "
@@ -633,9 +633,12 @@ def first_pages_markdown(rows: list[dict]) -> list[str]:
         "",
         "A fresh `streamlit run app.py` for each page; the page is opened in headless Chromium "
         "as soon as the server answers. *Drawn*: from starting the process until the page's "
-        "script has run and every chart is laid out and painted (target: "
+        "script has run, nothing is still loading (no grey placeholder, a plot in every chart "
+        "container) and every chart is laid out and painted (target: "
         f"{FIRST_TARGET_S:.0f} s). *Server CPU*: the server process's CPU time until then, "
-        "which a busy machine stretches less than the wall clock.",
+        "which a busy machine stretches less than the wall clock. Runs before 2026-11-24 "
+        "waited for drawn plots alone, so a page whose charts were still placeholders counted "
+        "as drawn: their first-visit figures were about 2 s too low.",
         "",
         "| page | ready | drawn | first run: server | of it CPU | server CPU until drawn |",
         "|---|---:|---:|---:|---:|---:|",
