@@ -154,6 +154,16 @@ def healthy(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def balancer_healthy(url: str, timeout: float = 2.0) -> bool:
+    """Health through our HAProxy, which names the replica that answered (X-Served-By): another
+    program answering on the same port does not count."""
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=timeout) as response:
+            return response.status == 200 and bool(response.headers.get("X-Served-By"))
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def replica_threads(replicas: int) -> str:
     """Torch threads per replica: the cores shared out, 1 at least, 4 at most; a value the
     person set (ATTENTION_LAB_THREADS) wins."""
@@ -343,6 +353,7 @@ def cluster(
         raise ServeError(f"HAProxy is not installed: {INSTALL_HINT}")
     if replicas < 1:
         raise ServeError("at least one replica is needed")
+    picked = port is None  # a port picked here may be taken by another program meanwhile
     port = free_port() if port is None else port
     replica_ports = list(replica_ports or [free_port() for _ in range(replicas)])
     if len(replica_ports) != replicas:
@@ -380,6 +391,14 @@ def cluster(
                 r.start(launcher)
             lab.record()
             wait_healthy(members, startup_s, stop_flag)
+            if port_in_use(port):  # taken while the replicas started (seconds)
+                if not picked:
+                    raise ServeError(f"port {port} is in use: stop what runs there")
+                port = free_port()
+                lab.port, lab.url = port, f"http://{host}:{port}"
+                config_path.write_text(
+                    render_config(port, replica_ports, stats_socket, bind), "utf-8"
+                )
             log = stack.enter_context(open(run_dir / "haproxy.log", "ab"))
             lab.haproxy = subprocess.Popen(
                 [haproxy, "-db", "-f", str(config_path)],
@@ -388,7 +407,7 @@ def cluster(
                 start_new_session=True,
             )
             lab.record()
-            while not healthy(lab.url, timeout=1.0):
+            while not balancer_healthy(lab.url, timeout=1.0):
                 if stop_flag is not None:
                     stop_flag.check()
                 if lab.haproxy.poll() is not None:
