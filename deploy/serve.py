@@ -146,20 +146,13 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     return False
 
 
-def healthy(url: str, timeout: float = 2.0) -> bool:
+def healthy(url: str, timeout: float = 2.0, via_balancer: bool = False) -> bool:
+    """``url`` answers its health check. ``via_balancer``: only through our HAProxy, which
+    names the replica that answered (X-Served-By); another program on the port does not count."""
     try:
         with urllib.request.urlopen(f"{url}/_stcore/health", timeout=timeout) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def balancer_healthy(url: str, timeout: float = 2.0) -> bool:
-    """Health through our HAProxy, which names the replica that answered (X-Served-By): another
-    program answering on the same port does not count."""
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=timeout) as response:
-            return response.status == 200 and bool(response.headers.get("X-Served-By"))
+            named = not via_balancer or bool(response.headers.get("X-Served-By"))
+            return response.status == 200 and named
     except (urllib.error.URLError, OSError):
         return False
 
@@ -407,7 +400,7 @@ def cluster(
                 start_new_session=True,
             )
             lab.record()
-            while not balancer_healthy(lab.url, timeout=1.0):
+            while not healthy(lab.url, timeout=1.0, via_balancer=True):
                 if stop_flag is not None:
                     stop_flag.check()
                 if lab.haproxy.poll() is not None:

@@ -13,7 +13,6 @@ import torch
 
 from model.config import TransformerConfig
 from model.hf.common import (
-    HFTokenizer,
     hf_kind,
     load_tokenizer,
     read_hf_config,
@@ -21,7 +20,7 @@ from model.hf.common import (
     short_error,
     weight_files,
 )
-from model.runtime.types import ModelLoadError
+from model.runtime.types import ModelLoadError, Tokenizer
 from model.transformer import EncoderModel
 
 MINILM_SOURCE = "sentence-transformers/all-MiniLM-L6-v2"
@@ -115,7 +114,9 @@ def map_bert_weights(weights: dict[str, torch.Tensor], cfg: TransformerConfig) -
     return mapped
 
 
-def build_bert(folder: str | Path, config=None, tokenizer=None) -> tuple[EncoderModel, HFTokenizer]:
+def build_bert(
+    folder: str | Path, config=None, tokenizer: Tokenizer | None = None
+) -> tuple[EncoderModel, Tokenizer]:
     """Our EncoderModel with a BERT-layout folder's weights, and its tokenizer (the folder's
     own through transformers unless one is given)."""
     folder = Path(folder)

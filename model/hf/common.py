@@ -12,7 +12,12 @@ from pathlib import Path
 
 import torch
 
-from model.runtime.types import Encoded, ModelLoadError, read_json_object
+from model.runtime.types import (  # short_error: re-exported for the adapters
+    Encoded,
+    ModelLoadError,
+    read_json_object,
+    short_error,
+)
 
 # Read by huggingface_hub when transformers is first imported (lazily, below): no network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -28,13 +33,6 @@ TOKENIZER_FILES = (
     "sentencepiece.bpe.model",
     "tokenizer.model",
 )
-
-
-def short_error(err: BaseException) -> str:
-    """First line of an exception, for a message a person reads (no traceback)."""
-    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    text = text if len(text) <= 300 else text[:297] + "..."
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 # --- tokenizer -------------------------------------------------------------------------------

@@ -20,13 +20,19 @@ class ModelLoadError(Exception):
     """A model could not be found or read; the message is meant for the person who asked."""
 
 
+def short_error(err: BaseException) -> str:
+    """First line of an exception, for a message a person reads (no traceback)."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    text = text if len(text) <= 300 else text[:297] + "..."
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
 def read_json_object(path: Path) -> dict:
     """A model folder's JSON file (config.json, ...) as a dict; ModelLoadError otherwise."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelLoadError(f"{path} is not readable JSON: {first}") from err
+        raise ModelLoadError(f"{path} is not readable JSON: {short_error(err)}") from err
     if not isinstance(data, dict):
         raise ModelLoadError(f"{path} should hold a JSON object")
     return data
