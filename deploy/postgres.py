@@ -20,13 +20,14 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from deploy.serve import free_port  # below the ephemeral range: no self-connect
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_DIR = ROOT / ".run" / "postgres"
@@ -78,12 +79,6 @@ def _give_to_server_user(path: Path) -> None:
     if os.geteuid() == 0:
         entry = pwd.getpwnam("postgres")
         os.chown(path, entry.pw_uid, entry.pw_gid)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -146,7 +141,7 @@ def create(folder: Path, port: int | None = None) -> Server:
                 f"{parent} is not reachable for the `postgres` user; "
                 "put the run folder somewhere it can enter"
             )
-    server = Server(folder, port or _free_port(), secrets.token_urlsafe(18))
+    server = Server(folder, port or free_port(), secrets.token_urlsafe(18))
     pwfile = folder / "pwfile"
     pwfile.write_text(server.password + "\n", encoding="utf-8")
     os.chmod(pwfile, 0o600)

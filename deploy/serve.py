@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -130,10 +132,31 @@ def render_config(
     return text
 
 
+def ephemeral_ports() -> tuple[int, int]:
+    """The range the kernel takes outgoing connections' own ports from."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+    return low, high
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free port below the ephemeral range, with room for replicas at +101, +102, ...
+
+    Not one the kernel picks (bind to port 0): those are ephemeral, and a health check that
+    connects to such a port before its server listens can be given that very port as its own
+    source (a TCP self-connect: it reads its own request back as the answer, and the server
+    then cannot bind). Parallel tests hit it: "BadStatusLine: GET /_stcore/health", and a
+    killed replica's port that still "answered" HAProxy.
+    """
+    low = ephemeral_ports()[0]
+    top = low - REPLICA_PORT_OFFSET - 64
+    for _ in range(500):
+        port = random.randint(max(1024, top - 10_000), top)
+        if not port_in_use(port):
+            return port
+    raise ServeError("no free port below the ephemeral range")
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
@@ -153,8 +176,8 @@ def healthy(url: str, timeout: float = 2.0, via_balancer: bool = False) -> bool:
         with urllib.request.urlopen(f"{url}/_stcore/health", timeout=timeout) as response:
             named = not via_balancer or bool(response.headers.get("X-Served-By"))
             return response.status == 200 and named
-    except (urllib.error.URLError, OSError):
-        return False
+    except (urllib.error.URLError, OSError, http.client.HTTPException):
+        return False  # HTTPException: whatever answered there is not a Streamlit server
 
 
 def replica_threads(replicas: int) -> str:

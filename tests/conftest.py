@@ -39,8 +39,13 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit():
 # (the servers the browser tests start preload as in production: bench.loadtest.serve).
 os.environ.setdefault("ATTENTION_LAB_PRELOAD", "0")
 # The class store (classroom/): tests and the servers they start never write into the
-# checkout's .data/; a test that needs its own store sets these itself.
-os.environ.setdefault("ATTENTION_LAB_DATA", tempfile.mkdtemp(prefix="lab-test-data-"))
+# checkout's .data/, and each xdist worker has a store of its own (workers inherit the
+# controller's environment: one shared SQLite file made a `make serve` test on one worker
+# fail with "database is locked" while another worker's class wrote to it). A store set from
+# outside is kept; a test that needs its own store sets these itself.
+if os.environ.get("_LAB_TEST_DATA", "") == os.environ.get("ATTENTION_LAB_DATA", ""):
+    os.environ["ATTENTION_LAB_DATA"] = tempfile.mkdtemp(prefix="lab-test-data-")
+    os.environ["_LAB_TEST_DATA"] = os.environ["ATTENTION_LAB_DATA"]
 
 
 APP_SERVER_FIXTURES = {"app_url"}  # tests/e2e/conftest.py: one live server per worker

@@ -387,8 +387,12 @@ def test_a_killed_replica_is_dropped_and_its_students_move(lab):
     assert failover["errors_elsewhere"] == []  # the other replica's students saw nothing
     assert failover["reconnects_elsewhere"] == 0
     assert result["crosstalk"] == []
-    deadline = time.monotonic() + 10
-    while not lab.server_states().get("r1", "").startswith("DOWN"):
-        assert time.monotonic() < deadline, f"r1 still {lab.server_states()} after its death"
+    deadline, states = time.monotonic() + 10, {}
+    while not states.get("r1", "").startswith("DOWN"):
+        assert time.monotonic() < deadline, f"r1 still {states} after its death"
         time.sleep(0.2)
+        # HAProxy's admin socket now and then refuses one connection while the suite runs
+        # other servers beside it; students never use it, the next poll asks again.
+        with contextlib.suppress(OSError):
+            states = lab.server_states()
     assert {get(lab.url + "/_stcore/health")[0] for _ in range(3)} == {"r2"}

@@ -152,3 +152,34 @@ def test_the_class_section_says_which_targets_the_two_replica_run_met():
     ]
     failover["kill_to_served"] = classsim.summary([3.0, 4.0])
     assert benchreport.class_targets({"failover": {"failover": failover}})[0].endswith(": met)")
+
+
+def test_server_ports_never_come_from_the_range_outgoing_connections_use():
+    """A health check connecting to an ephemeral port before its server listens can get that
+    port as its own source and read its own request back (parallel tests failed on it)."""
+    from deploy.serve import REPLICA_PORT_OFFSET, ephemeral_ports, free_port, port_in_use
+
+    low = ephemeral_ports()[0]
+    for _ in range(50):
+        port = free_port()
+        assert port >= 1024 and port + REPLICA_PORT_OFFSET + 8 < low
+        assert not port_in_use(port)
+
+
+def test_a_port_that_answers_with_something_else_is_not_healthy():
+    import socket
+    import threading
+
+    from deploy.serve import healthy
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def echo_the_request():  # what a TCP self-connect does: the request comes back
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(conn.recv(1024))
+
+        threading.Thread(target=echo_the_request, daemon=True).start()
+        assert healthy(f"http://127.0.0.1:{server.getsockname()[1]}", timeout=5) is False
