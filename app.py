@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.warm import warm_chart_code
+from ui.warm import wait_for_warm_imports, warm_chart_code
 
 st.set_page_config(
     page_title="Attention Lab",
@@ -14,6 +14,7 @@ st.set_page_config(
 # First, before the imports below (torch, the models' code: ~2 s on a first visit): the browser
 # fetches and compiles plotly.js meanwhile, instead of after the page's run.
 warm_chart_code()
+wait_for_warm_imports()  # under make run, a thread imports what the pages need from start-up
 
 # ruff: noqa: E402 - the imports below come after the warm-up on purpose
 from model.runtime.device import configure_threads

@@ -11,7 +11,8 @@ script runs timed (bench.scripttiming):
   time until the page is drawn, and the server time of the script runs it caused.
 - First page after start: a fresh server for each page, opened as soon as the server
   answers; the clock runs from starting the process to the page drawn (what a teacher who
-  types ``make run`` and opens a link waits for).
+  types ``make run`` and opens a link waits for), with the server started as `make run`
+  starts it and, beside it, as a plain ``streamlit run app.py``.
 - Warm moves: a sidebar link clicked, on a warm server, to the page drawn; the server time
   of the runs it caused, split into the script's own CPU, the collector and waiting.
 """
@@ -196,14 +197,21 @@ def _server_split(runs: list[dict]) -> dict:
     }
 
 
-def first_after_start(browser, name: str, log_dir: Path, port: int | None = None) -> dict:
+def first_after_start(
+    browser, name: str, log_dir: Path, port: int | None = None, bare: bool = False
+) -> dict:
     """A fresh server, and ``name`` opened the moment it answers: seconds from starting the
-    process to the page drawn."""
+    process to the page drawn. The server starts as `make run` starts it, or with ``bare`` as
+    a plain ``streamlit run app.py``."""
     timing_log = log_dir / f"bench-first-{name or 'home'}-runs.jsonl"
     timing_log.unlink(missing_ok=True)
     start = time.perf_counter()
     server = serve(
-        log_dir / "bench-first-server.log", timing_log=timing_log, port=port, return_process=True
+        log_dir / "bench-first-server.log",
+        timing_log=timing_log,
+        port=port,
+        return_process=True,
+        bare=bare,
     )
     with server as (base, ready, process):
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
@@ -216,13 +224,14 @@ def first_after_start(browser, name: str, log_dir: Path, port: int | None = None
         page.close()
     row = {
         "page": name or "home",
+        "start": "streamlit run" if bare else "make run",
         "server_ready_s": round(ready, 2),
         "drawn_s": round(seconds, 3),
         "process_cpu_s": round(cpu_s, 2),
         **_server_split(runs),
     }
     print(
-        f"first {row['page']:20s} ready {ready:5.2f} s, drawn {seconds:6.2f} s after start,"
+        f"first {row['page']:20s} ({row['start']:13s}) ready {ready:5.2f} s, drawn {seconds:6.2f} s after start,"
         f" server {row['server_ms']:7.1f} ms (cpu {row['server_cpu_ms']:.0f}) in {len(runs)}"
         f" runs; process cpu {cpu_s:.2f} s",
         file=sys.stderr,
@@ -231,8 +240,14 @@ def first_after_start(browser, name: str, log_dir: Path, port: int | None = None
 
 
 def first_pages(browser, log_dir: Path, pages=PAGES, port: int | None = None) -> list[dict]:
-    """Every page as the first one opened after a server start (a fresh server each)."""
-    return [first_after_start(browser, name, log_dir, port) for name in pages]
+    """Every page as the first one opened after a server start (a fresh server each), once
+    started as `make run` starts it and once as a plain ``streamlit run``, side by side (the
+    order alternates, so a drift in the machine's speed touches both alike)."""
+    rows = []
+    for i, name in enumerate(pages):
+        for bare in (False, True) if i % 2 == 0 else (True, False):
+            rows.append(first_after_start(browser, name, log_dir, port, bare=bare))
+    return rows
 
 
 _NAV_LINK = '[data-testid="stSidebarNav"] a[href$="/{name}"]'
@@ -333,7 +348,12 @@ def summary(result: dict) -> dict:
         ),
         "worst_view_256_s": max((r["enter_to_drawn_s"] for r in at_256), default=None),
         "worst_first_after_start_s": max(
-            (r["drawn_s"] for r in result.get("first") or []), default=None
+            (r["drawn_s"] for r in result.get("first") or [] if r.get("start") != "streamlit run"),
+            default=None,
+        ),
+        "worst_first_bare_streamlit_s": max(
+            (r["drawn_s"] for r in result.get("first") or [] if r.get("start") == "streamlit run"),
+            default=None,
         ),
         "worst_move_drawn_s": max((r["drawn_s"] for r in result.get("moves") or []), default=None),
         "worst_move_server_ms": max(

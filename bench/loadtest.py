@@ -243,13 +243,19 @@ def serve(
     return_process: bool = False,
     timing_log: Path | None = None,
     port: int | None = None,
+    bare: bool = False,
 ):
-    """A ``streamlit run app.py`` on ``port`` (default: a free one): yields (url, seconds
-    until healthy), and the server's Popen too with ``return_process`` (to read its memory).
-    With ``timing_log`` the server records every script run's time there (bench.scripttiming)."""
+    """A ``streamlit run app.py`` on ``port`` (default: a free one), started as `make run`
+    starts it (deploy.launch), or as a plain ``streamlit run`` with ``bare``: yields (url,
+    seconds until healthy), and the server's Popen too with ``return_process`` (to read its
+    memory). With ``timing_log`` the server records every script run's time there
+    (bench.scripttiming)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    launcher = ["streamlit"] if timing_log is None else ["bench.scripttiming", str(timing_log)]
+    if timing_log is None:
+        launcher = ["streamlit"] if bare else ["deploy.launch"]
+    else:
+        launcher = ["bench.scripttiming", str(timing_log), *(["--bare"] if bare else [])]
     command = streamlit_command(port, launcher)
     log = open(log_path or os.devnull, "w")  # noqa: SIM115 - closed in finally
     start = time.perf_counter()

@@ -1,11 +1,12 @@
 """A real Streamlit server that logs how long each script run took: for `make bench`, and
 for the browser tests that check a click reran only a fragment.
 
-    python -m bench.scripttiming LOG run app.py [streamlit options]
+    python -m bench.scripttiming LOG [--bare] run app.py [streamlit options]
 
 A Step press in the browser reruns only the decoding page's step fragment; AppTest cannot
 rerun a fragment alone (it reruns the whole page), so the benchmark starts the real server
-through this module instead. It wraps Streamlit's ScriptRunner and appends one JSON line per
+through this module instead. It starts Streamlit as `make run` does (deploy.launch: the pages'
+imports begin at process start); ``--bare`` starts it as a plain ``streamlit run``. It wraps Streamlit's ScriptRunner and appends one JSON line per
 script run to LOG: ``{"ms": 31.2, "cpu_ms": 28.0, "gc_ms": 0.0, "fragment": true,
 "session": "…"}``.
 Callbacks, the page code and queuing its elements all run inside that span; sending them over
@@ -103,13 +104,15 @@ def settled(log_path: str | Path, quiet_s: float = 1.0, timeout_s: float = 60.0)
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    bare = "--bare" in args[1:2]
+    if bare:
+        args = [args[0], *args[2:]]
     if len(args) < 2:
-        raise SystemExit("usage: python -m bench.scripttiming LOG run app.py [options]")
+        raise SystemExit("usage: python -m bench.scripttiming LOG [--bare] run app.py [options]")
     install(args[0])
-    from streamlit.web import cli
+    from deploy.launch import main as launch
 
-    sys.argv = ["streamlit", *args[1:]]
-    cli.main()
+    launch(args[1:], bare=bare)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ leaves its children behind: `make stop`, or the next `make serve`, ends them fro
 
 `make run` stays the one-process way to serve: `deploy.serve run` records its pid in
 .run/run/PORT.json (for `make stop`) and becomes `streamlit run app.py` (exec), so Ctrl-C and
-SIGTERM reach Streamlit itself.
+SIGTERM reach Streamlit itself. Both start Streamlit through deploy.launch: its own command
+line, with the pages' imports begun on a thread at process start.
 
 Every replica keeps the class's answers in the same store (classroom/): by default the SQLite
 file in ATTENTION_LAB_DATA (one machine); ``--db postgres`` starts a private PostgreSQL server
@@ -61,6 +62,8 @@ RUN_APP_DIR = ROOT / ".run" / "run"  # make run: one pid file per port
 PG_DIR = ROOT / ".run" / "postgres"  # make serve DB=postgres: its cluster, log and URL
 PG_PORT = 5432
 SOCKET_PATH_MAX = 100  # a unix socket's path must fit in 108 bytes (sun_path)
+LAUNCHER = ("deploy.launch",)  # `streamlit run` with the pages' imports started at once
+REPLICA_NEEDLE = "--server.port"  # in every replica's command line, whichever launcher
 INSTALL_HINT = "install it with `sudo apt-get install -y haproxy` (or `make system-deps`)"
 
 
@@ -189,11 +192,12 @@ def replica_threads(replicas: int) -> str:
 
 
 def streamlit_command(
-    port: int, launcher: Sequence[str] = ("streamlit",), app: str = "app.py"
+    port: int, launcher: Sequence[str] = LAUNCHER, app: str = "app.py"
 ) -> list[str]:
     """``streamlit run app.py`` headless on 127.0.0.1:``port``, with no file watcher and no
-    usage statistics; ``launcher`` is the module run with ``python -m`` (the timed server of
-    bench.scripttiming takes Streamlit's arguments after its own)."""
+    usage statistics; ``launcher`` is the module run with ``python -m``: deploy.launch (the
+    pages' imports start with the process), or ``streamlit`` itself, or the timed server of
+    bench.scripttiming (which takes Streamlit's arguments after its own)."""
     return [
         sys.executable,
         "-m",
@@ -227,7 +231,7 @@ class Replica:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, launcher: Sequence[str] = ("streamlit",)) -> None:
+    def start(self, launcher: Sequence[str] = LAUNCHER) -> None:
         self.command = streamlit_command(self.port, launcher, self.app)
         env = {**os.environ, "ATTENTION_LAB_THREADS": self.threads}
         with open(self.log_path, "ab") as log:
@@ -354,7 +358,7 @@ def cluster(
     bind: str = "127.0.0.1",
     run_dir: Path | None = None,
     startup_s: float = STARTUP_S,
-    launcher: Sequence[str] = ("streamlit",),
+    launcher: Sequence[str] = LAUNCHER,
     stop_flag: StopFlag | None = None,
     app: str = "app.py",
 ) -> Iterator[Cluster]:
@@ -502,7 +506,7 @@ def _stop_serve(run_dir: Path, timeout: float) -> list[int] | None:
                 os.kill(serve_pid, signal.SIGKILL)
             _wait_gone(serve_pid, "deploy.serve", 5)
     children = [(pids.get("haproxy"), "haproxy")] + [
-        (pid, "streamlit") for pid in (pids.get("replicas") or {}).values()
+        (pid, REPLICA_NEEDLE) for pid in (pids.get("replicas") or {}).values()
     ]
     left = [(pid, needle) for pid, needle in children if pid and _recorded(pid, needle)]
     for pid, _ in left:  # each child leads its own group (start_new_session)
@@ -675,7 +679,7 @@ def run_app(args) -> int:
     if recorded and recorded != os.getpid() and _recorded(recorded, _run_needle(args.port)):
         print(f"make run is already running on port {args.port} (pid {recorded})", file=sys.stderr)
         return 1
-    command = [sys.executable, "-m", "streamlit", "run", args.app, "--server.headless", "true"]
+    command = [sys.executable, "-m", *LAUNCHER, "run", args.app, "--server.headless", "true"]
     command += ["--server.port", str(args.port), *args.streamlit_args]
     _write_json(path, {"run": os.getpid(), "port": args.port})
     os.chdir(ROOT)

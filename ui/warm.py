@@ -1,4 +1,6 @@
-"""The chart renderer's code fetched while the server still works on the first page.
+"""The first visit after a start, warmed up on both sides: the browser fetches the chart
+renderer's code while the server still works on the first page, and the server imports what
+the pages need before the first visitor arrives.
 
 Streamlit's frontend loads plotly.js (its PlotlyChart chunk, ~4.7 MB) only when the first
 chart arrives, near the end of a first visit's script run; downloading and compiling it
@@ -6,12 +8,17 @@ then held a chart page's first drawing up by seconds. Emitted first in app.py, b
 imports of torch and the models, this asks the browser to fetch and compile that chunk at
 once (a dynamic ``import()`` of the same URL, which the frontend's own import then reuses).
 Nothing is drawn; where the chunk cannot be found (another Streamlit build) nothing is sent.
+
+On the server, deploy.launch (`make run`, `make serve`) starts ``warm_imports`` on a thread
+as soon as Streamlit answers; app.py waits for that thread before its own imports.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+import threading
 from functools import cache
 from pathlib import Path
 
@@ -51,3 +58,83 @@ def warm_chart_code() -> None:
     chunk = plotly_chunk()
     if chunk is not None:
         st.html(warm_html(chunk), unsafe_allow_javascript=True)
+
+
+# The server side: the first visitor's script run imported torch, pandas, plotly and the lab's
+# own modules (~1.3 s of a first run on this 2-core machine) only after the browser had loaded
+# Streamlit's frontend and connected.
+ROOT = Path(__file__).resolve().parents[1]
+log = logging.getLogger(__name__)
+_started: list[threading.Thread] = []  # the warm-up thread, once started
+FIRST_IMPORTS = ("torch",)  # the longest import, and every page's frame needs it (the sidebar)
+
+
+def script_imports(root: Path = ROOT) -> list[str]:
+    """The absolute imports at the top level of app.py and of every page, in that order and
+    without repeats: what some page's first run imports before it draws anything."""
+    import ast
+
+    names: list[str] = []
+    for path in [root / "app.py", *sorted((root / "pages").glob("*.py"))]:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Import):
+                names += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.append(node.module)
+    return [n for n in dict.fromkeys(names) if n != "__future__"]
+
+
+def warm_imports(root: Path = ROOT) -> list[str]:
+    """Import what the pages import, and build one plotly figure (its first costs ~0.2 s of
+    validator set-up); returns what could not be imported."""
+    import importlib
+
+    failed = []
+    for name in dict.fromkeys([*FIRST_IMPORTS, *script_imports(root)]):
+        try:
+            importlib.import_module(name)
+        except Exception:  # the page that imports it shows the error itself
+            failed.append(name)
+    import plotly.graph_objects as go
+
+    go.Figure(go.Heatmap(z=[[0.0, 1.0]]), layout={"title": {"text": "warm"}}).to_json()
+    return failed
+
+
+def _server_started(timeout_s: float = 30.0) -> None:
+    """Wait until Streamlit's server is up (the health check answers): imports before then
+    would only slow its start down (one interpreter lock), and the browser waits for that."""
+    import time
+
+    from streamlit.runtime import Runtime, RuntimeState
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if Runtime.exists() and Runtime.instance().state != RuntimeState.INITIAL:
+            return
+        time.sleep(0.02)
+
+
+def _warm_and_report() -> None:
+    _server_started()
+    failed = warm_imports()
+    if failed:  # the page that needs one says why, in the UI language
+        log.warning("could not import ahead: %s", ", ".join(failed))
+
+
+def start_warm_imports() -> threading.Thread:
+    """``warm_imports`` on a thread of its own (once per process). Call it after Streamlit
+    itself is imported: two threads importing the same circle of modules (streamlit.runtime
+    and its pages_manager) deadlock, and Python then fails the import in one of them."""
+    if not _started:
+        _started.append(threading.Thread(target=_warm_and_report, name="warm-imports", daemon=True))
+        _started[0].start()
+    return _started[0]
+
+
+def wait_for_warm_imports(timeout_s: float = 120.0) -> None:
+    """app.py, before its own imports: wait for the warm-up thread, if this process has one,
+    so a script run never imports beside it (the deadlock above); a no-op under a plain
+    ``streamlit run`` and in AppTest."""
+    if _started and _started[0] is not threading.current_thread():
+        _started[0].join(timeout_s)

@@ -101,6 +101,7 @@ def test_the_browser_section_tables_every_page_and_every_view_by_size():
         "heatmap_256_s": 1.1,
         "worst_view_256_s": 2.5,
         "worst_first_after_start_s": None,
+        "worst_first_bare_streamlit_s": None,
         "worst_move_drawn_s": None,
         "worst_move_server_ms": None,
     }
@@ -133,6 +134,14 @@ def test_the_browser_section_shows_first_pages_after_start_and_warm_moves():
                 **split,
                 "server_ms": 4100.0,
             },
+            {
+                "page": "modern",
+                "start": "streamlit run",
+                "server_ready_s": 0.4,
+                "drawn_s": 6.3,
+                "process_cpu_s": 5.0,
+                **split,
+            },
         ],
         "moves": [
             {"page": "home", "drawn_s": 0.31, **split},
@@ -140,8 +149,11 @@ def test_the_browser_section_shows_first_pages_after_start_and_warm_moves():
         ],
     }
     text = "\n".join(browser_markdown(result))
-    assert "| home | 0.7 s | 2.9 s | 1,500 ms | 1,400 ms | 2.4 s |" in text
+    # each page's make-run start, with the plain `streamlit run` beside it where measured
+    assert "| home | 0.7 s | 2.9 s | 1,500 ms | 1,400 ms | 2.4 s | — |" in text
+    assert "| modern | 0.8 s | 5.6 s | 4,100 ms | 90 ms | 5.1 s | 6.3 s |" in text
     assert "Slowest: modern, 5.6 s." in text
+    assert "Slowest with a plain `streamlit run`: modern, 6.3 s." in text
     assert "| modern | 0.84 s | 150 ms | 90 ms | 10 ms | 50 ms |" in text
     assert "Slowest drawn: 0.84 s; most server time: 180 ms." in text
     assert "cold: drawn" not in text  # no cold/warm visits measured: no empty table
@@ -149,6 +161,7 @@ def test_the_browser_section_shows_first_pages_after_start_and_warm_moves():
         {**result, "explorer": [{"view": "heatmap", "tokens": 20, "enter_to_drawn_s": 1}]}
     )
     assert worst["worst_first_after_start_s"] == 5.6 and worst["worst_move_drawn_s"] == 0.84
+    assert worst["worst_first_bare_streamlit_s"] == 6.3
 
 
 def test_a_script_run_log_says_how_much_was_its_own_work_and_how_much_the_collector(

@@ -1,0 +1,48 @@
+"""`streamlit run`, with the pages' imports started the moment the process starts.
+
+    python -m deploy.launch run app.py [streamlit options]
+
+`streamlit run` runs nothing of the app until a browser connects, so the first visitor's
+script run paid for importing torch, pandas, plotly and the lab's modules (~2 s here) after
+the browser had loaded Streamlit's frontend. Here a thread (ui.warm) does that work while the
+server starts and the browser loads; the first script run waits for it to end, then finds
+everything imported (docs/benchmarks.md measures both starts side by side). `make run`, each
+`make serve` replica and the servers of the tests and benchmarks start through this module.
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+from pathlib import Path
+
+LAB_APP = Path(__file__).resolve().parents[1] / "app.py"
+
+
+def serves_the_lab(args: list[str]) -> bool:
+    """Whether ``args`` (``run SCRIPT ...``) serve the lab's app.py: another script (a test's
+    tiny app) has other imports, and warming the lab's would only slow its start."""
+    return len(args) >= 2 and args[0] == "run" and Path(args[1]).resolve() == LAB_APP
+
+
+def main(argv: list[str] | None = None, bare: bool = False) -> None:
+    """Streamlit's own command line (``run app.py ...``), after starting the imports (with
+    ``bare``: exactly ``streamlit run``, for comparison)."""
+    args = sys.argv[1:] if argv is None else argv
+    # Streamlit first, whole, on this thread: the warm-up thread then never imports a module
+    # of it at the same time (ui.warm.start_warm_imports says why).
+    from streamlit.web import cli
+
+    if not bare and serves_the_lab(args):
+        from ui.warm import start_warm_imports
+
+        # A server stopped within its first seconds lets the imports finish first:
+        # interrupting an extension module's loading at exit can abort the interpreter.
+        atexit.register(start_warm_imports().join, 60)
+
+    sys.argv = ["streamlit", *args]
+    cli.main()
+
+
+if __name__ == "__main__":
+    main()

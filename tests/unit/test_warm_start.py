@@ -1,0 +1,61 @@
+"""The server's warm start (ui.warm, deploy.launch): what a first visitor's page imports is
+imported before that visitor arrives, and no script run imports beside the thread doing it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ui import warm
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_import_of_the_frame_and_of_every_page_is_warmed():
+    names = warm.script_imports()
+    # the frame's (app.py), then the pages': the sidebar needs torch on every page
+    assert names.index("ui.sidebar") < names.index("ui.concepts")
+    assert {"torch", "pandas", "numpy", "viz.concepts", "ui.charts"} <= set(names)
+    assert "__future__" not in names and len(names) == len(set(names))
+
+
+def test_the_warm_up_imports_everything_the_pages_import_in_a_fresh_interpreter():
+    """A page import that no longer resolves would be found here, not by a first visitor."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from ui.warm import warm_imports; print(warm_imports())"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_script_run_waits_for_the_warm_up_thread_before_importing(monkeypatch):
+    """Two threads importing the same circle of modules deadlock (Python then fails one of
+    the imports, as `make run` once did): app.py's run must start after the thread ends."""
+    ended = threading.Event()
+
+    def slow_imports():
+        time.sleep(0.3)
+        ended.set()
+
+    thread = threading.Thread(target=slow_imports)
+    monkeypatch.setattr(warm, "_started", [thread])
+    thread.start()
+    warm.wait_for_warm_imports()
+    assert ended.is_set()
+
+
+def test_only_the_lab_itself_is_warmed_up(tmp_path, monkeypatch):
+    from deploy.launch import serves_the_lab
+
+    monkeypatch.chdir(ROOT)  # a relative script is found from where it is run, as Streamlit does
+    assert serves_the_lab(["run", "app.py", "--server.port", "8501"])  # from the checkout
+    assert serves_the_lab(["run", str(ROOT / "app.py")])
+    assert not serves_the_lab(["run", str(tmp_path / "tiny.py")])  # another app: no lab imports
+    assert not serves_the_lab(["hello"])
