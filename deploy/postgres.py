@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from deploy.serve import free_port  # below the ephemeral range: no self-connect
+from deploy.ports import free_port  # below the ephemeral range: no self-connect
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_DIR = ROOT / ".run" / "postgres"

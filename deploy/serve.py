@@ -37,7 +37,6 @@ import contextlib
 import http.client
 import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -51,10 +50,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deploy.ports import REPLICA_PORT_OFFSET, free_port, port_in_use
+
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).with_name("haproxy.cfg.in")
 RUN_DIR = ROOT / ".run" / "serve"
-REPLICA_PORT_OFFSET = 100  # replica i (1-based) listens on PORT + 100 + i
 STARTUP_S = 180.0  # a replica imports torch; N of them at once on 2 busy cores take a while
 GRACE_S = 10.0  # after SIGTERM, how long a child may take to stop before SIGKILL
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -133,43 +133,6 @@ def render_config(
     ):
         text = text.replace("{" + name + "}", str(value))
     return text
-
-
-def ephemeral_ports() -> tuple[int, int]:
-    """The range the kernel takes outgoing connections' own ports from."""
-    try:
-        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    except (OSError, ValueError):
-        return 32768, 60999  # Linux's default
-    return low, high
-
-
-def free_port() -> int:
-    """A free port below the ephemeral range, with room for replicas at +101, +102, ...
-
-    Not one the kernel picks (bind to port 0): those are ephemeral, and a health check that
-    connects to such a port before its server listens can be given that very port as its own
-    source (a TCP self-connect: it reads its own request back as the answer, and the server
-    then cannot bind). Parallel tests hit it: "BadStatusLine: GET /_stcore/health", and a
-    killed replica's port that still "answered" HAProxy.
-    """
-    low = ephemeral_ports()[0]
-    top = low - REPLICA_PORT_OFFSET - 64
-    for _ in range(500):
-        port = random.randint(max(1024, top - 10_000), top)
-        if not port_in_use(port):
-            return port
-    raise ServeError("no free port below the ephemeral range")
-
-
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return True
-    return False
 
 
 def healthy(url: str, timeout: float = 2.0, via_balancer: bool = False) -> bool:

@@ -157,7 +157,7 @@ def test_the_class_section_says_which_targets_the_two_replica_run_met():
 def test_server_ports_never_come_from_the_range_outgoing_connections_use():
     """A health check connecting to an ephemeral port before its server listens can get that
     port as its own source and read its own request back (parallel tests failed on it)."""
-    from deploy.serve import REPLICA_PORT_OFFSET, ephemeral_ports, free_port, port_in_use
+    from deploy.ports import REPLICA_PORT_OFFSET, ephemeral_ports, free_port, port_in_use
 
     low = ephemeral_ports()[0]
     for _ in range(50):
