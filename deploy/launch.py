@@ -25,6 +25,21 @@ def serves_the_lab(args: list[str]) -> bool:
     return len(args) >= 2 and args[0] == "run" and Path(args[1]).resolve() == LAB_APP
 
 
+def every_run_in_the_frame() -> None:
+    """Every script run starts in app.py, from the first request on.
+
+    Until some run has called st.navigation, Streamlit takes the pages/ folder for a legacy
+    multipage app and runs a permalink's page file bare (ui.frame then reruns it in the
+    frame). A bare page imports torch and the lab's modules without waiting for the warm-up
+    thread, and two threads importing one circle of modules deadlock: a deep link opened
+    first on a fresh server failed with _DeadlockError on model.runtime.device in the suite.
+    app.py always calls st.navigation, so this only says now what its first run would say.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
+
+
 def main(argv: list[str] | None = None, bare: bool = False) -> None:
     """Streamlit's own command line (``run app.py ...``), after starting the imports (with
     ``bare``: exactly ``streamlit run``, for comparison)."""
@@ -35,6 +50,8 @@ def main(argv: list[str] | None = None, bare: bool = False) -> None:
 
     if not bare and serves_the_lab(args):
         from ui.warm import start_warm_imports
+
+        every_run_in_the_frame()
 
         # A server stopped within its first seconds lets the imports finish first:
         # interrupting an extension module's loading at exit can abort the interpreter.

@@ -27,6 +27,8 @@ def require_frame() -> None:
     Whether this run is bare is asked of this run, not of the flag: when a class opens a
     link together on a freshly started server, several sessions start bare before the
     first of them clears the flag, and each of them must rerun (bench.classsim found it).
+    A server started through deploy.launch (`make run`, `make serve`) clears the flag at
+    start, so there this only matters under a plain ``streamlit run``.
     """
     if st.session_state.pop(_FRAMED, False):
         st.session_state.pop(_BARE_RETRIES, None)

@@ -59,3 +59,15 @@ def test_only_the_lab_itself_is_warmed_up(tmp_path, monkeypatch):
     assert serves_the_lab(["run", str(ROOT / "app.py")])
     assert not serves_the_lab(["run", str(tmp_path / "tiny.py")])  # another app: no lab imports
     assert not serves_the_lab(["hello"])
+
+
+def test_a_permalink_opened_first_runs_in_the_frame_not_bare(monkeypatch):
+    """A page run bare would import beside the warm-up thread (a deadlock, seen in the suite);
+    under deploy.launch every run starts in app.py, which waits for that thread."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    from deploy.launch import every_run_in_the_frame
+
+    monkeypatch.setattr(PagesManager, "uses_pages_directory", None)  # a fresh server's state
+    every_run_in_the_frame()
+    assert PagesManager.uses_pages_directory is False
