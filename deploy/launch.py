@@ -1,12 +1,12 @@
-"""`streamlit run`, with the pages' imports started the moment the process starts.
+"""`streamlit run`, with what every page imports begun as soon as the server answers.
 
     python -m deploy.launch run app.py [streamlit options]
 
 `streamlit run` runs nothing of the app until a browser connects, so the first visitor's
 script run paid for importing torch, pandas, plotly and the lab's modules (~2 s here) after
-the browser had loaded Streamlit's frontend. Here a thread (ui.warm) does that work while the
-server starts and the browser loads; the first script run waits for it to end, then finds
-everything imported (docs/benchmarks.md measures both starts side by side). `make run`, each
+the browser had loaded Streamlit's frontend. Here a thread (ui.warm) imports what every page
+needs while the browser loads; the first script run waits for it to end, then finds those
+imported (docs/benchmarks.md measures both starts side by side). `make run`, each
 `make serve` replica and the servers of the tests and benchmarks start through this module.
 """
 
@@ -41,7 +41,7 @@ def every_run_in_the_frame() -> None:
 
 
 def main(argv: list[str] | None = None, bare: bool = False) -> None:
-    """Streamlit's own command line (``run app.py ...``), after starting the imports (with
+    """Streamlit's own command line (``run app.py ...``), after starting the warm-up (with
     ``bare``: exactly ``streamlit run``, for comparison)."""
     args = sys.argv[1:] if argv is None else argv
     # Streamlit first, whole, on this thread: the warm-up thread then never imports a module

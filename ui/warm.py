@@ -10,7 +10,8 @@ once (a dynamic ``import()`` of the same URL, which the frontend's own import th
 Nothing is drawn; where the chunk cannot be found (another Streamlit build) nothing is sent.
 
 On the server, deploy.launch (`make run`, `make serve`) starts ``warm_imports`` on a thread
-as soon as Streamlit answers; app.py waits for that thread before its own imports.
+as soon as Streamlit answers: torch, pandas, plotly and the frame's modules, which every
+page needs; app.py waits for that thread before its own imports.
 """
 
 from __future__ import annotations
@@ -66,31 +67,34 @@ def warm_chart_code() -> None:
 ROOT = Path(__file__).resolve().parents[1]
 log = logging.getLogger(__name__)
 _started: list[threading.Thread] = []  # the warm-up thread, once started
-FIRST_IMPORTS = ("torch",)  # the longest import, and every page's frame needs it (the sidebar)
+# What every page's first run needs: the heavy libraries (torch alone ~1 s here), then the
+# frame's own imports (app.py: the sidebar, the model picker, the chart helpers). A page's own
+# modules are small and only that page needs them: its script imports them, after the
+# thread has ended (importing every page's made the light pages wait ~0.4 s longer).
+FIRST_IMPORTS = ("torch", "pandas", "numpy", "plotly.graph_objects")
 
 
-def script_imports(root: Path = ROOT) -> list[str]:
-    """The absolute imports at the top level of app.py and of every page, in that order and
-    without repeats: what some page's first run imports before it draws anything."""
+def frame_imports(root: Path = ROOT) -> list[str]:
+    """The heavy libraries, then the absolute top-level imports of app.py, in that order and
+    without repeats."""
     import ast
 
-    names: list[str] = []
-    for path in [root / "app.py", *sorted((root / "pages").glob("*.py"))]:
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.Import):
-                names += [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.append(node.module)
+    names: list[str] = list(FIRST_IMPORTS)
+    for node in ast.parse((root / "app.py").read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
     return [n for n in dict.fromkeys(names) if n != "__future__"]
 
 
 def warm_imports(root: Path = ROOT) -> list[str]:
-    """Import what the pages import, and build one plotly figure (its first costs ~0.2 s of
-    validator set-up); returns what could not be imported."""
+    """Import what every page's first run needs, and build one plotly figure (its first
+    costs ~0.2 s of validator set-up); returns what could not be imported."""
     import importlib
 
     failed = []
-    for name in dict.fromkeys([*FIRST_IMPORTS, *script_imports(root)]):
+    for name in frame_imports(root):
         try:
             importlib.import_module(name)
         except Exception:  # the page that imports it shows the error itself

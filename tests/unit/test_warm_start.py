@@ -14,16 +14,16 @@ from ui import warm
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_import_of_the_frame_and_of_every_page_is_warmed():
-    names = warm.script_imports()
-    # the frame's (app.py), then the pages': the sidebar needs torch on every page
-    assert names.index("ui.sidebar") < names.index("ui.concepts")
-    assert {"torch", "pandas", "numpy", "viz.concepts", "ui.charts"} <= set(names)
+def test_the_warm_up_takes_the_heavy_libraries_first_then_the_frame():
+    names = warm.frame_imports()
+    assert names[:2] == ["torch", "pandas"]  # the longest imports, which every page needs
+    assert {"ui.sidebar", "model.runtime.device", "ui.preload"} <= set(names)  # app.py's
+    assert "ui.concepts" not in names  # one page's own module: that page imports it
     assert "__future__" not in names and len(names) == len(set(names))
 
 
-def test_the_warm_up_imports_everything_the_pages_import_in_a_fresh_interpreter():
-    """A page import that no longer resolves would be found here, not by a first visitor."""
+def test_the_warm_up_imports_everything_it_names_in_a_fresh_interpreter():
+    """A frame import that no longer resolves would be found here, not by a first visitor."""
     done = subprocess.run(
         [sys.executable, "-c", "from ui.warm import warm_imports; print(warm_imports())"],
         cwd=ROOT,
