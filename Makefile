@@ -8,7 +8,8 @@
 #   make system-deps   the system packages: HAProxy (make serve), PostgreSQL (DB=postgres and
 #                its tests), Chromium (browser tests)
 #   make test    lint, then the whole test suite (what CI runs), on $(TEST_WORKERS) workers
-#   make test-fast   unit and app tests only, for the inner loop (no servers, no browser)
+#   make test-fast   unit and app tests not marked slow, for the inner loop (no servers, no
+#                browser, no PostgreSQL, no memory soak)
 #   make lint    ruff only (lint rules, then formatting)
 #   make bench   speed and memory, written to docs/benchmarks.md + .json (bench/benchreport.py)
 
@@ -60,7 +61,7 @@ test: $(DEV_STAMP)
 	$(PYTEST)
 
 test-fast: $(DEV_STAMP)
-	$(PYTEST) tests/unit tests/app
+	$(PYTEST) -m "not slow" tests/unit tests/app
 
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
