@@ -62,21 +62,35 @@ st.title(t("concepts.family.title"))
 st.caption(t("concepts.family.intro"))
 
 n_src, n_tgt = len(SOURCE), len(TARGET)
-plotly_chart(
-    mask_figure(
-        [np.ones((n_src, n_src), bool), causal_mask(n_tgt).numpy(), np.ones((n_tgt, n_src), bool)],
-        [SOURCE, TARGET, TARGET],
-        [SOURCE, TARGET, SOURCE],
-        titles=[
-            t("concepts.family.mask.encoder"),
-            t("concepts.family.mask.decoder"),
-            t("concepts.family.mask.cross"),
-        ],
-        allowed_label=t("concepts.family.allowed"),
-        blocked_label=t("concepts.family.blocked"),
-    ),
-    key="masks_chart",
+MASKS = (  # (name, mask, queries, keys): who may attend to whom in each family
+    ("encoder", np.ones((n_src, n_src), bool), SOURCE, SOURCE),
+    ("decoder", causal_mask(n_tgt).numpy(), TARGET, TARGET),
+    ("cross", np.ones((n_tgt, n_src), bool), TARGET, SOURCE),
 )
+for col, (name, mask, queries, keys) in zip(st.columns(3), MASKS):
+    title = t(f"concepts.family.mask.{name}")
+    col.markdown(f"**{title}**")
+    plotly_chart(
+        mask_figure(
+            mask,
+            queries,
+            keys,
+            name=title,
+            allowed_label=t("concepts.family.allowed"),
+            blocked_label=t("concepts.family.blocked"),
+        ),
+        key=f"mask_{name}_chart",
+        where=col,
+        summary=t(
+            "concepts.family.mask_summary",
+            title=title,
+            allowed=int(mask.sum()),
+            masked=int((~mask).sum()),
+            total=mask.size,
+            queries=len(queries),
+            keys=len(keys),
+        ),
+    )
 st.caption(t("concepts.family.mask_caption"))
 
 device = selected_device()

@@ -290,66 +290,64 @@ def step_frame(
     )
 
 
+BLOCKED_MARK = "×"  # on every masked cell: the mask reads without telling blue from grey
+
+
 @memo_figure
 def mask_figure(
-    masks: list[np.ndarray],
-    query_tokens: list[list[str]],
-    key_tokens: list[list[str]],
+    mask: np.ndarray,
+    query_tokens: list[str],
+    key_tokens: list[str],
     *,
-    titles: list[str],
+    name: str,
     allowed_label: str,
     blocked_label: str,
 ) -> go.Figure:
-    """Side-by-side masks: allowed cells blue, blocked ones grey; queries as rows."""
-    n = len(masks)
-    fig = make_subplots(
-        rows=1, cols=n, subplot_titles=[_esc(t) for t in titles], horizontal_spacing=0.08
+    """One attention mask: allowed cells blue, blocked ones grey and marked with a ×;
+    queries as rows, keys along the top. ``name`` names the trace (summary and table).
+
+    One mask a figure, so that a page can set masks side by side in columns that stack on a
+    phone (three subplots in one figure overlap their labels at 390 px)."""
+    m = np.asarray(mask, dtype=bool)
+    fig = go.Figure(
+        go.Heatmap(
+            z=m.astype(np.float32),
+            x=list(range(m.shape[1])),
+            y=list(range(m.shape[0])),
+            zmin=0,
+            zmax=1,
+            colorscale=[[0, MASKED_GREY], [1, "#2b6cb0"]],
+            showscale=False,
+            name=name,
+            text=np.where(m, "", BLOCKED_MARK),
+            texttemplate="%{text}",
+            textfont=dict(color="#1a202c", size=16),
+            customdata=np.where(m, allowed_label, blocked_label),
+            hovertemplate="%{customdata}<extra></extra>",
+            xgap=2,
+            ygap=2,
+        )
     )
-    for i, (m, qt, kt) in enumerate(zip(masks, query_tokens, key_tokens)):
-        m = np.asarray(m, dtype=bool)
-        text = np.where(m, allowed_label, blocked_label)
-        fig.add_trace(
-            go.Heatmap(
-                z=m.astype(np.float32),
-                x=list(range(m.shape[1])),
-                y=list(range(m.shape[0])),
-                zmin=0,
-                zmax=1,
-                colorscale=[[0, MASKED_GREY], [1, "#2b6cb0"]],
-                showscale=False,
-                customdata=text,
-                hovertemplate="%{customdata}<extra></extra>",
-                xgap=2,
-                ygap=2,
-            ),
-            row=1,
-            col=i + 1,
-        )
-        fig.update_xaxes(
-            tickmode="array",
-            tickvals=list(range(len(kt))),
-            ticktext=[token_label(t) for t in kt],
-            side="top",
-            tickangle=-45,
-            showgrid=False,
-            zeroline=False,
-            range=[-0.5, len(kt) - 0.5],
-            row=1,
-            col=i + 1,
-        )
-        fig.update_yaxes(
-            tickmode="array",
-            tickvals=list(range(len(qt))),
-            ticktext=[token_label(t) for t in qt],
-            showgrid=False,
-            zeroline=False,
-            range=[len(qt) - 0.5, -0.5],
-            row=1,
-            col=i + 1,
-        )
-    for annotation in fig.layout.annotations:
-        annotation.update(y=-0.08, yanchor="top")  # titles below: keys sit on top
-    fig.update_layout(height=360, margin=dict(l=10, r=10, t=90, b=40))
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(len(key_tokens))),
+        ticktext=[token_label(t) for t in key_tokens],
+        side="top",
+        tickangle=-45,
+        showgrid=False,
+        zeroline=False,
+        range=[-0.5, len(key_tokens) - 0.5],
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(len(query_tokens))),
+        ticktext=[token_label(t) for t in query_tokens],
+        showgrid=False,
+        zeroline=False,
+        range=[len(query_tokens) - 0.5, -0.5],
+    )
+    # keys lean up and to the right: room above, and on the right for the last one's label
+    fig.update_layout(height=340, margin=dict(l=10, r=50, t=90, b=10))
     return fig
 
 

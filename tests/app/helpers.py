@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
+import numpy as np
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -60,6 +62,16 @@ def chart_key(element) -> str:
 def figures(at: AppTest) -> list[dict]:
     """Every plotly chart's figure (data + layout), in page order."""
     return [json.loads(chart.proto.spec) for chart in elements(at, "plotly_chart")]
+
+
+def plotted(values) -> np.ndarray:
+    """A figure's array as plotted: plotly sends numeric arrays as base64 typed arrays
+    ({"dtype", "bdata", "shape"}), short or mixed ones as plain lists."""
+    if isinstance(values, dict):
+        flat = np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+        shape = [int(n) for n in str(values.get("shape", len(flat))).split(",")]
+        return flat.reshape(shape)
+    return np.asarray(values)
 
 
 def chart(at: AppTest, key: str) -> dict | None:

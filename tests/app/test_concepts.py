@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -247,6 +248,35 @@ def test_the_feed_forward_section_uses_the_models_own_sizes():
     assert translate("concepts.ffn.check", "en", error="", moved="")[:40] in " ".join(
         s.value for s in at.success
     )
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_family_page_draws_each_mask_on_its_own_and_counts_what_it_masks(lang):
+    """Three masks side by side in columns (they stack on a phone), each with a summary that
+    counts its pairs: the decoder's causal mask lets 21 of 6×6 pairs through."""
+    at = open_page("concept_family", lang=lang)
+    ok(at)
+    expected = {"encoder": (3, 3, 9), "decoder": (6, 6, 21), "cross": (6, 3, 18)}
+    for name, (rows, cols, allowed) in expected.items():
+        fig = helpers.chart(at, f"mask_{name}_chart")
+        assert fig is not None, name
+        z = helpers.plotted(fig["data"][0]["z"])
+        assert z.shape == (rows, cols) and z.sum() == allowed
+        if name == "decoder":  # causal: row i sees keys 0..i
+            assert (z == np.tril(np.ones((6, 6)))).all()
+        title = translate(f"concepts.family.mask.{name}", lang)
+        alt = next(e.proto.alt for e in helpers.elements(at, "plotly_chart") if name in e.proto.id)
+        assert alt == translate(
+            "concepts.family.mask_summary",
+            lang,
+            title=title,
+            queries=rows,
+            keys=cols,
+            allowed=allowed,
+            masked=rows * cols - allowed,
+            total=rows * cols,
+        )
+        assert f"**{title}**" in [m.value for m in at.markdown]
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])

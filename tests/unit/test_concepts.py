@@ -259,14 +259,17 @@ def test_concept_figures_escape_tokens_and_fix_ranges():
     signed = matrix_heatmap([[-2.0, 1.0]], ["q"])
     assert signed.data[-1].zmid == 0.0 and signed.data[-1].zmin == -2.0
     masks = mask_figure(
-        [torch.tril(torch.ones(2, 2)).bool().numpy()],
-        [["<s>", "a"]],
-        [["<s>", "a"]],
-        titles=["t"],
+        torch.tril(torch.ones(2, 2)).bool().numpy(),
+        ["<s>", "a"],
+        ["<s>", "a"],
+        name="t",
         allowed_label="ok",
         blocked_label="no",
     )
     assert masks.layout.xaxis.ticktext == ("&lt;s&gt;", "a")
+    # the one blocked cell (row <s>, key a) is marked, not only grey
+    assert [list(r) for r in masks.data[0].text] == [["", "×"], ["", ""]]
+    assert masks.data[0].customdata[0][1] == "no"
     lines = lines_figure(
         [1, 2], {"a": [1, 2], "b": [2, 3]}, x_title="x", y_title="y", dashed=("b",)
     )
