@@ -123,15 +123,43 @@ class Started:
         busy = [p for p in self.all_ports if port_in_use(p)]
         assert busy == [], f"ports still in use: {busy}"
 
+    def ours(self, pid: int) -> bool:
+        """Whether the live process ``pid`` is one this test started: its command line names
+        this test's folder or one of its ports."""
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, UnicodeDecodeError):
+            return False
+        command += " "
+        return f"{self.run_dir.parent}/" in command or any(
+            f"--server.port {port} " in command for port in self.all_ports
+        )
+
     def kill_all(self) -> None:
-        """After a failed test: nothing left behind either way."""
-        self.signal_group(signal.SIGKILL)
-        for pid in self.seen:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+        """After the test, failed or not: nothing left behind. A recorded pid that has ended
+        may belong to another test's process by now (pids wrap at 32768 here, and a suite
+        starts thousands), so only processes that are still ours are killed, never a group
+        by a remembered number."""
+        self.signal_group(signal.SIGKILL)  # make's group: its leader is our child, unreaped
+        left = set(self.seen) | {m for pid in self.seen for m in _group_members(pid)}
+        for pid in left:
+            if self.ours(pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
         self.process.stdout.close()
+
+
+def _group_members(pgid: int) -> set[int]:
+    """The live processes whose process group is ``pgid``."""
+    members = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.add(int(stat.parent.name))
+    return members
 
 
 def _running(pid: int) -> bool:
@@ -301,3 +329,26 @@ def test_make_stop_ends_make_run(tmp_path, tiny_app):
         app.wait()
         app.assert_nothing_left()
         assert list(app.pid_dir.glob("*.json")) == []
+
+
+def test_the_clean_up_kills_what_it_started_and_spares_a_process_that_reuses_a_recorded_pid(
+    tmp_path,
+):
+    """pids wrap (at 32768 here) while a suite runs: by the time a test cleans up, a pid it
+    recorded may name another test's replica or HAProxy, each the leader of its own group.
+    Killing that group by the remembered number failed the balancer tests by chance."""
+    port = free_port()
+    started = Started([sys.executable, "-c", "pass"], tmp_path / "serve", tmp_path / "run", port)
+    started.all_ports = [port]
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    ours = subprocess.Popen([*sleeper, "--server.port", str(port)], start_new_session=True)
+    stranger = subprocess.Popen([*sleeper, "--server.port", str(port + 1)], start_new_session=True)
+    try:
+        started.seen |= {ours.pid, stranger.pid}
+        started.kill_all()
+        assert ours.wait(timeout=10) == -signal.SIGKILL
+        assert stranger.poll() is None, "another test's process was killed"
+    finally:
+        for p in (ours, stranger):
+            p.kill()
+            p.wait()
