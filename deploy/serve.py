@@ -246,6 +246,9 @@ class Cluster:
             "url": self.url,
             "haproxy": self.haproxy.pid if self.haproxy else None,
             "replicas": {r.name: r.process.pid for r in self.replicas if r.process},
+            # what each child's command line holds, so that `stop` recognises exactly these
+            "haproxy_config": str(self.config_path),
+            "replica_ports": {r.name: r.port for r in self.replicas},
         }
         _write_json(self.run_dir / "pids.json", pids)
 
@@ -468,8 +471,13 @@ def _stop_serve(run_dir: Path, timeout: float) -> list[int] | None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(serve_pid, signal.SIGKILL)
             _wait_gone(serve_pid, "deploy.serve", 5)
-    children = [(pids.get("haproxy"), "haproxy")] + [
-        (pid, REPLICA_NEEDLE) for pid in (pids.get("replicas") or {}).values()
+    # This run's own HAProxy config and replica ports (a pids.json from before they were
+    # recorded: any HAProxy, any replica): after a reboot, a stale pid may be the system's
+    # own HAProxy or another checkout's server.
+    ports = pids.get("replica_ports") or {}
+    children = [(pids.get("haproxy"), pids.get("haproxy_config") or "haproxy")] + [
+        (pid, _run_needle(ports[name]) if name in ports else REPLICA_NEEDLE)
+        for name, pid in (pids.get("replicas") or {}).items()
     ]
     left = [(pid, needle) for pid, needle in children if pid and _recorded(pid, needle)]
     for pid, _ in left:  # each child leads its own group (start_new_session)

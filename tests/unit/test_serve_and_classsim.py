@@ -183,3 +183,53 @@ def test_a_port_that_answers_with_something_else_is_not_healthy():
 
         threading.Thread(target=echo_the_request, daemon=True).start()
         assert healthy(f"http://127.0.0.1:{server.getsockname()[1]}", timeout=5) is False
+
+
+def test_make_stop_ends_only_the_children_its_pids_json_names(tmp_path):
+    """A pids.json left by a `make serve` that died (a crash, a reboot) names pids that may
+    since belong to the machine's own HAProxy or to another checkout's server: `make stop`
+    ends a recorded pid only if it still runs this run's HAProxy config or replica port."""
+    import signal
+    import sys
+
+    from deploy.serve import _stop_serve
+
+    def sleeper(*words: str) -> subprocess.Popen:  # a process whose command line says words
+        code = "import time; time.sleep(60)"
+        return subprocess.Popen([sys.executable, "-c", code, *words], start_new_session=True)
+
+    config = tmp_path / "haproxy.cfg"
+    ours = {
+        "haproxy": sleeper("haproxy", "-db", "-f", str(config)),
+        "r1": sleeper("--server.port", "23101"),
+    }
+    strangers = [
+        sleeper("haproxy", "-db", "-f", "/etc/haproxy/haproxy.cfg"),  # the system's HAProxy
+        sleeper("--server.port", "8501"),  # somebody's `streamlit run`
+    ]
+    (tmp_path / "pids.json").write_text(
+        json.dumps(
+            {
+                "serve": None,
+                "haproxy": strangers[0].pid,  # a stale pid, now another HAProxy's
+                "replicas": {"r1": ours["r1"].pid, "r2": strangers[1].pid},
+                "haproxy_config": str(config),
+                "replica_ports": {"r1": 23101, "r2": 23102},
+            }
+        )
+    )
+    try:
+        assert _stop_serve(tmp_path, timeout=5) == [ours["r1"].pid]
+        assert ours["r1"].wait(timeout=10) == -signal.SIGTERM
+        assert all(p.poll() is None for p in strangers), "make stop ended a stranger"
+        assert not (tmp_path / "pids.json").exists()
+        # Its own HAProxy is recognised by the config path it runs.
+        (tmp_path / "pids.json").write_text(
+            json.dumps({"haproxy": ours["haproxy"].pid, "haproxy_config": str(config)})
+        )
+        assert _stop_serve(tmp_path, timeout=5) == [ours["haproxy"].pid]
+        assert ours["haproxy"].wait(timeout=10) == -signal.SIGTERM
+    finally:
+        for p in [*ours.values(), *strangers]:
+            p.kill()
+            p.wait()
