@@ -6,7 +6,9 @@ during the clean-up, a signal during the start-up, the balancer or a replica dyi
 `make serve` killed outright. Each test checks that no process it started survives (pids and
 ports). The replicas serve a one-line Streamlit script (``--app``), which starts in a few
 seconds instead of importing torch: what is tested is the stopping, the same for any app.
-`make stop` on the real app is in test_balancer.py.
+`make stop` on the real app is in test_balancer.py. Two start-up guards live here too, on
+the same tiny app: HAProxy's own start-up time, and a clean-up that spares other tests'
+processes.
 """
 
 from __future__ import annotations
@@ -352,3 +354,24 @@ def test_the_clean_up_kills_what_it_started_and_spares_a_process_that_reuses_a_r
         for p in (ours, stranger):
             p.kill()
             p.wait()
+
+
+def test_haproxy_gets_its_own_start_up_time_after_slow_replicas(tiny_app, monkeypatch):
+    """On a loaded machine the replicas may take all of the start-up budget; HAProxy, started
+    after them, still gets its own seconds instead of none (a balancer test under load failed
+    so)."""
+    import deploy.serve
+
+    if haproxy_path() is None:
+        pytest.skip("needs HAProxy: apt-get install -y haproxy")
+    budget_s = 3.0
+    real_wait = deploy.serve.wait_healthy
+
+    def replicas_that_take_the_whole_budget(members, startup_s, stop_flag=None):
+        began = time.perf_counter()
+        real_wait(members, 120.0, stop_flag)  # however long they really need here
+        time.sleep(max(0.0, began + budget_s - time.perf_counter()))
+
+    monkeypatch.setattr(deploy.serve, "wait_healthy", replicas_that_take_the_whole_budget)
+    with deploy.serve.cluster(1, startup_s=budget_s, app=str(tiny_app)) as lab:
+        assert healthy(lab.url, via_balancer=True)
