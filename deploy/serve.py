@@ -431,7 +431,8 @@ def _recorded(pid: int, *needles: str) -> bool:
     """Whether ``pid`` still runs a command containing one of ``needles``: a pid from an old
     pids.json may since belong to someone else's process."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        cmdline = cmdline.decode(errors="replace")  # any process may sit behind a stale pid
     except OSError:
         return False
     return any(n in cmdline for n in needles)

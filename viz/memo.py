@@ -59,7 +59,7 @@ def _key(value):
     raise _Unhashable(type(value).__name__)
 
 
-def _arrays(value):
+def json_arrays(value):
     """Plotly's JSON writes numeric arrays as base64 ("bdata"): numpy arrays again, as the
     figure first held them (a caller reading ``fig.data[0].z`` sees numbers, not text)."""
     if isinstance(value, dict):
@@ -69,15 +69,15 @@ def _arrays(value):
             if shape:
                 array = array.reshape([int(n) for n in str(shape).split(",")])
             return array
-        return {k: _arrays(v) for k, v in value.items()}
+        return {k: json_arrays(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_arrays(v) for v in value]
+        return [json_arrays(v) for v in value]
     return value
 
 
 def figure_from_json(spec: str) -> go.Figure:
     """A Figure from the JSON of one that was validated when it was built: not again."""
-    return go.Figure(_arrays(json.loads(spec)), skip_invalid=False, _validate=False)
+    return go.Figure(json_arrays(json.loads(spec)), skip_invalid=False, _validate=False)
 
 
 # Layout changes a kept figure takes without being rebuilt: ui.charts sets the font.
@@ -106,7 +106,7 @@ class KeptFigure(go.Figure):
         kept = object.__getattribute__(self, "_kept")
         kept["built"] = True
         go.Figure.__init__(
-            self, _arrays(json.loads(kept["spec"])), skip_invalid=False, _validate=False
+            self, json_arrays(json.loads(kept["spec"])), skip_invalid=False, _validate=False
         )
         if kept["layout"]:
             go.Figure.update_layout(self, **kept["layout"])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
+
+from viz.memo import json_arrays
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 # The concept pages, each with the catalog key of its title.
@@ -65,13 +66,8 @@ def figures(at: AppTest) -> list[dict]:
 
 
 def plotted(values) -> np.ndarray:
-    """A figure's array as plotted: plotly sends numeric arrays as base64 typed arrays
-    ({"dtype", "bdata", "shape"}), short or mixed ones as plain lists."""
-    if isinstance(values, dict):
-        flat = np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
-        shape = [int(n) for n in str(values.get("shape", len(flat))).split(",")]
-        return flat.reshape(shape)
-    return np.asarray(values)
+    """A figure's array as plotted (plotly sends numeric arrays as base64 typed arrays)."""
+    return np.asarray(json_arrays(values))
 
 
 def chart(at: AppTest, key: str) -> dict | None:

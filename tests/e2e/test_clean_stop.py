@@ -24,7 +24,15 @@ from pathlib import Path
 
 import pytest
 
-from deploy.serve import REPLICA_PORT_OFFSET, free_port, haproxy_path, healthy, port_in_use
+from deploy.serve import (
+    REPLICA_PORT_OFFSET,
+    _recorded,
+    _run_needle,
+    free_port,
+    haproxy_path,
+    healthy,
+    port_in_use,
+)
 
 pytestmark = [pytest.mark.slow]
 
@@ -128,13 +136,8 @@ class Started:
     def ours(self, pid: int) -> bool:
         """Whether the live process ``pid`` is one this test started: its command line names
         this test's folder or one of its ports."""
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, UnicodeDecodeError):
-            return False
-        command += " "
-        return f"{self.run_dir.parent}/" in command or any(
-            f"--server.port {port} " in command for port in self.all_ports
+        return _recorded(
+            pid, f"{self.run_dir.parent}/", *(_run_needle(port) for port in self.all_ports)
         )
 
     def kill_all(self) -> None:
@@ -153,24 +156,28 @@ class Started:
         self.process.stdout.close()
 
 
+def _stat(path: Path) -> list[str]:
+    """A process's /proc stat after its name: state, ppid, pgrp, ... ([] once it is gone)."""
+    try:
+        return path.read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
 def _group_members(pgid: int) -> set[int]:
     """The live processes whose process group is ``pgid``."""
     members = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                members.add(int(stat.parent.name))
+    for path in Path("/proc").glob("[0-9]*/stat"):
+        fields = _stat(path)
+        if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.add(int(path.parent.name))
     return members
 
 
 def _running(pid: int) -> bool:
     """Whether ``pid`` is a live process (a zombie has exited and counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    fields = _stat(Path(f"/proc/{pid}/stat"))
+    return bool(fields) and fields[0] != "Z"
 
 
 def _make(*args: str) -> list[str]:
