@@ -129,6 +129,54 @@ class Recorder:
         )
 
 
+def _window(m: torch.Tensor, rows, cols) -> torch.Tensor:
+    """m[rows][:, cols] for a slice, an index list or None (everything) on each axis."""
+    if rows is not None:
+        m = m[rows] if isinstance(rows, slice) else m[torch.as_tensor(rows, dtype=torch.long)]
+    if cols is not None:
+        m = m[:, cols] if isinstance(cols, slice) else m[:, torch.as_tensor(cols, dtype=torch.long)]
+    return m
+
+
+def block_edges(n: int, size: int) -> list[int]:
+    """Edges (token positions) of at most ``size`` near-equal blocks covering 0..n."""
+    blocks = max(1, min(n, size))
+    return [round(i * n / blocks) for i in range(blocks + 1)]
+
+
+@dataclass
+class Overview:
+    """A map pooled block by block: values [len(row_edges)-1, len(col_edges)-1], block i
+    covering query positions row_edges[i]..row_edges[i+1]-1 (likewise for keys)."""
+
+    values: torch.Tensor
+    row_edges: list[int]
+    col_edges: list[int]
+    reduce: str
+
+
+def pool_map(read_rows, row_edges: list[int], col_edges: list[int], reduce: str) -> Overview:
+    """Pool a map one band of query rows at a time, so the whole map is never held.
+
+    read_rows(slice) -> float32 [rows, keys]; reduce is "max" or "mean" over each block."""
+    if reduce not in ("max", "mean"):
+        raise ValueError(f"reduce must be 'max' or 'mean', not {reduce!r}")
+    # which column block each key position falls in, for one scatter per band
+    owner = torch.repeat_interleave(
+        torch.arange(len(col_edges) - 1),
+        torch.tensor([b - a for a, b in zip(col_edges[:-1], col_edges[1:])]),
+    )
+    how = "amax" if reduce == "max" else "mean"
+    out = torch.empty(len(row_edges) - 1, len(col_edges) - 1)
+    for i, (a, b) in enumerate(zip(row_edges[:-1], row_edges[1:])):
+        band = read_rows(slice(a, b))  # [b - a, Lk]
+        band = band.amax(dim=0) if reduce == "max" else band.mean(dim=0)  # [Lk]
+        out[i] = torch.zeros(len(col_edges) - 1).scatter_reduce(
+            0, owner, band, how, include_self=False
+        )
+    return Overview(out, list(row_edges), list(col_edges), reduce)
+
+
 @dataclass
 class Trace:
     """Plain data from one traced pass: tokens and CPU float32 tensors, safe to cache and plot.
@@ -147,6 +195,34 @@ class Trace:
     logits: torch.Tensor | None = None  # [tokens, vocab] of the last stack
     # kind -> bool [queries, keys], the mask the model applied: True = may attend
     masks: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def attention_map(
+        self,
+        kind: str,
+        layer: int,
+        head: int,
+        rows: slice | list[int] | None = None,
+        cols: slice | list[int] | None = None,
+    ) -> torch.Tensor:
+        """One head's attention weights for a window: float32 [len(rows), len(cols)].
+
+        Views read maps through this (and attention_overview), never the whole stack, so what
+        a picture costs follows what it draws."""
+        weights = self.attention[kind][layer, head]  # [Lq, Lk]
+        return _window(weights, rows, cols).float()
+
+    def attention_overview(
+        self, kind: str, layer: int, head: int, size: int = 1024, reduce: str = "max"
+    ) -> Overview:
+        """One head's map pooled to at most size x size blocks (max or mean per block)."""
+        n_q, n_k = (len(t) for t in self.tokens(kind))
+        row_edges, col_edges = block_edges(n_q, size), block_edges(n_k, size)
+        return pool_map(
+            lambda rows: self.attention_map(kind, layer, head, rows=rows),
+            row_edges,
+            col_edges,
+            reduce,
+        )
 
     def mask(self, kind: str) -> torch.Tensor:
         """The model's own mask for ``kind`` as bool [queries, keys] (True = may attend)."""

@@ -1,0 +1,54 @@
+"""Views read maps through Trace.attention_map / attention_overview (DESIGN: the cost of a
+picture follows what is drawn). These hold the two against the model's own stacked weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model import load
+from model.trace import block_edges
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return load("en2ko").trace("I study math at school every day")
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
+def test_attention_map_is_the_models_own_head_and_window(trace, kind):
+    full = trace.attention[kind]
+    layers, heads = full.shape[:2]
+    for layer in range(layers):
+        for head in range(heads):
+            assert torch.equal(trace.attention_map(kind, layer, head), full[layer, head])
+    window = trace.attention_map(kind, 1, 0, rows=slice(1, 4), cols=[0, 2])
+    assert torch.equal(window, full[1, 0, 1:4][:, [0, 2]])
+
+
+@pytest.mark.parametrize("reduce", ["max", "mean"])
+@pytest.mark.parametrize("size", [1, 2, 3, 1024])
+def test_attention_overview_equals_pooling_the_full_map(trace, reduce, size):
+    full = trace.attention["cross"][0, 1]
+    ov = trace.attention_overview("cross", 0, 1, size=size, reduce=reduce)
+    assert ov.row_edges[0] == 0 and ov.row_edges[-1] == full.shape[0]
+    assert ov.col_edges[0] == 0 and ov.col_edges[-1] == full.shape[1]
+    for i, (a, b) in enumerate(zip(ov.row_edges[:-1], ov.row_edges[1:])):
+        for j, (c, d) in enumerate(zip(ov.col_edges[:-1], ov.col_edges[1:])):
+            block = full[a:b, c:d]
+            want = block.max() if reduce == "max" else block.mean()
+            assert ov.values[i, j] == pytest.approx(want.item(), rel=1e-6, abs=1e-7)
+
+
+def test_block_edges_cover_every_position_once_in_at_most_size_blocks():
+    for n in (1, 5, 1000, 4096):
+        for size in (1, 7, 1024):
+            edges = block_edges(n, size)
+            assert edges[0] == 0 and edges[-1] == n
+            assert len(edges) - 1 == min(n, size)
+            assert all(b > a for a, b in zip(edges[:-1], edges[1:]))
+
+
+def test_overview_refuses_an_unknown_reduction(trace):
+    with pytest.raises(ValueError, match="max"):
+        trace.attention_overview("encoder", 0, 0, reduce="median")
