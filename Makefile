@@ -34,8 +34,10 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: run serve stop system-deps test test-fast lint bench clean
 
-# deploy.serve records the pid in .run/run/$(PORT).json (for make stop), then execs
-# `streamlit run app.py --server.headless true --server.port $(PORT)`.
+# deploy.serve records the pid in .run/run/$(PORT).json (for make stop; removed again when the
+# server exits), then execs `streamlit run app.py --server.headless true --server.port $(PORT)
+# --server.fileWatcherType none` (a watcher over the repository, .venv included, overflows
+# inotify and floods the terminal; restart to see an edit).
 run: $(RUN_STAMP)
 	$(PY) -m deploy.serve run --port $(PORT) $(SERVE_ARGS)
 
@@ -73,13 +75,17 @@ bench: $(DEV_STAMP)
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(RUN_STAMP): requirements.txt | $(PY)
+# Then the project itself, editable (pyproject.toml), so scripts and notebooks anywhere can
+# `import model`; setuptools comes pinned in requirements.txt, so this needs no download.
+$(RUN_STAMP): requirements.txt pyproject.toml | $(PY)
 	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@
 
 # requirements-dev.txt includes requirements.txt, so this install satisfies both stamps.
-$(DEV_STAMP): requirements.txt requirements-dev.txt | $(PY)
+$(DEV_STAMP): requirements.txt requirements-dev.txt pyproject.toml | $(PY)
 	$(PY) -m pip install -r requirements-dev.txt
+	$(PY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@ $(RUN_STAMP)
 
 # Removes caches and test output; the virtual environment stays (it is slow to rebuild).

@@ -13,10 +13,14 @@ imported (docs/benchmarks.md measures both starts side by side). `make run`, eac
 from __future__ import annotations
 
 import atexit
+import json
+import os
 import sys
 from pathlib import Path
 
 LAB_APP = Path(__file__).resolve().parents[1] / "app.py"
+# deploy.serve's `run` names its PORT.json here before it becomes this process (exec).
+RUN_RECORD_ENV = "ATTENTION_LAB_RUN_RECORD"
 
 
 def serves_the_lab(args: list[str]) -> bool:
@@ -57,8 +61,22 @@ def main(argv: list[str] | None = None, bare: bool = False) -> None:
         # interrupting an extension module's loading at exit can abort the interpreter.
         atexit.register(start_warm_imports().join, 60)
 
+    record = os.environ.pop(RUN_RECORD_ENV, None)
+    if record:
+        atexit.register(forget_run, Path(record), os.getpid())
     sys.argv = ["streamlit", *args]
     cli.main()
+
+
+def forget_run(path: Path, pid: int) -> None:
+    """`make run`'s PORT.json, removed as its server exits (Ctrl-C, SIGTERM, `make stop`), so
+    no stale record is left; only while it still names this process (a later `make run` on
+    the same port writes its own)."""
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("run") == pid:
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deploy.launch import RUN_RECORD_ENV
 from deploy.ports import REPLICA_PORT_OFFSET, free_port, port_in_use
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -657,14 +658,22 @@ def run_app(args) -> int:
     if recorded and recorded != os.getpid() and _recorded(recorded, _run_needle(args.port)):
         print(f"make run is already running on port {args.port} (pid {recorded})", file=sys.stderr)
         return 1
-    command = [sys.executable, "-m", *LAUNCHER, "run", args.app, "--server.headless", "true"]
-    command += ["--server.port", str(args.port), *args.streamlit_args]
+    command = run_command(args.port, args.app, args.streamlit_args)
     _write_json(path, {"run": os.getpid(), "port": args.port})
+    os.environ[RUN_RECORD_ENV] = str(path)  # deploy.launch removes it when the server exits
     os.chdir(ROOT)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, command)  # the same pid: Ctrl-C and SIGTERM reach Streamlit
     return 1  # not reached
+
+
+def run_command(port: int, app: str = "app.py", extra: Sequence[str] = ()) -> list[str]:
+    """`make run`'s ``streamlit run``: headless, and no file watcher, which would watch the
+    whole repository (.venv's thousands of files included), overflow the inotify queue and
+    print "Inotify queue overflowed" for ever; ``extra`` comes last, so it may turn it back on."""
+    command = [sys.executable, "-m", *LAUNCHER, "run", app, "--server.headless", "true"]
+    return command + ["--server.port", str(port), "--server.fileWatcherType", "none", *extra]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -323,6 +323,22 @@ def test_make_run_ends_on_ctrl_c_and_on_repeated_sigterm(tmp_path, tiny_app, sig
         app.keep_signalling(signals)
         app.wait()
         app.assert_nothing_left()
+        assert list(app.pid_dir.glob("*.json")) == []  # its PORT.json went with it
+
+
+def test_make_run_serves_without_a_file_watcher_and_removes_its_record_on_sigterm(
+    tmp_path, tiny_app
+):
+    """No watcher over the repository and .venv (it overflowed inotify and printed "Inotify
+    queue overflowed" thousands of times), and no stale .run/run/PORT.json after a SIGTERM."""
+    with running(tmp_path, tiny_app) as app:
+        pid = app.recorded()["run"]
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[argv.index(b"--server.fileWatcherType") + 1] == b"none"
+        os.kill(pid, signal.SIGTERM)  # the server alone, as a service manager stops it
+        app.wait()
+        app.assert_nothing_left()
+        assert not (app.pid_dir / f"{app.port}.json").exists()
 
 
 def test_make_stop_ends_make_run(tmp_path, tiny_app):

@@ -1,0 +1,131 @@
+"""A newcomer's first hour, from a fresh clone with the README alone.
+
+The clone is of this checkout's last commit. `make run` creates `.venv`, installs the pins and
+the project itself (`pip install -e .`), and serves the app; then every Python block of the
+README runs as a script saved outside the repository, with `.venv/bin/python`, the way a
+notebook or a script of the reader's would: without the editable install they failed with
+"No module named 'model'". GPU-only blocks skip without CUDA.
+
+One step differs from a machine with internet: the fresh `.venv` is made without pip and
+reads this environment's installed packages through a .pth file, so "pip install -r
+requirements.txt" finds every pin satisfied and downloads nothing. The editable install,
+the stamps and the server are `make run`'s own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from deploy.ports import free_port
+from deploy.serve import healthy
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_S = 240  # make run's pip, then Streamlit importing torch, on a busy 2-core machine
+
+pytestmark = pytest.mark.slow
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """The reader's shell: no PYTHONPATH pointing at a checkout, no active virtualenv."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return {**env, "ATTENTION_LAB_THREADS": "1", "ATTENTION_LAB_PRELOAD": "0", **extra}
+
+
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory) -> Path:
+    """A clone where `make run` has set up .venv and served the app (then stopped by SIGTERM)."""
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    clone = tmp_path_factory.mktemp("newcomer") / "attention-lab"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=300)
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(clone / ".venv")], check=True)
+    site = subprocess.run(
+        [
+            str(clone / ".venv/bin/python"),
+            "-c",
+            "import sysconfig; print(sysconfig.get_path('purelib'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(site) / "installed_here.pth").write_text(sysconfig.get_path("purelib") + "\n")
+
+    port = free_port()
+    server = subprocess.Popen(
+        ["make", "-s", "run", f"PORT={port}", "SERVE_ARGS=--server.address 127.0.0.1"],
+        cwd=clone,
+        env=_clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    record = clone / ".run" / "run" / f"{port}.json"
+    try:
+        deadline = time.monotonic() + READY_S
+        while not healthy(f"http://127.0.0.1:{port}"):
+            assert server.poll() is None, server.stdout.read()
+            assert time.monotonic() < deadline, "make run did not answer in time"
+            time.sleep(0.5)
+        assert record.exists()
+        os.killpg(server.pid, signal.SIGTERM)
+        output = server.communicate(timeout=60)[0]
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
+    assert "Inotify" not in output
+    assert not record.exists(), "make run left its PORT.json after SIGTERM"
+    assert (clone / ".venv" / ".installed-run").exists()
+    return clone
+
+
+def _blocks(clone: Path) -> list[str]:
+    text = (clone / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+
+
+N_BLOCKS = len(_blocks(ROOT))
+
+
+def test_the_fresh_clone_imports_the_lab_from_anywhere_after_make_run(fresh_clone, tmp_path):
+    found = subprocess.run(
+        [str(fresh_clone / ".venv/bin/python"), "-c", "import model; print(model.__file__)"],
+        cwd=tmp_path,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()).is_relative_to(fresh_clone)  # the clone's own code
+
+
+@pytest.mark.parametrize("index", range(N_BLOCKS), ids=[f"block{i}" for i in range(N_BLOCKS)])
+def test_each_readme_python_block_runs_as_a_script_in_the_fresh_clone(fresh_clone, tmp_path, index):
+    source = _blocks(fresh_clone)[index]
+    if source.lstrip().startswith("# needs a CUDA GPU") and not torch.cuda.is_available():
+        pytest.skip("this README block needs a CUDA GPU")
+    script = tmp_path / f"readme_block{index}.py"  # outside the repository
+    script.write_text(source, encoding="utf-8")
+    ran = subprocess.run(
+        [str(fresh_clone / ".venv/bin/python"), str(script)],
+        cwd=fresh_clone,  # "from the repository root"
+        env=_clean_env(ATTENTION_LAB_DATA=str(tmp_path / "data")),
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
