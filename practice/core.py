@@ -38,7 +38,9 @@ class Step:
 class Field:
     """One input box of a "numbers" exercise: ``size`` numbers (1 = a single number).
 
-    ``abs_tol`` / ``rel_tol``: how close a number must be (either suffices).
+    ``abs_tol`` / ``rel_tol``: how close a number must be (either suffices); ``abs_tols``,
+    one per number, replaces ``abs_tol`` where the rounding the prompt allows on the way
+    grows by a different factor for each number (a value rounded, then multiplied by 3).
     """
 
     name: str
@@ -46,6 +48,8 @@ class Field:
     abs_tol: float = 0.0
     rel_tol: float = 0.0
     integer: bool = False
+    abs_tols: tuple[float, ...] = ()
+    unit: str | None = None  # what the answer is asked in ("MiB"); the reader converts to it
 
 
 @dataclass(frozen=True)
@@ -137,14 +141,15 @@ class _CountError(ValueError):
         self.name, self.expected, self.got = name, expected, got
 
 
-def close(a: float, b: float, f: Field) -> bool:
+def close(a: float, b: float, f: Field, index: int = 0) -> bool:
     if f.integer:
         return a == b
-    return math.isclose(a, b, rel_tol=f.rel_tol, abs_tol=f.abs_tol)
+    abs_tol = f.abs_tols[index] if f.abs_tols else f.abs_tol
+    return math.isclose(a, b, rel_tol=f.rel_tol, abs_tol=abs_tol)
 
 
 def _field_ok(ex: Exercise, i: int, got: list[float], want: list[float]) -> bool:
-    return all(close(g, w, ex.fields[i]) for g, w in zip(got, want))
+    return all(close(g, w, ex.fields[i], j) for j, (g, w) in enumerate(zip(got, want)))
 
 
 def check_numbers(ex: Exercise, answer: Any) -> Feedback:

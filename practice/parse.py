@@ -1,7 +1,8 @@
 """Typed answers to numbers, lists, shapes and tokens, with a catalog key for every mistake.
 
 The page reads text boxes through these functions, so it decides every message itself:
-empty, not a number, NaN or infinity, too large, the wrong count.
+empty, not a number, NaN or infinity, too large, the wrong count, a unit that does not fit.
+Numbers are read as people write them: "8,192", "33 088", "33,088개", "9%", "192 MiB".
 """
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ _SHAPE_SPLIT = re.compile(r"[\s,;×xX*]+")
 _FRACTION = re.compile(r"^([+-]?[0-9.]+(?:e[+-]?\d+)?)\s*/\s*([+-]?[0-9.]+(?:e[+-]?\d+)?)$", re.I)
 # 1,000 / 8,192 / -1,234.5: thousands grouped by commas, one number (not "1" and "000").
 _GROUPED = re.compile(r"(?<![\d.,])[+-]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?(?![\d,]*\d)")
+# 33 088 / 33 088 (thin space; NFKC makes it a space): grouped by spaces, where one number
+# is asked for and the whole answer is that one grouped number.
+_SPACE_GROUPED = re.compile(r"^[+-]?[1-9]\d{0,2}(?: \d{3})+(?:\.\d+)?$")
+# A unit after the number: "192 MiB", "0.1875 GiB", "9%", "33,088개", "33088 parameters".
+_UNIT_TAIL = re.compile(r"^(?P<number>.*?[\d.)])\s*(?P<unit>%|개|[A-Za-z]+)$")
+BINARY_BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+DECIMAL_BYTES = {"kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_BYTE_NAMES = {name.lower(): name for name in (*BINARY_BYTES, *DECIMAL_BYTES)}
+_BYTE_NAMES.update({"byte": "B", "bytes": "B"})
+COUNTERS = {"개", "params", "parameters", "param"}  # a count's own word, nothing to convert
 _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
 # 9.76×10⁻⁴, 9.76 x 10^-4, 9.76*10**(-4), 9.76·10⁻⁴: scientific notation as people write it
 # (a plain exponent needs its ^ or **, so the shape "4 x 100" stays 4 by 100).
@@ -107,16 +118,49 @@ def _tokens(text: str, splitter: re.Pattern = _SPLIT, group: bool = False) -> li
     return list(zip(normal, typed))
 
 
-def parse_number(text: object) -> float:
-    """One number: "0.25", "-1e-3", "1/3", "8,192", "9.76×10⁻⁴"."""
-    parts = _tokens(_clean(text), group=True)
+def _split_unit(text: str) -> tuple[str, str | None]:
+    """The number and the unit typed after it ("192 MiB" -> "192", "MiB"), if any."""
+    m = _UNIT_TAIL.match(unicodedata.normalize("NFKC", text))
+    if not m or _NON_FINITE.match(m.group("unit")) or m.group("unit").lower() in ("e", "x"):
+        return text, None
+    return m.group("number").strip(), m.group("unit")
+
+
+def _in_unit(value: float, typed: str | None, unit: str | None, shown: str) -> float:
+    """``value`` typed in unit ``typed``, read in the question's ``unit``: bytes convert
+    exactly between B, KiB, MiB and GiB; MB (10⁶ bytes) for a MiB question is not silently
+    converted but named, the classic mix-up; "%" is a hundredth; a count's word is nothing."""
+    if typed is None or typed in COUNTERS or typed.lower() in COUNTERS:
+        return value
+    if typed == "%" and unit is None:
+        return value / 100
+    byte = _BYTE_NAMES.get(typed.lower())
+    if byte is None:
+        raise AnswerError("practice.input.unit_unknown", value=shown)
+    if unit is None:
+        raise AnswerError("practice.input.unit_unexpected", value=shown)
+    if byte in DECIMAL_BYTES and unit in BINARY_BYTES:
+        raise AnswerError("practice.input.unit_decimal", value=shown, typed=byte, unit=unit)
+    scale = {**BINARY_BYTES, **DECIMAL_BYTES}
+    return value * scale[byte] / scale[unit]
+
+
+def parse_number(text: object, unit: str | None = None) -> float:
+    """One number: "0.25", "-1e-3", "1/3", "8,192", "33 088", "9.76×10⁻⁴", "9%"; with the
+    question's ``unit`` ("MiB"), an answer in another byte unit is converted ("0.1875 GiB")."""
+    typed = _clean(text)
+    number, typed_unit = _split_unit(typed)
+    spaced = _normal(number)
+    if _SPACE_GROUPED.match(spaced):
+        number = spaced.replace(" ", "")
+    parts = _tokens(number, group=True)
     if len(parts) != 1:
         raise AnswerError("practice.input.one_number", got=len(parts))
-    return _number(*parts[0])
+    return _in_unit(_number(*parts[0]), typed_unit, unit, _shown(typed))
 
 
-def parse_int(text: object) -> int:
-    value = parse_number(text)
+def parse_int(text: object, unit: str | None = None) -> int:
+    value = parse_number(text, unit)
     if value != int(value):
         raise AnswerError("practice.input.not_integer", value=str(text).strip()[:40])
     return int(value)

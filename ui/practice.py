@@ -160,9 +160,9 @@ def read_answer(ex: Exercise, raw: dict[str, object]):
             if f.size > 1:
                 values.append(parse_numbers(text, f.size))
             elif f.integer:
-                values.append(parse_int(text))
+                values.append(parse_int(text, f.unit))
             else:
-                values.append(parse_number(text))
+                values.append(parse_number(text, f.unit))
         return tuple(values)
     if ex.form == "shape":
         return parse_shape(raw.get("shape"))

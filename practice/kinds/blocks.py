@@ -254,8 +254,21 @@ def ln_placement(seed: int) -> Exercise:
         answer=(tuple(answer),),
         solution=solution,
         wrong=mistakes,
-        fields=(Field("y", size=d, abs_tol=0.01),),
+        fields=(Field("y", size=d, abs_tol=ROUNDED, abs_tols=_ln_placement_tols(placement, w)),),
     )
+
+
+ROUNDED = 0.01  # "to two decimals": the last rounding (0.005), and as much again to spare
+
+
+def _ln_placement_tols(placement: str, w: list[float]) -> tuple[float, ...]:
+    """How far y_i may be off when the student rounds as the prompt allows. Pre-LN: LN(x)
+    rounded to two decimals on the way (as the worked solution shows it) is off by up to
+    0.005, and F = w ⊙ LN(x) carries that times |w_i|, plus F's own rounding. Post-LN: full
+    precision until the end, as its prompt asks."""
+    if placement == "pre":
+        return tuple(ROUNDED + 0.005 * abs(wi) + 0.005 + 1e-9 for wi in w)
+    return tuple(ROUNDED for _ in w)
 
 
 # --- the feed-forward sub-layer ---------------------------------------------------------------
@@ -399,5 +412,5 @@ def kv_cache(seed: int) -> Exercise:
         answer=(mib,),
         solution=solution,
         wrong=mistakes,
-        fields=(Field("mib", rel_tol=0.005),),
+        fields=(Field("mib", rel_tol=0.005, unit="MiB"),),
     )
