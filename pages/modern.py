@@ -10,7 +10,7 @@ import streamlit as st
 
 from model.analysis.concepts import attention_facts, kv_cache_bytes
 from model.positional import alibi_slopes
-from model.training.lengths import fit_summary, robust_pairs, seed_values
+from model.training.lengths import fit_summary, robust_pairs, seed_values, training_seconds
 from ui.charts import plotly_chart
 from ui.concepts import try_model
 from ui.frame import require_frame
@@ -82,7 +82,9 @@ def reading_numbers(meta: dict, rows: list[dict], names: dict[str, str]) -> dict
         for s in schemes
     }
     far = lengths[-1]
+    fastest, slowest = training_seconds(meta)
     return {
+        "train_time": f"{fastest:,.0f}–{slowest:,.0f}",
         "train": str(train),
         "beyond": str(beyond),
         "pairs": ", ".join(f"{names[a]} > {names[b]}" for a, b in pairs) or "–",

@@ -17,6 +17,7 @@ decodes greedily with the key/value cache and needs every answer token and the <
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -284,9 +285,29 @@ def run(
             "torch_version": torch.__version__,
             "python_version": platform.python_version(),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            # the numbers depend on the host (README.md beside them): record which it was
+            "host": host_description(),
         }
         (out / METADATA).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return rows
+
+
+def host_description() -> dict[str, object]:
+    """The machine a run's numbers came from: its platform, CPU model and the instruction
+    sets PyTorch's CPU kernels pick their code path by (AVX2, AVX-512, ...)."""
+    cpu = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu": cpu or platform.processor(),
+        "cpu_count": os.cpu_count(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
 
 
 def load_results(folder: Path = OUT_DIR) -> tuple[dict, list[dict]]:
@@ -389,6 +410,13 @@ def fit_summary(meta: dict) -> dict[str, dict]:
         s["steps"].append(r["steps"])
         s["train_accuracy"].append(r["train_accuracy"])
     return out
+
+
+def training_seconds(meta: dict) -> tuple[float, float]:
+    """The shortest and longest run, in seconds of wall time from start to scored
+    (``total_s``), as recorded: what "trained for ..." on the page says, never a guess."""
+    times = [r.get("total_s", r.get("train_s", 0.0)) for r in meta.get("runs", [])]
+    return (min(times), max(times)) if times else (0.0, 0.0)
 
 
 def seed_values(rows: list[dict], metric: str, scheme: str, length: int) -> dict[int, float]:

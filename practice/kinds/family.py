@@ -6,7 +6,17 @@ from __future__ import annotations
 from functools import lru_cache
 
 from model.tasks import en2ko, reverse, sort
-from practice.core import CELLS_PASS, Exercise, Step, Wrong, fmt, overlap, rng_for
+from practice.core import (
+    CELLS_PASS,
+    Exercise,
+    Feedback,
+    Step,
+    Wrong,
+    check_choice,
+    fmt,
+    overlap,
+    rng_for,
+)
 from practice.lab import reverse_trace
 
 TOPIC = "family"
@@ -92,21 +102,37 @@ def family_task(seed: int) -> Exercise:
     mistakes = [
         Wrong(c, f"practice.family_task.hint.{truth}_as_{c}") for c in FAMILIES if c != truth
     ]
+    also = ALSO_RIGHT.get(task, {})
     solution = [
         Step(f"practice.family_task.why.{task}"),
         Step(f"practice.family_task.step.{truth}"),
+        *(Step(note) for note in also.values()),
     ]
     return Exercise(
         kind="family_task",
         seed=seed,
         topic=TOPIC,
         form="choice",
-        data={"task": task, "hint_params": {}},
+        data={"task": task, "hint_params": {}, "also_right": also},
         answer=truth,
         solution=solution,
-        wrong=mistakes,
+        wrong=[w for w in mistakes if w.answer not in also],
         options=FAMILIES,
+        checker=_check_family if also else None,
     )
+
+
+# Answers that are also right today, each with the note that says why and how it differs.
+# Translation: decoder-only models translate too (the source given as the start of the
+# prompt); the paper's answer, and the lab's en2ko, is encoder-decoder.
+ALSO_RIGHT = {"translation": {"decoder": "practice.family_task.also_right.translation_decoder"}}
+
+
+def _check_family(ex: Exercise, answer: str) -> Feedback:
+    note = ex.data["also_right"].get(answer)
+    if note is not None:
+        return Feedback(True, note)
+    return check_choice(ex, answer)
 
 
 def cross_attention(seed: int) -> Exercise:

@@ -322,3 +322,20 @@ def test_the_positional_and_decoding_pages_link_here(page, label, lang):
     links = {link.proto.label: link.proto.page for link in at.get("page_link")}
     assert translate(label, lang) in links
     assert links[translate(label, lang)] == "modern"  # the url_path of pages/modern.py
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_reading_says_how_long_the_runs_took_from_the_record_not_a_minute(lang):
+    """35–146 s per run, as metadata.json recorded them (start to scored); the text once said
+    "trained for a minute" whatever the runs took."""
+    from model.training.lengths import load_results
+
+    meta, _ = load_results()
+    times = [run["total_s"] for run in meta["runs"]]
+    assert len({run["seed"] for run in meta["runs"]}) >= 3
+    said = f"{min(times):,.0f}–{max(times):,.0f}"
+    at = open_page(lang=lang)
+    ok(at)
+    reading = [m.value for m in at.markdown if lead("modern.length.reading", lang) in m.value]
+    assert len(reading) == 1 and said in reading[0], said
+    assert "a minute" not in reading[0] and "1분" not in reading[0]

@@ -259,3 +259,57 @@ def test_at_factor_half_pre_ln_without_warm_up_does_not_learn(tmp_path, seed):
 
     train_main(warmup_argv("pre", 1, tmp_path, EARLY, seed, factor=0.5))
     assert loss_at(tmp_path / "curve.csv", EARLY) > 3.0
+
+
+# --- family_task: translation has two defensible answers today ------------------------------
+
+
+def test_translation_accepts_decoder_only_with_a_note_and_the_labs_own_tasks_one_answer():
+    import practice
+
+    shipped = {name: load(name, device="cpu").kind for name in ("en2ko", "reverse", "sort")}
+    seen = set()
+    for seed in range(200):
+        ex = practice.make("family_task", seed)
+        task = ex.data["task"]
+        seen.add(task)
+        right = [o for o in ex.options if ex.check(o).correct]
+        if task == "translation":
+            assert sorted(right) == ["decoder", "encoder-decoder"]
+            note = ex.check("decoder").key
+            assert note == "practice.family_task.also_right.translation_decoder"
+            assert note in {s.key for s in ex.solution}  # said to those who chose the paper's too
+            assert ex.check("encoder").key == "practice.family_task.hint.encoder-decoder_as_encoder"
+        elif task.startswith("lab_"):  # what the lab's shipped model is, one answer only
+            assert right == [shipped[task.removeprefix("lab_")]], task
+        else:
+            assert right == [ex.answer]
+    assert {"translation", "lab_en2ko", "lab_sort"} <= seen
+    says(
+        "practice.family_task.also_right.translation_decoder",
+        en=["decoder-only", "encoder-decoder", "en2ko"],
+        ko=["디코더 전용", "인코더-디코더", "en2ko"],
+    )
+
+
+# --- the length experiment: which numbers depend on the host --------------------------------
+
+
+def test_the_positions_readme_records_the_host_beside_the_shipped_numbers():
+    from model.training.lengths import OUT_DIR, host_description, load_results
+
+    meta, rows = load_results()
+    readme = " ".join((OUT_DIR / "README.md").read_text(encoding="utf-8").split())
+    for recorded in (meta["torch_version"], meta["python_version"], meta["created"][:10]):
+        assert recorded in readme, recorded
+    assert "## What depends on the host" in readme
+    # the shipped RoPE seed-0 numbers the README compares a re-run with are the shipped ones
+    rope0 = next(r for r in meta["runs"] if r["scheme"] == "rope" and r["seed"] == 0)
+    exact8 = next(
+        r["exact_match"] for r in rows if (r["scheme"], r["seed"], r["length"]) == ("rope", 0, 8)
+    )
+    assert f"instead of {rope0['train_accuracy']}" in readme
+    assert f"instead of {exact8:.2f}" in readme
+    # and a re-run writes its host down
+    host = host_description()
+    assert host["machine"] and host["cpu_count"] and host["cpu_capability"]
