@@ -44,7 +44,12 @@ GLOSSARY: dict[str, tuple[str, list[str]]] = {
     "normalisation placement": ("정규화 위치", [r"(?:논문의|정규화|LN의?)\s*배치"]),
     "held-out split": ("평가용", [r"검증"]),
     "lab": ("실습실", [r"(?<![가-힣])랩"]),
-    "encoder-only": ("인코더 전용", [r"(?:인코더|디코더)\s*유형"]),
+    "encoder-only": (
+        "인코더 전용",
+        [r"(?:인코더|디코더)\s*유형", r"인코더만(?=\s*[(:]|\s*쓰는)", r"인코더\s*온리"],
+    ),
+    # "디코더만으로 충분합니다" (a decoder alone is enough) is a sentence, not the family's name.
+    "decoder-only": ("디코더 전용", [r"디코더만(?=\s*[(:]|\s*쓰는)", r"디코더\s*온리"]),
     # 정답 is the correct answer; the sequence a decoder is trained to produce is the target.
     "target sequence": (
         "목표 시퀀스",
@@ -142,6 +147,37 @@ def test_no_fallback_particles_on_screen(name):
         for m in FALLBACK.finditer(text)
     ]
     assert found == []
+
+
+def english_catalog() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for path in sorted(CATALOG_DIR.glob("en*.json")):
+        out.update(json.loads(path.read_text(encoding="utf-8")))
+    return out
+
+
+# What a translation carries over unchanged: code (`...`), special tokens (<eos>, <pad>),
+# and numbers (not placeholders' names, not parts of words like "d_k" or "2017a").
+CARRIED = {
+    "code": re.compile(r"`[^`]+`"),
+    "special token": re.compile(r"<[a-z]+>"),
+    "number": re.compile(r"(?<![\w.{])\d+(?:[.,]\d+)*(?![\w}])"),
+}
+
+
+def test_the_korean_says_every_code_span_special_token_and_number_the_english_says():
+    """A number, a `<pad>` or a code span in the English and not in the Korean is drift:
+    the two say different things (a caption once quoted different counts per language)."""
+    english = english_catalog()
+    korean = {k: v for c in korean_catalogs().values() for k, v in c.items()}
+    drift = [
+        f"{key}: {what} «{m}» missing in Korean"
+        for key, text in english.items()
+        for what, pattern in CARRIED.items()
+        for m in sorted(set(pattern.findall(text)))
+        if m not in korean.get(key, "")
+    ]
+    assert drift == []
 
 
 def test_the_grouped_query_divisibility_sentence_is_said_one_way():
