@@ -24,7 +24,9 @@ _GROUPED = re.compile(r"(?<![\d.,])[+-]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?(?![\d,
 # is asked for and the whole answer is that one grouped number.
 _SPACE_GROUPED = re.compile(r"^[+-]?[1-9]\d{0,2}(?: \d{3})+(?:\.\d+)?$")
 # A unit after the number: "192 MiB", "0.1875 GiB", "9%", "33,088개", "33088 parameters".
-_UNIT_TAIL = re.compile(r"^(?P<number>.*?[\d.)])\s*(?P<unit>%|개|[A-Za-z]+)$")
+_UNIT_TAIL = re.compile(
+    r"^(?P<number>[\d\s.,+\-−/×·*^()eE⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]*[\d)⁰¹²³⁴⁵⁶⁷⁸⁹])\s*(?P<unit>%|개|[A-Za-z]+)$"
+)
 BINARY_BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 DECIMAL_BYTES = {"kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _BYTE_NAMES = {name.lower(): name for name in (*BINARY_BYTES, *DECIMAL_BYTES)}
@@ -120,7 +122,8 @@ def _tokens(text: str, splitter: re.Pattern = _SPLIT, group: bool = False) -> li
 
 def _split_unit(text: str) -> tuple[str, str | None]:
     """The number and the unit typed after it ("192 MiB" -> "192", "MiB"), if any."""
-    m = _UNIT_TAIL.match(unicodedata.normalize("NFKC", text))
+    # as typed first (NFKC would turn 10³ into 103), then full-width (１９２ ＭｉＢ)
+    m = _UNIT_TAIL.match(text) or _UNIT_TAIL.match(unicodedata.normalize("NFKC", text))
     if not m or _NON_FINITE.match(m.group("unit")) or m.group("unit").lower() in ("e", "x"):
         return text, None
     return m.group("number").strip(), m.group("unit")
@@ -156,7 +159,13 @@ def parse_number(text: object, unit: str | None = None) -> float:
     parts = _tokens(number, group=True)
     if len(parts) != 1:
         raise AnswerError("practice.input.one_number", got=len(parts))
-    return _in_unit(_number(*parts[0]), typed_unit, unit, _shown(typed))
+    try:
+        value = _number(*parts[0])
+    except AnswerError as err:  # quote all that was typed, the unit too
+        if "value" in err.params and typed_unit is not None:
+            raise AnswerError(err.key, **{**err.params, "value": _shown(typed)}) from None
+        raise
+    return _in_unit(value, typed_unit, unit, _shown(typed))
 
 
 def parse_int(text: object, unit: str | None = None) -> int:

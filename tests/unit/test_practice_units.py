@@ -102,3 +102,12 @@ def test_a_percent_is_a_hundredth_and_spaces_still_separate_two_numbers():
     with pytest.raises(AnswerError) as err:
         parse_int("9%")  # a count is not a share
     assert err.value.key == "practice.input.not_integer"
+
+
+def test_scientific_and_full_width_answers_keep_their_unit_and_messages_quote_all_typed():
+    assert parse_number("1.5×10³ MiB", "MiB") == 1500
+    assert parse_number("１９２ ＭｉＢ", "MiB") == 192
+    for text in ("1/0 MiB", "[x](http://e.vil)**b**www.e.vil"):
+        with pytest.raises(AnswerError) as err:
+            parse_number(text, "MiB")
+        assert err.value.params["value"] == text
