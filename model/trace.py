@@ -284,14 +284,20 @@ class _Stacked(Mapping):
             return self.trace._stacked_stages(kind)
         return self.trace._stacked_maps(kind)
 
+    def _kinds(self) -> list[str]:
+        if self.stages:  # stages exist where a record (or given stages) does
+            t = self.trace
+            return [k for k in KINDS if k in t.records or k in t.given_stages]
+        return self.trace.kinds()
+
     def __contains__(self, kind) -> bool:
-        return kind in self.trace.kinds()
+        return kind in self._kinds()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.trace.kinds())
+        return iter(self._kinds())
 
     def __len__(self) -> int:
-        return len(self.trace.kinds())
+        return len(self._kinds())
 
 
 class Trace:
@@ -342,6 +348,10 @@ class Trace:
         return state
 
     # --- what there is -------------------------------------------------------------------
+
+    def has_stages(self, kind: str) -> bool:
+        """Whether ``attention_stages`` can show ``kind`` (our engine's record)."""
+        return kind in self.records or kind in self.given_stages
 
     def kinds(self) -> list[str]:
         """The attention kinds this trace holds, in KINDS order."""
