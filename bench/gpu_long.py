@@ -108,9 +108,9 @@ def long_inputs(device, dtype, lengths, dims, repeats) -> list[dict]:
     for n in lengths:
         ids = torch.randint(0, dims["vocab_size"], (1, n), device=device)
         calls = {
-            "ours_traced": lambda: traced(ours, ids),
-            "ours_fast": lambda: ours(ids),
-            "transformers_sdpa": lambda: reference(input_ids=ids),
+            "ours_traced": lambda ids=ids: traced(ours, ids),
+            "ours_fast": lambda ids=ids: ours(ids),
+            "transformers_sdpa": lambda ids=ids: reference(input_ids=ids),
         }
         with torch.inference_mode():
             t = time_side_by_side(calls, repeats, device)
@@ -119,14 +119,15 @@ def long_inputs(device, dtype, lengths, dims, repeats) -> list[dict]:
             record_mib = trace.record_bytes / 2**20
             layer, head = dims["num_hidden_layers"] // 2, 5  # a middle layer, any head
             overview_s = _median_seconds(
-                lambda: trace.attention_overview("decoder", layer, head, size=1024), 3, device
-            )
-            window_s = _median_seconds(
-                lambda: trace.attention_map("decoder", layer, head, rows=slice(n - 512, n)),
+                lambda t=trace: t.attention_overview("decoder", layer, head, size=1024),
                 3,
                 device,
             )
-        del trace
+            window = slice(n - 512, n)
+            window_s = _median_seconds(
+                lambda t=trace: t.attention_map("decoder", layer, head, rows=window), 3, device
+            )
+        trace = None
         gc.collect()
         rows.append(
             {
@@ -147,10 +148,6 @@ def long_inputs(device, dtype, lengths, dims, repeats) -> list[dict]:
             }
         )
         print(json.dumps(rows[-1]), flush=True)
-    del reference, ours
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
     return rows
 
 
@@ -170,8 +167,6 @@ def short_input(device, dtype, dims, n, repeats) -> dict:
         "traced_speed_vs_eager": t["transformers_eager"] / t["ours_traced"],
     }
     print(json.dumps(row), flush=True)
-    del reference, ours
-    gc.collect()
     return row
 
 
@@ -196,6 +191,11 @@ def main(argv: list[str] | None = None) -> dict:
         "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor(),
         "torch": torch.__version__,
         "long": long_inputs(device, long_dtype, lengths, long_dims, repeats),
+    }
+    gc.collect()  # the 1B model is gone with long_inputs' frame
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    result |= {
         "short": [
             short_input(device, dtype, short_dims, 64, max(repeats, 10))
             for dtype in (torch.float32, torch.bfloat16 if device.type == "cuda" else None)
