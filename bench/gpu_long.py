@@ -104,6 +104,7 @@ def _median_seconds(fn, repeats: int, device: torch.device) -> float:
 def long_inputs(device, dtype, lengths, dims, repeats) -> list[dict]:
     reference, ours = build("llama", dims, dtype, device, "sdpa")
     weights_mib = sum(p.numel() * p.element_size() for p in ours.parameters()) / 2**20
+    layer, head = dims["num_hidden_layers"] // 2, 5  # a middle layer, any head
     rows = []
     for n in lengths:
         ids = torch.randint(0, dims["vocab_size"], (1, n), device=device)
@@ -117,7 +118,6 @@ def long_inputs(device, dtype, lengths, dims, repeats) -> list[dict]:
             memory = {name: peak_extra_mib(fn, device) for name, fn in calls.items()}
             trace = traced(ours, ids)
             record_mib = trace.record_bytes / 2**20
-            layer, head = dims["num_hidden_layers"] // 2, 5  # a middle layer, any head
             overview_s = _median_seconds(
                 lambda t=trace: t.attention_overview("decoder", layer, head, size=1024),
                 3,
@@ -125,7 +125,9 @@ def long_inputs(device, dtype, lengths, dims, repeats) -> list[dict]:
             )
             window = slice(n - 512, n)
             window_s = _median_seconds(
-                lambda t=trace: t.attention_map("decoder", layer, head, rows=window), 3, device
+                lambda t=trace, w=window: t.attention_map("decoder", layer, head, rows=w),
+                3,
+                device,
             )
         trace = None
         gc.collect()
