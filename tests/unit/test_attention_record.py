@@ -206,3 +206,34 @@ def test_a_4096_token_trace_costs_its_record_not_its_maps(tmp_path):
     assert result["record"] == 2 * (8 + 2) * n * 8 * 4  # q and k, 2 layers, d_k 8
     # Forward, record, an overview and a 512-row window: a small fraction of the maps.
     assert result["extra"] < maps / 8, result
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("dtype", "tolerance"), [(torch.float32, 1e-4), (torch.bfloat16, 2e-2)], ids=["fp32", "bf16"]
+)
+@pytest.mark.parametrize("model_type", ["llama", "mistral"])
+def test_attention_map_on_cuda_equals_transformers_eager_in_each_dtype(
+    folders, model_type, dtype, tolerance
+):
+    lm = load(folders[model_type], device="cuda", dtype=dtype)
+    assert lm.dtype == dtype and lm.device.type == "cuda"
+    ref = transformers_causal_lm(folders[model_type], device="cuda").to(dtype)
+    ids = random_ids(lm, N_TOKENS)
+    trace = traced(lm, ids)
+    assert trace.records["decoder"].q[0].device.type == "cuda"  # maps computed where q/k are
+    with torch.inference_mode():
+        theirs = ref(input_ids=torch.tensor([ids], device="cuda"), output_attentions=True)
+    for layer, maps in enumerate(theirs.attentions):
+        for head in range(maps.shape[1]):
+            ours = trace.attention_map("decoder", layer, head)
+            assert ours.dtype == torch.float32 and ours.device.type == "cpu"
+            torch.testing.assert_close(ours, maps[0, head].float().cpu(), atol=tolerance, rtol=0)
+    ov = trace.attention_overview("decoder", 1, 2, size=16)
+    full = trace.attention_map("decoder", 1, 2)
+    assert ov.values[-1, 0].item() == pytest.approx(full[-3:, :3].max().item(), abs=1e-6)
+
+
+def test_load_refuses_an_unknown_dtype_clearly(folders):
+    with pytest.raises(ValueError, match="bfloat16"):
+        load(folders["llama"], device="cpu", dtype="int8")
