@@ -111,7 +111,12 @@ def apply_rope(
     if layout not in ("interleaved", "half"):
         raise ValueError(f"unknown rotary layout {layout!r}; use 'interleaved' or 'half'")
     d_k = x.shape[-1]
-    angles = positions.to(torch.float64)[:, None] * rope_frequencies(d_k, base).to(x.device)
+    if d_k <= 0 or d_k % 2:
+        raise ValueError(f"rotary positions need an even d_k, got {d_k}")
+    # θ_i built on x's device: a host-to-device copy per call would stall a GPU's stream
+    dims = torch.arange(0, d_k, 2, dtype=torch.float64, device=x.device)
+    theta = torch.exp(dims * (-math.log(base) / d_k))
+    angles = positions.to(torch.float64)[:, None] * theta
     cos = torch.cos(angles).to(x.dtype)  # [L, d_k/2]
     sin = torch.sin(angles).to(x.dtype)
     if layout == "half":

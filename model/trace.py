@@ -161,10 +161,17 @@ class Recorder:
                 _cut_mask(self.masks.get(kind), index, lq, lk),
                 qks[0].alibi,
             )
-        norms = {}
-        for name, stats in self.norms.items():
-            n = stack_len[name.split(".", 1)[0]]
-            norms[name] = {k: v[index, :n].float().cpu() for k, v in stats.items()}
+        # Every small per-token statistic crosses to the CPU in one copy per stack (one
+        # transfer each would make a GPU wait for its queue hundreds of times).
+        norms: dict[str, dict[str, torch.Tensor]] = {}
+        for stack, n in stack_len.items():
+            names = [name for name in self.norms if name.split(".", 1)[0] == stack]
+            parts = [v[index, :n] for name in names for v in self.norms[name].values()]
+            if not parts:
+                continue
+            flat = iter(torch.stack(parts).float().cpu())
+            for name in names:
+                norms[name] = {k: next(flat) for k in self.norms[name]}
         residual = {
             stack: torch.stack([r[index, : stack_len[stack]] for r in rs]).float().cpu()
             for stack, rs in self.residual.items()
