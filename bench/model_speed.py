@@ -306,7 +306,8 @@ def bench_long_trace(length: int, repeats: int, vocab: int = 32000) -> dict:
     from model.hf.decoder import decoder_config
 
     device = torch.device("cpu")
-    cfg = decoder_config(Qwen2Config(**{**QWEN25_05B, "vocab_size": vocab}))
+    dims = {**QWEN25_05B, "vocab_size": vocab, "bos_token_id": None, "eos_token_id": None}
+    cfg = decoder_config(Qwen2Config(**dims))
     torch.manual_seed(0)
     ours = build_model(cfg).eval()
     ids = torch.randint(0, vocab, (1, length))

@@ -237,3 +237,21 @@ def test_attention_map_on_cuda_equals_transformers_eager_in_each_dtype(
 def test_load_refuses_an_unknown_dtype_clearly(folders):
     with pytest.raises(ValueError, match="bfloat16"):
         load(folders["llama"], device="cpu", dtype="int8")
+
+
+def test_streamed_summaries_equal_the_stacked_ones(folders, monkeypatch):
+    from model.analysis import summaries
+
+    lm = load(folders["qwen2"], device="cpu")
+    trace = traced(lm, random_ids(lm, 40))
+    stacked = trace.attention["decoder"]
+    monkeypatch.setattr(summaries, "BAND_CELLS", 8 * 40 * 7)  # bands of 7 rows
+    stats = summaries.trace_head_statistics(trace, "decoder")
+    torch.testing.assert_close(stats["entropy"], summaries.entropy(stacked))
+    torch.testing.assert_close(stats["mean_distance"], summaries.mean_distance(stacked))
+    torch.testing.assert_close(
+        summaries.trace_rollout(trace, "decoder"), summaries.rollout(stacked)
+    )
+    for how, want in (("mean", summaries.head_mean), ("max", summaries.head_max)):
+        got = summaries.trace_layer_aggregate(trace, "decoder", 1, how)
+        torch.testing.assert_close(got, want(stacked)[1])
