@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.masks import MaskSpec
-from model.positional import alibi_bias, alibi_slopes, apply_rope
+from model.positional import alibi_bias, alibi_slopes, rope_table, rotate
 
 
 @dataclass
@@ -366,6 +366,14 @@ class MultiHeadAttention(nn.Module):
             n_heads * self.d_k, d_model, bias=bias if out_bias is None else out_bias
         )
 
+    def _rope(self, start: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos / sin of x's positions (start ..), shared by every layer of a forward."""
+        if torch.is_grad_enabled():  # autograd may save them: fresh tensors, never cached
+            return rope_table.__wrapped__(
+                start, x.shape[-2], self.d_k, self.rope_base, x.device, x.dtype
+            )
+        return rope_table(start, x.shape[-2], self.d_k, self.rope_base, x.device, x.dtype)
+
     def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
         """[B, L, heads·d_k] -> [B, heads, L, d_k] (heads: n_heads unless given)."""
         b, n, _ = x.shape
@@ -403,8 +411,8 @@ class MultiHeadAttention(nn.Module):
                 cache["k"].shape[2] if cache is not None and "k" in cache and not static_kv else 0
             )
             if self.rope:  # keys rotated once, at their absolute positions, then cached
-                positions = torch.arange(past, past + k.shape[2], device=k.device)
-                k = apply_rope(k, positions, self.rope_base, self.rope_layout)
+                cos, sin = self._rope(past, k)
+                k = rotate(k, cos, sin, self.rope_layout)
             if cache is not None:
                 if past:
                     k = torch.cat([cache["k"], k], dim=2)
@@ -415,7 +423,8 @@ class MultiHeadAttention(nn.Module):
         # without a cache).
         q_pos = torch.arange(lk - lq, lk, device=q.device)
         if self.rope:
-            q = apply_rope(q, q_pos, self.rope_base, self.rope_layout)
+            cos, sin = self._rope(lk - lq, q)
+            q = rotate(q, cos, sin, self.rope_layout)
         bias = None
         if self.alibi:
             bias = alibi_bias(self.n_heads, q_pos, torch.arange(lk, device=q.device)).to(q.dtype)
