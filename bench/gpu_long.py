@@ -22,12 +22,11 @@ import argparse
 import gc
 import json
 import platform
-import statistics
 import time
 
 import torch
 
-from bench.model_speed import peak_extra_mib, time_side_by_side
+from bench.model_speed import QWEN25_05B, peak_extra_mib, time_side_by_side
 
 LLAMA_1B = dict(
     hidden_size=2048,
@@ -40,17 +39,8 @@ LLAMA_1B = dict(
     rope_theta=500000.0,
     tie_word_embeddings=True,
 )
-QWEN_05B = dict(
-    hidden_size=896,
-    intermediate_size=4864,
-    num_hidden_layers=24,
-    num_attention_heads=14,
-    num_key_value_heads=2,
-    vocab_size=151936,
-    max_position_embeddings=32768,
-    rope_theta=1000000.0,
-    tie_word_embeddings=True,
-)
+# Qwen2.5-0.5B's own dimensions (bench.model_speed's), without token ids past a cut vocabulary
+QWEN_05B = {**QWEN25_05B, "bos_token_id": None, "eos_token_id": None}
 SMALL = dict(
     hidden_size=128,
     intermediate_size=256,
@@ -89,16 +79,7 @@ def traced(ours, ids: torch.Tensor):
 
 
 def _median_seconds(fn, repeats: int, device: torch.device) -> float:
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return time_side_by_side({"one": fn}, repeats, device)["one"]
 
 
 def long_inputs(device, dtype, lengths, dims, repeats) -> list[dict]:

@@ -267,19 +267,26 @@ class Predictions:
     def from_logits(cls, logits: torch.Tensor, ids: list[int] | None = None) -> Predictions:
         """From logits [L, vocab], a band of rows at a time (softmax in float32)."""
         k = min(TOP_K, logits.shape[-1])
+        # Bands of rows sized to the vocabulary (64 MB of float32 on a CPU, 512 MB on a
+        # GPU), kept on the device and copied to the CPU once.
+        cells = 2**27 if logits.is_cuda else 2**24
+        step = max(1, cells // max(1, logits.shape[-1]))
+        following = None
+        if ids is not None:
+            following = torch.as_tensor(ids[1 : logits.shape[0]], device=logits.device)
         top_ids, top_probs, nxt = [], [], []
-        for a in range(0, logits.shape[0], 256):
-            probs = torch.softmax(logits[a : a + 256].float(), dim=-1)
+        for a in range(0, logits.shape[0], step):
+            probs = torch.softmax(logits[a : a + step].float(), dim=-1)
             p, i = probs.topk(k, dim=-1)
-            top_ids.append(i.cpu())
-            top_probs.append(p.cpu())
-            if ids is not None:
-                following = torch.as_tensor(ids[a + 1 : a + 257], device=probs.device)
-                nxt.append(probs[: len(following)].gather(1, following[:, None])[:, 0].cpu())
+            top_ids.append(i)
+            top_probs.append(p)
+            if following is not None:
+                f = following[a : a + step]
+                nxt.append(probs[: len(f)].gather(1, f[:, None])[:, 0])
         return cls(
-            torch.cat(top_ids),
-            torch.cat(top_probs),
-            torch.cat(nxt) if ids is not None else None,
+            torch.cat(top_ids).cpu(),
+            torch.cat(top_probs).cpu(),
+            torch.cat(nxt).cpu() if following is not None else None,
         )
 
 
@@ -443,11 +450,13 @@ class Trace:
         self._check(kind, layer, head)
         _, _, n_q, n_k = self.shape(kind)
         row_edges, col_edges = block_edges(n_q, size), block_edges(n_k, size)
+        on_gpu = self.records[kind].q[0].is_cuda if kind in self.records else False
         return pool_map(
             lambda rows: self._device_map(kind, layer, [head], rows, None)[0],
             row_edges,
             col_edges,
             reduce,
+            max_cells=2**25 if on_gpu else 2**22,  # a band's cells (x4 bytes, x a few)
         )
 
     def _check(self, kind: str, layer: int, head: int) -> None:
