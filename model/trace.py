@@ -1,7 +1,10 @@
 """What a traced forward pass saw: collected per call, then cut per sentence into a Trace.
 
 The Recorder lives for one forward call only (never on a module), so concurrent sessions
-sharing one cached model cannot see each other's sentences.
+sharing one cached model cannot see each other's sentences. It keeps what attention is made
+of (each layer's queries and keys, the mask's rule), never the [L, L] maps: a map is one
+head's softmax(q kᵀ/√d_k + mask), cheap to recompute for the window a view draws, while
+every layer's and head's maps grow with L² (137 GB at 8,192 tokens of a 1B model).
 """
 
 from __future__ import annotations
