@@ -617,7 +617,9 @@ def pool_map(
         by_rows = torch.zeros(j - i, band.shape[1], device=band.device).scatter_reduce(
             0, row_owner[:, None].expand_as(band), band, how, include_self=False
         )  # [blocks, Lk]
-        owner = col_owner.to(band.device)[None].expand_as(by_rows)
+        if col_owner.device != band.device:  # once: the key -> block map lives by the band
+            col_owner = col_owner.to(band.device)
+        owner = col_owner[None].expand_as(by_rows)
         pooled = torch.zeros(j - i, n_cb, device=band.device).scatter_reduce(
             1, owner, by_rows, how, include_self=False
         )
