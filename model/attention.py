@@ -99,9 +99,9 @@ def _fast_attention(
                     q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa
                 )
             else:
-                mask = spec.dense()
+                mask = spec.dense(device=q.device)
         else:
-            mask = spec.dense()
+            mask = spec.dense(device=q.device)
     if mask is None:
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=bias, dropout_p=dropout_p, enable_gqa=gqa
@@ -177,7 +177,7 @@ def attention_weights(
         slopes = alibi_slopes(n_heads).to(device)[head_idx]
         scaled = scaled - slopes[:, None, None] * dist
     if isinstance(mask, MaskSpec):
-        allowed = mask.dense(rows, None)
+        allowed = mask.dense(rows, None, device)
         allowed = None if allowed is None else allowed[0, 0]
     elif mask is not None:
         allowed = torch.broadcast_to(mask.to(torch.bool), (*mask.shape[:-2], lq, lk))
@@ -462,7 +462,7 @@ class MultiHeadAttention(nn.Module):
             return self.out_proj(self.merge_heads(heads)), qk
         q, k, v, bias = self.project(query, key, value, cache, static_kv)
         if isinstance(mask, MaskSpec):
-            mask = mask.dense()
+            mask = mask.dense(device=q.device)
         heads, weights = scaled_dot_product_attention(
             q, k, v, mask, dropout_p=p, return_stages=return_stages, bias=bias
         )

@@ -83,9 +83,10 @@ class MaskSpec:
     offset: int = 0
     window: int | None = None
 
-    def positions(self, rows=None, cols=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(query positions, key positions) of a window, counted from the first key."""
-        device = _device(self.query_valid, self.key_valid)
+    def positions(self, rows=None, cols=None, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(query positions, key positions) of a window, counted from the first key, on
+        ``device`` (default: the validity tensors', else the CPU)."""
+        device = device or _device(self.query_valid, self.key_valid)
         q = torch.arange(self.lq, device=device) + self.offset
         k = torch.arange(self.lk, device=device)
         return _take(q, rows), _take(k, cols)
@@ -100,11 +101,12 @@ class MaskSpec:
             and (self.window is None or self.window >= self.lk + self.offset)
         )
 
-    def dense(self, rows=None, cols=None) -> torch.Tensor | None:
-        """The mask as bool [B or 1, 1, rows, cols] (True = may attend), or None when open."""
+    def dense(self, rows=None, cols=None, device=None) -> torch.Tensor | None:
+        """The mask as bool [B or 1, 1, rows, cols] (True = may attend), or None when open;
+        on ``device`` (default: the validity tensors', else the CPU)."""
         if self.trivial:
             return None
-        q_pos, k_pos = self.positions(rows, cols)
+        q_pos, k_pos = self.positions(rows, cols, device)
         mask = torch.ones(len(q_pos), len(k_pos), dtype=torch.bool, device=q_pos.device)
         if self.causal:
             mask &= k_pos[None, :] <= q_pos[:, None]
@@ -112,9 +114,11 @@ class MaskSpec:
             mask &= k_pos[None, :] > q_pos[:, None] - self.window
         mask = mask[None, None]  # [1, 1, rows, cols]
         if self.key_valid is not None:
-            mask = mask & _take(self.key_valid, cols, dim=1)[:, None, None, :]
+            valid = _take(self.key_valid.to(mask.device), cols, dim=1)
+            mask = mask & valid[:, None, None, :]
         if self.query_valid is not None:
-            mask = mask & _take(self.query_valid, rows, dim=1)[:, None, :, None]
+            valid = _take(self.query_valid.to(mask.device), rows, dim=1)
+            mask = mask & valid[:, None, :, None]
         return mask
 
     def cut(self, index: int, lq: int, lk: int) -> MaskSpec:

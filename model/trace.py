@@ -78,7 +78,7 @@ class Recorder:
         """What one attention read (only when asked: it is a full hidden state per layer)."""
         if self.want_inputs:
             if isinstance(mask, MaskSpec):
-                mask = mask.dense()
+                mask = mask.dense(device=query.device)
             self.inputs[kind].append(
                 {
                     "query": query.detach(),

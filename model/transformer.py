@@ -223,10 +223,10 @@ class _Model(nn.Module):
             cross_mask = mask_spec(valid, src, lengths=(n, src_valid.shape[1]))
         if spec:
             return self_mask, cross_mask, offset
-        dense = self_mask.dense()
+        dense = self_mask.dense(device=ids.device)
         if dense is None:
             dense = torch.ones(1, 1, n, offset + n, dtype=torch.bool, device=ids.device)
-        return dense, None if cross_mask is None else cross_mask.dense(), offset
+        return dense, None if cross_mask is None else cross_mask.dense(device=ids.device), offset
 
 
 class EncoderDecoderModel(_Model):

@@ -255,3 +255,18 @@ def test_streamed_summaries_equal_the_stacked_ones(folders, monkeypatch):
     for how, want in (("mean", summaries.head_mean), ("max", summaries.head_max)):
         got = summaries.trace_layer_aggregate(trace, "decoder", 1, how)
         torch.testing.assert_close(got, want(stacked)[1])
+
+
+def test_masks_are_built_on_the_device_of_the_queries_and_keys():
+    """A record on a GPU rebuilds its mask there (the meta device stands in for one: mixing
+    it with a CPU mask fails as a CUDA tensor would)."""
+    from model.attention import _fast_attention, attention_weights
+    from model.masks import MaskSpec
+
+    q = torch.randn(4, 8, 16, device="meta")
+    k = torch.randn(2, 8, 16, device="meta")
+    causal = MaskSpec(8, 8, causal=True, window=3)
+    padded = MaskSpec(8, 8, torch.ones(1, 8, dtype=torch.bool), torch.ones(1, 8, dtype=torch.bool))
+    for spec in (causal, padded):
+        assert attention_weights(q, k, spec, rows=slice(2, 5)).shape == (4, 3, 8)
+        assert _fast_attention(q[None], k[None], k[None], spec, 0.0).device.type == "meta"
