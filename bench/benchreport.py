@@ -270,6 +270,7 @@ def run(args) -> dict:
     with contextlib.redirect_stdout(io.StringIO()):
         result["model"] = model_bench.main(
             ["--repeats", str(max(3, repeats * 2)), "--minilm-lengths", lengths]
+            + ["--long-length", "1024" if args.quick else "4096"]
         )
     configure_threads()  # bench.model_speed sets all cores; the pages run as the app would
     result["explorer"] = explorer(repeats, args.quick)
@@ -416,6 +417,18 @@ def markdown(r: dict) -> str:
             "interleaved with transformers' eager forward on the same weights and ids.",
             "",
             *model_bench.decoder_table(dec),
+        ]
+    long_trace = r["model"].get("long_trace")
+    if long_trace:
+        out += [
+            "",
+            "## A long input on the CPU: the record, not the maps",
+            "",
+            "`python -m bench.model_speed --long-length 4096` (run by make bench). On a GPU: "
+            "`python -m bench.gpu_long --out gpu.json` (LLaMA-1B size, bfloat16, 8k and 32k "
+            "tokens).",
+            "",
+            *model_bench.long_trace_table(long_trace),
         ]
     out += [
         "",

@@ -1,13 +1,19 @@
-"""Benchmark: tokens/s of the fast (fused SDPA) and traced (explicit softmax) forward paths.
+"""Benchmark: tokens/s of the fast (fused SDPA) and traced (fused SDPA + query/key record) paths.
 
     python -m bench.model_speed [--device auto] [--repeats 7] [--minilm-lengths 20,256]
-        [--decoder-length 64] [--json out.json]
+        [--decoder-length 64] [--long-length 4096] [--json out.json]
 
 The MiniLM section times our mapped encoder beside transformers' own BertModel on the same
 weights and the same input, so the cost of running a real model through our code is visible.
 The pretrained-decoder section does the same for a random-initialised model at
 Qwen2.5-0.5B's dimensions (its config only; nothing is downloaded): our traced path, which
-returns every attention map, beside transformers' eager forward asked for its attentions.
+keeps what every attention map is recomputed from, beside transformers' eager forward asked
+for its attentions.
+
+The long-input section (--long-length 4096) traces that model's size over one long text on
+the CPU: the fast forward beside the traced one (fused attention + the query/key record),
+the memory each needs, and what a view costs afterwards. bench.gpu_long does the same on a
+GPU at 8k-32k tokens.
 
 Paths are timed side by side, interleaved, in one run, and compared as a ratio: absolute
 numbers on a shared machine are noisy, ratios taken together are not (much).
@@ -290,6 +296,80 @@ def bench_pretrained_decoder(
     return result
 
 
+def bench_long_trace(length: int, repeats: int, vocab: int = 32000) -> dict:
+    """One long input through a Qwen2.5-0.5B-sized decoder (random weights; the vocabulary
+    cut from 151,936 to ``vocab`` so [L, vocab] logits stay small on a laptop): the fast
+    forward beside the traced one (fused attention + the query/key record, to the Trace a
+    page reads), peak memory beyond the weights of each, and what a view then costs: one
+    head's 1,024 x 1,024 overview, a 512-row zoom and that zoom's four stages."""
+    from transformers import Qwen2Config
+
+    from model.hf.decoder import decoder_config
+
+    device = torch.device("cpu")
+    dims = {**QWEN25_05B, "vocab_size": vocab, "bos_token_id": None, "eos_token_id": None}
+    cfg = decoder_config(Qwen2Config(**dims))
+    torch.manual_seed(0)
+    ours = build_model(cfg).eval()
+    ids = torch.randint(0, vocab, (1, length))
+    tokens = ["t"] * length
+
+    def traced():
+        return ours(ids, trace=True).trace(0, [], tokens, ids[0].tolist())
+
+    calls = {"ours_fast": lambda: ours(ids), "ours_traced": traced}
+    with torch.inference_mode():
+        t = time_side_by_side(calls, repeats, device)
+        memory = {name: peak_extra_mib(fn, device) for name, fn in calls.items()}
+        trace = traced()
+    layer, head, zoom = cfg.n_decoder_layers // 2, 3, slice(length - 512, length)
+    views = {
+        "overview": lambda: trace.attention_overview("decoder", layer, head, size=1024),
+        "zoom": lambda: trace.attention_map("decoder", layer, head, rows=zoom, cols=zoom),
+        "stages": lambda: trace.attention_stages("decoder", layer, head, rows=zoom, cols=zoom),
+    }
+    view_s = time_side_by_side(views, max(1, repeats), device)
+    record_mib = trace.record_bytes / 2**20
+    fast, traced_peak = memory["ours_fast"], memory["ours_traced"]
+    return {
+        "what": f"Qwen2.5-0.5B dimensions (vocabulary {vocab:,}), {length} tokens, batch 1",
+        "tokens": length,
+        "weights_mib": sum(p.numel() * p.element_size() for p in ours.parameters()) / 2**20,
+        **{f"{name}_ms": 1e3 * v for name, v in t.items()},
+        **{f"{name}_peak_mib": v for name, v in memory.items()},
+        "record_mib": record_mib,
+        "all_maps_mib": cfg.n_decoder_layers * cfg.n_heads * length * length * 4 / 2**20,
+        "traced_over_fast_time": t["ours_traced"] / t["ours_fast"],
+        "traced_peak_over_fast_plus_record": (
+            traced_peak / (fast + record_mib) if fast is not None and traced_peak else None
+        ),
+        **{f"{name}_s": v for name, v in view_s.items()},
+        "threads": torch.get_num_threads(),
+    }
+
+
+def long_trace_table(d: dict) -> list[str]:
+    """Markdown lines for the long-input section (also used by bench.benchreport)."""
+    ratio = d["traced_peak_over_fast_plus_record"]
+    return [
+        f"{d['what']}, {d['threads']} torch thread(s): the traced forward keeps each layer's "
+        f"queries and keys ({_mib(d['record_mib'])}), not the maps ({_mib(d['all_maps_mib'])} "
+        "for every layer and head).",
+        "",
+        "| path | time | memory beyond the weights (peak) |",
+        "|---|---:|---:|",
+        f"| fast (fused attention) | {d['ours_fast_ms']:,.0f} ms | {_mib(d['ours_fast_peak_mib'])} |",
+        f"| traced (fused attention + record, to the Trace) | {d['ours_traced_ms']:,.0f} ms "
+        f"| {_mib(d['ours_traced_peak_mib'])} |",
+        "",
+        f"**Traced / fast: {d['traced_over_fast_time']:.2f}x the time**"
+        + (f", {ratio:.2f}x the fast path's memory + the record." if ratio else ".")
+        + f" Then one head's 1,024 x 1,024 overview takes {d['overview_s']:.2f} s, a 512 x 512 "
+        f"zoom {d['zoom_s']:.2f} s and that zoom's four stages {d['stages_s']:.2f} s, with no "
+        "new forward pass.",
+    ]
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="auto")
@@ -305,6 +385,12 @@ def main(argv: list[str] | None = None) -> dict:
         type=int,
         default=64,
         help="tokens for the Qwen2.5-0.5B-sized decoder; 0 skips it",
+    )
+    parser.add_argument(
+        "--long-length",
+        type=int,
+        default=0,
+        help="tokens for the long-input trace on the CPU (Qwen2.5-0.5B size); 0 skips it",
     )
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args(argv)
@@ -363,12 +449,20 @@ def main(argv: list[str] | None = None) -> dict:
             )
     if decoder:
         print("\n" + "\n".join(decoder_table(decoder)))
+    long_trace = (
+        bench_long_trace(args.long_length, max(1, args.repeats // 3))
+        if args.long_length > 0 and device.type == "cpu"
+        else None
+    )
+    if long_trace:
+        print("\n" + "\n".join(long_trace_table(long_trace)))
     result = {
         "machine": machine,
         "forward": forward,
         "decoding": decoding,
         "minilm": minilm,
         "pretrained_decoder": decoder,
+        "long_trace": long_trace,
     }
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
@@ -388,7 +482,7 @@ def decoder_table(d: dict) -> list[str]:
         "",
         "| path | time | memory beyond the weights (peak) |",
         "|---|---:|---:|",
-        f"| ours, traced (every attention map, stages off) | {d['ours_traced_ms']:,.0f} ms "
+        f"| ours, traced (query/key record; any map on demand) | {d['ours_traced_ms']:,.0f} ms "
         f"| {_mib(d['ours_traced_peak_mib'])} |",
         f"| ours, fast (fused attention) | {d['ours_fast_ms']:,.0f} ms "
         f"| {_mib(d['ours_fast_peak_mib'])} |",

@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.positional import alibi_bias, apply_rope
+from model.masks import MaskSpec
+from model.positional import alibi_bias, alibi_slopes, rope_table, rotate
 
 
 @dataclass
@@ -76,21 +77,127 @@ def _fast_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    mask: torch.Tensor | None,
+    mask: torch.Tensor | MaskSpec | None,
     dropout_p: float,
     bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """torch's fused kernel, made to agree with the traced path on fully masked rows."""
+    """torch's fused kernel, made to agree with the traced path on fully masked rows.
+
+    k and v may have fewer heads than q (grouped-query attention: the kernel shares them
+    without copying). A MaskSpec of plain causal attention over unpadded tokens reaches the
+    kernel as ``is_causal``, with no [Lq, Lk] mask built at all (FlashAttention on a GPU)."""
+    gqa = k.shape[-3] != q.shape[-3]
+    if isinstance(mask, MaskSpec):
+        spec, mask = mask, None
+        if spec.query_valid is None and spec.key_valid is None and bias is None:
+            plain = spec.window is None or spec.window >= spec.lk
+            # no causal rule, or one new query at the end, which sees every key
+            if plain and (not spec.causal or spec.lq == 1):
+                mask = None
+            elif plain and spec.offset == 0 and spec.lq == spec.lk:
+                return F.scaled_dot_product_attention(
+                    q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa
+                )
+            else:
+                mask = spec.dense(device=q.device)
+        else:
+            mask = spec.dense(device=q.device)
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias, dropout_p=dropout_p, enable_gqa=gqa
+        )
     mask = mask.to(torch.bool)
     row_ok = mask.any(dim=-1, keepdim=True)  # [..., Lq, 1]
     # Let rows with no allowed key attend everything (no NaN inside the kernel), then zero them.
     allowed = mask | ~row_ok
     if bias is not None:  # one float mask: the bias where allowed, -inf where not
         allowed = bias.to(q.dtype).masked_fill(~allowed, float("-inf"))
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout_p)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=allowed, dropout_p=dropout_p, enable_gqa=gqa
+    )
     return out.masked_fill(~row_ok, 0.0)
+
+
+@dataclass
+class QK:
+    """What one attention layer's weights are made of, kept instead of the weights: its
+    queries (rotary positions applied) and keys, in the weights' dtype. Maps are recomputed
+    from these exactly (``attention_weights``) for the head and window a view asks for."""
+
+    q: torch.Tensor  # [B, H, Lq, d_k]
+    k: torch.Tensor  # [B, G, Lk, d_k]; key head g serves query heads g·H/G .. (g+1)·H/G - 1
+    alibi: bool = False  # ALiBi's distance bias on the scores (slopes from H)
+
+
+def _positions(n: int, index, device) -> torch.Tensor:
+    pos = torch.arange(n, device=device)
+    if index is None:
+        return pos
+    if isinstance(index, slice):
+        return pos[index]
+    return pos[torch.as_tensor(index, dtype=torch.long, device=device)]
+
+
+def attention_weights(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    mask: MaskSpec | torch.Tensor | None = None,
+    *,
+    heads: list[int] | None = None,
+    n_heads: int | None = None,
+    alibi: bool = False,
+    rows=None,
+    cols=None,
+    stages: bool = False,
+) -> torch.Tensor | AttentionStages:
+    """The weights one layer computed, recomputed in float32 from its queries and keys.
+
+    q [H, Lq, d_k] and k [G, Lk, d_k] of one sentence (G divides H: grouped-query heads
+    share keys); ``heads``: which query heads (default all) -> [len(heads), rows, cols].
+    rows / cols: a slice or index list of query / key positions (None = all). ``mask``: a
+    MaskSpec (rebuilt for the window) or a bool tensor broadcastable to [.., Lq, Lk].
+    Same arithmetic as ``scaled_dot_product_attention``: scores / √d_k (+ ALiBi), the
+    dtype's lowest value where masked, softmax, zero where masked.
+    """
+    h_all, lq, d_k = q.shape[-3], q.shape[-2], q.shape[-1]
+    n_heads = n_heads or h_all
+    lk = k.shape[-2]
+    heads = list(range(h_all)) if heads is None else list(heads)
+    groups = n_heads // k.shape[-3]
+    device = q.device
+    head_idx = torch.tensor(heads, dtype=torch.long, device=device)
+    q_pos = _positions(lq, rows, device) + (lk - lq)  # queries are the last lq positions
+    k_pos = torch.arange(lk, device=device)  # the softmax runs over every key ...
+    qs = q.index_select(-3, head_idx).index_select(-2, q_pos - (lk - lq)).float()
+    ks = k.index_select(-3, head_idx // groups).float()
+    scores = qs @ ks.transpose(-2, -1)  # [h, r, Lk]
+    scaled = scores / math.sqrt(d_k)
+    if alibi:
+        dist = (q_pos[:, None] - k_pos[None, :]).abs().to(torch.float32)
+        slopes = alibi_slopes(n_heads).to(device)[head_idx]
+        scaled = scaled - slopes[:, None, None] * dist
+    if isinstance(mask, MaskSpec):
+        allowed = mask.dense(rows, None, device)
+        allowed = None if allowed is None else allowed[0, 0]
+    elif mask is not None:
+        allowed = torch.broadcast_to(mask.to(torch.bool), (*mask.shape[:-2], lq, lk))
+        allowed = allowed.reshape(-1, lq, lk)[0]  # one sentence: [Lq, Lk]
+        allowed = allowed[q_pos - (lk - lq)]
+    else:
+        allowed = None
+    if allowed is None:
+        weights = torch.softmax(scaled, dim=-1)
+        masked = scaled
+    else:
+        filled = scaled.masked_fill(~allowed, torch.finfo(scaled.dtype).min)
+        weights = torch.softmax(filled, dim=-1).masked_fill(~allowed, 0.0)
+        masked = scaled.masked_fill(~allowed, float("-inf")) if stages else filled
+    if cols is not None:  # ... and the window is cut from its result
+        cut = _positions(lk, cols, device)
+        scores, scaled, masked, weights = (t[..., cut] for t in (scores, scaled, masked, weights))
+    if stages:
+        return AttentionStages(scores, scaled, masked, weights)
+    return weights
 
 
 # --- FlashAttention's online softmax ------------------------------------------------------------
@@ -259,6 +366,14 @@ class MultiHeadAttention(nn.Module):
             n_heads * self.d_k, d_model, bias=bias if out_bias is None else out_bias
         )
 
+    def _rope(self, start: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos / sin of x's positions (start ..), shared by every layer of a forward."""
+        if torch.is_grad_enabled():  # autograd may save them: fresh tensors, never cached
+            return rope_table.__wrapped__(
+                start, x.shape[-2], self.d_k, self.rope_base, x.device, x.dtype
+            )
+        return rope_table(start, x.shape[-2], self.d_k, self.rope_base, x.device, x.dtype)
+
     def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
         """[B, L, heads·d_k] -> [B, heads, L, d_k] (heads: n_heads unless given)."""
         b, n, _ = x.shape
@@ -275,6 +390,7 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor,
         cache: dict | None = None,
         static_kv: bool = False,
+        share: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(q [B, H, Lq, d_k], k and v [B, H, Lk, d_k], score bias or None): the inputs of
         softmax(QKᵀ/√d_k + bias) V, positions applied and key/value heads shared out.
@@ -282,7 +398,8 @@ class MultiHeadAttention(nn.Module):
         cache: a dict the caller owns for incremental decoding; new keys/values
         [B, n_kv_heads, L, d_k] are appended (self-attention) or computed once and reused
         (``static_kv``, cross-attention). Relative positions count the cached keys: the new
-        queries and keys stand at positions past .. past + L - 1.
+        queries and keys stand at positions past .. past + L - 1. ``share=False`` leaves k
+        and v with their n_kv_heads heads (the fused kernel shares them itself).
         """
         q = self.split_heads(self.q_proj(query))  # [B, H, Lq, d_k]
         if cache is not None and static_kv and "k" in cache:
@@ -294,8 +411,8 @@ class MultiHeadAttention(nn.Module):
                 cache["k"].shape[2] if cache is not None and "k" in cache and not static_kv else 0
             )
             if self.rope:  # keys rotated once, at their absolute positions, then cached
-                positions = torch.arange(past, past + k.shape[2], device=k.device)
-                k = apply_rope(k, positions, self.rope_base, self.rope_layout)
+                cos, sin = self._rope(past, k)
+                k = rotate(k, cos, sin, self.rope_layout)
             if cache is not None:
                 if past:
                     k = torch.cat([cache["k"], k], dim=2)
@@ -306,11 +423,12 @@ class MultiHeadAttention(nn.Module):
         # without a cache).
         q_pos = torch.arange(lk - lq, lk, device=q.device)
         if self.rope:
-            q = apply_rope(q, q_pos, self.rope_base, self.rope_layout)
+            cos, sin = self._rope(lk - lq, q)
+            q = rotate(q, cos, sin, self.rope_layout)
         bias = None
         if self.alibi:
             bias = alibi_bias(self.n_heads, q_pos, torch.arange(lk, device=q.device)).to(q.dtype)
-        groups = self.n_heads // self.n_kv_heads
+        groups = self.n_heads // self.n_kv_heads if share else 1
         return q, repeat_kv(k, groups), repeat_kv(v, groups), bias  # k, v: [B, H, Lk, d_k]
 
     def forward(
@@ -325,21 +443,29 @@ class MultiHeadAttention(nn.Module):
         cache: dict | None = None,
         static_kv: bool = False,
         head_mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | AttentionStages | None]:
+        record: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | AttentionStages | QK | None]:
         """Returns (out [B, Lq, D], weights [B, H, Lq, Lk]).
 
-        need_weights=False takes the fused fast path and returns None for the weights.
-        cache / static_kv: see ``project``.
+        need_weights=False takes the fused fast path and returns None for the weights;
+        record=True takes it too and returns the QK the weights are recomputed from.
+        cache / static_kv: see ``project``. mask: bool tensor or MaskSpec.
         head_mask [H]: multiplies each head's output (0 switches a head off).
         """
-        q, k, v, bias = self.project(query, key, value, cache, static_kv)
         p = self.dropout if self.training else 0.0
-        if need_weights or return_stages:
-            heads, weights = scaled_dot_product_attention(
-                q, k, v, mask, dropout_p=p, return_stages=return_stages, bias=bias
-            )
-        else:
-            heads, weights = _fast_attention(q, k, v, mask, p, bias), None
+        if record or not (need_weights or return_stages):
+            q, k, v, bias = self.project(query, key, value, cache, static_kv, share=False)
+            heads = _fast_attention(q, k, v, mask, p, bias)
+            if head_mask is not None:
+                heads = heads * head_mask.to(heads.dtype).view(1, -1, 1, 1)
+            qk = QK(q.detach(), k.detach(), self.alibi) if record else None
+            return self.out_proj(self.merge_heads(heads)), qk
+        q, k, v, bias = self.project(query, key, value, cache, static_kv)
+        if isinstance(mask, MaskSpec):
+            mask = mask.dense(device=q.device)
+        heads, weights = scaled_dot_product_attention(
+            q, k, v, mask, dropout_p=p, return_stages=return_stages, bias=bias
+        )
         if head_mask is not None:
             heads = heads * head_mask.to(heads.dtype).view(1, -1, 1, 1)
         return self.out_proj(self.merge_heads(heads)), weights

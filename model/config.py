@@ -60,6 +60,9 @@ class TransformerConfig:
     rope_base: float = 10000.0
     rope_layout: Literal["interleaved", "half"] = "interleaved"
     max_len: int = 128
+    # Mistral's sliding window: a query sees only the last ``sliding_window`` keys up to
+    # itself (None = every earlier key).
+    sliding_window: int | None = None
     layer_norm_eps: float = 1e-5
     scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model), paper §3.4
     tie_embeddings: bool = True  # share decoder input embedding and output projection

@@ -10,6 +10,7 @@ from torch import nn
 
 from model.attention import MultiHeadAttention
 from model.config import TransformerConfig
+from model.masks import MaskSpec
 from model.trace import Recorder
 
 
@@ -153,7 +154,7 @@ class EncoderLayer(nn.Module):
     def forward(
         self,
         x: torch.Tensor,  # [B, L, D]
-        mask: torch.Tensor | None,  # [B, 1, L, L]
+        mask: MaskSpec | torch.Tensor | None,  # [B, 1, L, L]
         rec: Recorder | None = None,
         name: str = "encoder.0",
         head_mask: dict[str, torch.Tensor] | None = None,  # kind -> [H]
@@ -166,8 +167,8 @@ class EncoderLayer(nn.Module):
                 h,
                 h,
                 mask,
-                need_weights=rec is not None,
-                return_stages=rec is not None and rec.want_stages,
+                need_weights=False,
+                record=rec is not None,
                 head_mask=(head_mask or {}).get("encoder"),
             )
             if rec is not None:
@@ -206,16 +207,15 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         y: torch.Tensor,  # [B, Lt, D]
-        self_mask: torch.Tensor | None,  # [B, 1, Lt, Lt_total]
+        self_mask: MaskSpec | torch.Tensor | None,  # [B, 1, Lt, Lt_total]
         memory: torch.Tensor | None = None,  # [B, Ls, D] encoder output
-        cross_mask: torch.Tensor | None = None,  # [B, 1, Lt, Ls]
+        cross_mask: MaskSpec | torch.Tensor | None = None,  # [B, 1, Lt, Ls]
         rec: Recorder | None = None,
         name: str = "decoder.0",
         cache: dict | None = None,
         head_mask: dict[str, torch.Tensor] | None = None,  # kind -> [H]
     ) -> torch.Tensor:
         traced = rec is not None
-        stages = traced and rec.want_stages
         head_mask = head_mask or {}
 
         def self_attend(h: torch.Tensor) -> torch.Tensor:
@@ -226,8 +226,8 @@ class DecoderLayer(nn.Module):
                 h,
                 h,
                 self_mask,
-                need_weights=traced,
-                return_stages=stages,
+                need_weights=False,
+                record=traced,
                 cache=None if cache is None else cache.setdefault("self", {}),
                 head_mask=head_mask.get("decoder"),
             )
@@ -243,8 +243,8 @@ class DecoderLayer(nn.Module):
                 memory,
                 memory,
                 cross_mask,
-                need_weights=traced,
-                return_stages=stages,
+                need_weights=False,
+                record=traced,
                 cache=None if cache is None else cache.setdefault("cross", {}),
                 static_kv=True,
                 head_mask=head_mask.get("cross"),

@@ -6,6 +6,8 @@ handed straight to ``scaled_dot_product_attention``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 
@@ -59,3 +61,106 @@ def future_mask(
     q_pos = torch.arange(lq, device=device)[:, None] + offset
     k_pos = torch.arange(lk, device=device)[None, :]
     return k_pos <= q_pos
+
+
+@dataclass(frozen=True)
+class MaskSpec:
+    """What a mask is made of (padding on each side, the causal rule, a sliding window)
+    rather than its [Lq, Lk] cells: kept by a traced pass so any window of the mask can be
+    rebuilt exactly, and read by the fused kernel, which needs no mask tensor at all for
+    plain causal attention.
+
+    query_valid [B, Lq] / key_valid [B, Lk] (None = every position is a real token);
+    ``offset`` keys precede the first query (a key/value cache); ``window``: a query sees
+    only the last ``window`` keys up to itself (Mistral's sliding window), None = all.
+    """
+
+    lq: int
+    lk: int
+    query_valid: torch.Tensor | None = None
+    key_valid: torch.Tensor | None = None
+    causal: bool = False
+    offset: int = 0
+    window: int | None = None
+
+    def positions(self, rows=None, cols=None, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(query positions, key positions) of a window, counted from the first key, on
+        ``device`` (default: the validity tensors', else the CPU)."""
+        device = device or _device(self.query_valid, self.key_valid)
+        q = torch.arange(self.lq, device=device) + self.offset
+        k = torch.arange(self.lk, device=device)
+        return _take(q, rows), _take(k, cols)
+
+    @property
+    def trivial(self) -> bool:
+        """True when no key is ever hidden from any query (no look at the data needed)."""
+        return (
+            self.query_valid is None
+            and self.key_valid is None
+            and not self.causal
+            and (self.window is None or self.window >= self.lk + self.offset)
+        )
+
+    def dense(self, rows=None, cols=None, device=None) -> torch.Tensor | None:
+        """The mask as bool [B or 1, 1, rows, cols] (True = may attend), or None when open;
+        on ``device`` (default: the validity tensors', else the CPU)."""
+        if self.trivial:
+            return None
+        q_pos, k_pos = self.positions(rows, cols, device)
+        mask = torch.ones(len(q_pos), len(k_pos), dtype=torch.bool, device=q_pos.device)
+        if self.causal:
+            mask &= k_pos[None, :] <= q_pos[:, None]
+        if self.window is not None:
+            mask &= k_pos[None, :] > q_pos[:, None] - self.window
+        mask = mask[None, None]  # [1, 1, rows, cols]
+        if self.key_valid is not None:
+            valid = _take(self.key_valid.to(mask.device), cols, dim=1)
+            mask = mask & valid[:, None, None, :]
+        if self.query_valid is not None:
+            valid = _take(self.query_valid.to(mask.device), rows, dim=1)
+            mask = mask & valid[:, None, :, None]
+        return mask
+
+    def cut(self, index: int, lq: int, lk: int) -> MaskSpec:
+        """Sentence ``index`` of the batch, its first lq queries and lk keys; padding that is
+        cut away leaves None (nothing hidden) on that side."""
+
+        def side(valid: torch.Tensor | None, n: int) -> torch.Tensor | None:
+            if valid is None:
+                return None
+            row = valid[index if valid.shape[0] > 1 else 0, :n].cpu()
+            return None if bool(row.all()) else row[None].clone()
+
+        return MaskSpec(
+            lq, lk, side(self.query_valid, lq), side(self.key_valid, lk), self.causal,
+            self.offset, self.window,
+        )  # fmt: skip
+
+
+def _device(*tensors: torch.Tensor | None) -> torch.device | None:
+    return next((t.device for t in tensors if t is not None), None)
+
+
+def _take(x: torch.Tensor, index, dim: int = 0) -> torch.Tensor:
+    """x along ``dim`` at a slice, an index list or None (everything)."""
+    if index is None:
+        return x
+    if isinstance(index, slice):
+        return x[(slice(None),) * dim + (index,)]
+    index = torch.as_tensor(index, dtype=torch.long, device=x.device)
+    return x[(slice(None),) * dim + (index,)]
+
+
+def mask_spec(
+    query_valid: torch.Tensor | None,
+    key_valid: torch.Tensor | None,
+    causal: bool = False,
+    offset: int = 0,
+    window: int | None = None,
+    lengths: tuple[int, int] | None = None,
+) -> MaskSpec:
+    """``attention_mask``'s rule as a MaskSpec; lengths (Lq, Lk) where a side has no
+    validity tensor."""
+    lq = query_valid.shape[1] if query_valid is not None else lengths[0]
+    lk = key_valid.shape[1] if key_valid is not None else lengths[1]
+    return MaskSpec(lq, lk, query_valid, key_valid, causal, offset, window)

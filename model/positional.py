@@ -10,6 +10,7 @@ order into a decoder).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -111,9 +112,32 @@ def apply_rope(
     if layout not in ("interleaved", "half"):
         raise ValueError(f"unknown rotary layout {layout!r}; use 'interleaved' or 'half'")
     d_k = x.shape[-1]
-    angles = positions.to(torch.float64)[:, None] * rope_frequencies(d_k, base).to(x.device)
-    cos = torch.cos(angles).to(x.dtype)  # [L, d_k/2]
-    sin = torch.sin(angles).to(x.dtype)
+    if d_k <= 0 or d_k % 2:
+        raise ValueError(f"rotary positions need an even d_k, got {d_k}")
+    # θ_i built on x's device: a host-to-device copy per call would stall a GPU's stream
+    dims = torch.arange(0, d_k, 2, dtype=torch.float64, device=x.device)
+    theta = torch.exp(dims * (-math.log(base) / d_k))
+    angles = positions.to(torch.float64)[:, None] * theta
+    return rotate(x, torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype), layout)
+
+
+@functools.lru_cache(maxsize=16)
+def rope_table(
+    start: int, n: int, d_k: int, base: float, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) [n, d_k/2] of positions start .. start + n - 1: the same numbers as
+    ``apply_rope`` computes, kept for the layers of one forward (every layer rotates the
+    same positions), read-only and shared."""
+    dims = torch.arange(0, d_k, 2, dtype=torch.float64, device=device)
+    theta = torch.exp(dims * (-math.log(base) / d_k))
+    positions = torch.arange(start, start + n, dtype=torch.float64, device=device)
+    angles = positions[:, None] * theta
+    return torch.cos(angles).to(dtype), torch.sin(angles).to(dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """x [..., L, d_k] rotated pair by pair by angles with cos / sin [L, d_k/2]."""
+    d_k = x.shape[-1]
     if layout == "half":
         first, second = x[..., : d_k // 2], x[..., d_k // 2 :]
         return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)

@@ -1,20 +1,43 @@
 """What a traced forward pass saw: collected per call, then cut per sentence into a Trace.
 
 The Recorder lives for one forward call only (never on a module), so concurrent sessions
-sharing one cached model cannot see each other's sentences.
+sharing one cached model cannot see each other's sentences. It keeps what attention is made
+of (each layer's queries and keys, the mask's rule), never the [L, L] maps: a map is one
+head's softmax(q kᵀ/√d_k + mask), cheap to recompute for the window a view draws, while
+every layer's and head's maps grow with L² (137 GB at 8,192 tokens of a 1B model).
 """
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 import torch
 
-from model.attention import AttentionStages
+from model.attention import QK, AttentionStages, attention_weights
+from model.masks import MaskSpec
 
 KINDS = ("encoder", "decoder", "cross")
 STAGE_NAMES = ("scores", "scaled", "masked", "weights")
+# Most bytes ``Trace.attention`` / ``Trace.stages`` may stack (every layer and head's whole
+# map); longer inputs read maps through ``attention_map`` / ``attention_overview``. None:
+# $ATTENTION_LAB_STACK_BUDGET (bytes) when set, else 1 GiB.
+STACK_BUDGET: int | None = None
+TOP_K = 10  # predictions a Trace keeps per position (never the whole vocabulary)
+
+
+def stack_budget() -> int:
+    """The byte budget for stacked maps now: STACK_BUDGET, the environment, or 1 GiB."""
+    if STACK_BUDGET is not None:
+        return int(STACK_BUDGET)
+    env = os.environ.get("ATTENTION_LAB_STACK_BUDGET", "").strip()
+    return int(float(env)) if env else 2**30
+
+
+class StackBudgetError(MemoryError):
+    """Stacking every map would pass the byte budget: read one head through attention_map."""
 
 
 def _token_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -22,33 +45,40 @@ def _token_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
     Two passes, mean then mean square of the deviations: on CPU ten times faster than
     torch.var's reduction, which cost the traced path 5% of a 0.5B model's forward."""
+    if x.is_cuda:  # one fused kernel; on a GPU each launch counts at short lengths
+        std, mean = torch.std_mean(x, dim=-1, correction=0)
+        return mean, std
     mean = x.mean(dim=-1, keepdim=True)
     return mean[..., 0], (x - mean).pow(2).mean(dim=-1).sqrt()
 
 
 class Recorder:
-    """Collects attention, its stages, LayerNorm statistics and residual norms during forward."""
+    """Collects what attention is made of (queries, keys, masks), LayerNorm statistics and
+    residual norms during forward. Maps are never kept: ``weights`` recomputes them."""
 
     def __init__(self, stages: bool = False, inputs: bool = False):
-        self.want_stages = stages
+        self.want_stages = stages  # kept for callers; stages are recomputed from the record
         self.want_inputs = inputs  # keep each attention's input (the step-by-step page)
-        self.attention: dict[str, list[torch.Tensor]] = defaultdict(
-            list
-        )  # kind -> [B,H,Lq,Lk]/layer
-        self.stages: dict[str, list[AttentionStages]] = defaultdict(list)
+        self.qk: dict[str, list[QK]] = defaultdict(list)  # kind -> one QK per layer
         self.norms: dict[str, dict[str, torch.Tensor]] = {}  # name -> stat -> [B, L]
         self.residual: dict[str, list[torch.Tensor]] = defaultdict(list)  # stack -> [B, L]/layer
         # kind -> per layer {"query": [B, Lq, D], "memory": [B, Lk, D], "mask": bool or None};
         # "encoder_ffn" / "decoder_ffn": what each layer's feed-forward network read
         self.inputs: dict[str, list[dict]] = defaultdict(list)
         # kind -> the mask that kind's attention used (every layer of a kind uses the same)
-        self.masks: dict[str, torch.Tensor | None] = {}
+        self.masks: dict[str, MaskSpec | torch.Tensor | None] = {}
 
     def add_input(
-        self, kind: str, query: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None
+        self,
+        kind: str,
+        query: torch.Tensor,
+        memory: torch.Tensor,
+        mask: MaskSpec | torch.Tensor | None,
     ) -> None:
         """What one attention read (only when asked: it is a full hidden state per layer)."""
         if self.want_inputs:
+            if isinstance(mask, MaskSpec):
+                mask = mask.dense(device=query.device)
             self.inputs[kind].append(
                 {
                     "query": query.detach(),
@@ -60,15 +90,42 @@ class Recorder:
     def add_attention(
         self,
         kind: str,
-        weights: torch.Tensor | AttentionStages,
-        mask: torch.Tensor | None = None,  # bool, True = may attend, broadcastable
+        qk: QK,
+        mask: MaskSpec | torch.Tensor | None = None,  # bool: True = may attend
     ) -> None:
+        if not isinstance(qk, QK):
+            raise TypeError("the recorder keeps queries and keys (a QK), never maps")
         if kind not in self.masks:
-            self.masks[kind] = None if mask is None else mask.detach()
-        if isinstance(weights, AttentionStages):
-            self.stages[kind].append(weights)
-            weights = weights.weights
-        self.attention[kind].append(weights.detach())
+            self.masks[kind] = mask.detach() if isinstance(mask, torch.Tensor) else mask
+        self.qk[kind].append(qk)
+
+    @property
+    def layers(self) -> dict[str, int]:
+        return {kind: len(qks) for kind, qks in self.qk.items() if qks}
+
+    def weights(self, kind: str, layer: int, index: int = 0, rows=None, cols=None) -> torch.Tensor:
+        """Sentence ``index``'s weights of one layer, every head: float32 [H, rows, cols]."""
+        qk = self.qk[kind][layer]
+        return attention_weights(
+            qk.q[index],
+            qk.k[index],
+            _sentence_mask(self.masks.get(kind), index),
+            alibi=qk.alibi,
+            rows=rows,
+            cols=cols,
+        )
+
+    @property
+    def attention(self) -> dict[str, list[torch.Tensor]]:
+        """kind -> per layer [B, H, Lq, Lk] float32, recomputed now (short inputs only)."""
+        return {
+            kind: [
+                torch.stack([self.weights(kind, i, b) for b in range(qks[i].q.shape[0])])
+                for i in range(len(qks))
+            ]
+            for kind, qks in self.qk.items()
+            if qks
+        }
 
     def add_norm(self, name: str, x_in: torch.Tensor, x_out: torch.Tensor) -> None:
         in_mean, in_std = _token_stats(x_in.detach())
@@ -89,44 +146,421 @@ class Recorder:
         src_tokens: list[str],
         tgt_tokens: list[str],
         logits: torch.Tensor | None = None,
+        ids: list[int] | None = None,
     ) -> Trace:
-        """Cut sentence ``index`` out of the batch, dropping padded positions on both axes."""
+        """Cut sentence ``index`` out of the batch, dropping padded positions on both axes.
+        ``ids``: the tokens the logits' positions read (for each one's own probability).
+
+        The record stays in the weights' dtype and on the device that computed it; a view
+        of the batch is kept as it is when nothing is cut (no copy)."""
         ns, nt = len(src_tokens), len(tgt_tokens)
         lengths = {"encoder": (ns, ns), "decoder": (nt, nt), "cross": (nt, ns)}
         stack_len = {"encoder": ns, "decoder": nt}
-
-        def cut(kind: str, layers: list[torch.Tensor]) -> torch.Tensor:
+        records = {}
+        for kind, qks in self.qk.items():
+            if not qks:
+                continue
             lq, lk = lengths[kind]
-            return torch.stack([w[index, :, :lq, :lk] for w in layers]).float().cpu()
-
-        attention = {kind: cut(kind, ws) for kind, ws in self.attention.items() if ws}
-        masks = {}
-        for kind, ws in self.attention.items():
-            mask, (lq, lk) = self.masks.get(kind), lengths[kind]
-            full = ws[0].shape[-2:]  # this batch's [Lq, Lk], padding included
-            if mask is None:
-                masks[kind] = torch.ones(lq, lk, dtype=torch.bool)
-            else:
-                row = mask[index if mask.shape[0] > 1 else 0]  # [1 or H, Lq or 1, Lk]
-                masks[kind] = torch.broadcast_to(row[0], full)[:lq, :lk].cpu().clone()
-        stages = {
-            kind: {s: cut(kind, [getattr(st, s) for st in sts]) for s in STAGE_NAMES}
-            for kind, sts in self.stages.items()
-            if sts
-        }
-        norms = {}
-        for name, stats in self.norms.items():
-            n = stack_len[name.split(".", 1)[0]]
-            norms[name] = {k: v[index, :n].float().cpu() for k, v in stats.items()}
+            records[kind] = AttentionRecord(
+                [_cut(qk.q, index, lq) for qk in qks],
+                [_cut(qk.k, index, lk) for qk in qks],
+                _cut_mask(self.masks.get(kind), index, lq, lk),
+                qks[0].alibi,
+            )
+        # Every small per-token statistic crosses to the CPU in one copy per stack (one
+        # transfer each would make a GPU wait for its queue hundreds of times).
+        norms: dict[str, dict[str, torch.Tensor]] = {}
+        for stack, n in stack_len.items():
+            names = [name for name in self.norms if name.split(".", 1)[0] == stack]
+            parts = [v[index, :n] for name in names for v in self.norms[name].values()]
+            if not parts:
+                continue
+            flat = iter(torch.stack(parts).float().cpu())
+            for name in names:
+                norms[name] = {k: next(flat) for k in self.norms[name]}
         residual = {
             stack: torch.stack([r[index, : stack_len[stack]] for r in rs]).float().cpu()
             for stack, rs in self.residual.items()
         }
+        predictions = None
         if logits is not None:
-            logits = logits[index, : (nt or ns)].float().cpu()
+            predictions = Predictions.from_logits(logits[index, : (nt or ns)], ids)
         return Trace(
-            list(src_tokens), list(tgt_tokens), attention, stages, norms, residual, logits, masks
+            list(src_tokens),
+            list(tgt_tokens),
+            norms=norms,
+            residual_norms=residual,
+            records=records,
+            predictions=predictions,
         )
+
+
+def _sentence_mask(mask: MaskSpec | torch.Tensor | None, index: int):
+    if mask is None or isinstance(mask, MaskSpec):
+        if isinstance(mask, MaskSpec):
+            return mask.cut(index, mask.lq, mask.lk)
+        return None
+    return mask[index if mask.shape[0] > 1 else 0]
+
+
+def _cut(x: torch.Tensor, index: int, n: int) -> torch.Tensor:
+    """x[index, :, :n] ([B, H, L, d] -> [H, n, d]): a view when it is the whole batch."""
+    part = x[index, :, :n]
+    if x.shape[0] == 1 and n == x.shape[2]:
+        return part
+    return part.clone()
+
+
+def _cut_mask(mask, index: int, lq: int, lk: int) -> MaskSpec | torch.Tensor | None:
+    if mask is None:
+        return None
+    if isinstance(mask, MaskSpec):
+        return mask.cut(index, lq, lk)
+    row = mask[index if mask.shape[0] > 1 else 0]  # [1 or H, Lq or 1, Lk]
+    full = torch.broadcast_to(row[0], (max(row.shape[-2], lq), max(row.shape[-1], lk)))
+    return full[:lq, :lk].cpu().clone()
+
+
+@dataclass
+class AttentionRecord:
+    """One kind's attention in every layer as the pass computed it: per layer the queries
+    [H, Lq, d_k] (rotary positions applied) and keys [G, Lk, d_k], the mask (a MaskSpec,
+    or bool [Lq, Lk]) and whether ALiBi biased the scores. Any head's weights for any
+    window are recomputed from these, never stored."""
+
+    q: list[torch.Tensor]
+    k: list[torch.Tensor]
+    mask: MaskSpec | torch.Tensor | None
+    alibi: bool = False
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """(layers, heads, queries, keys) of the maps this record stands for."""
+        return (len(self.q), self.q[0].shape[0], self.q[0].shape[1], self.k[0].shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (*self.q, *self.k))
+
+    def weights(self, layer: int, heads=None, rows=None, cols=None, stages: bool = False):
+        """float32 [len(heads), rows, cols] on the record's device (or AttentionStages)."""
+        return attention_weights(
+            self.q[layer],
+            self.k[layer],
+            self.mask,
+            heads=heads,
+            alibi=self.alibi,
+            rows=rows,
+            cols=cols,
+            stages=stages,
+        )
+
+
+@dataclass
+class Predictions:
+    """What a page reads of the logits, not [L, vocab]: each position's ``TOP_K`` most likely
+    next tokens (ids and probabilities, best first), and the probability of the token that
+    actually follows (``next_probs[p]`` for the token at p + 1; needs the ids)."""
+
+    top_ids: torch.Tensor  # long [L, k]
+    top_probs: torch.Tensor  # float32 [L, k]
+    next_probs: torch.Tensor | None = None  # float32 [L - 1]
+
+    @classmethod
+    def from_logits(cls, logits: torch.Tensor, ids: list[int] | None = None) -> Predictions:
+        """From logits [L, vocab], a band of rows at a time (softmax in float32)."""
+        k = min(TOP_K, logits.shape[-1])
+        # Bands of rows sized to the vocabulary (64 MB of float32 on a CPU, 512 MB on a
+        # GPU), kept on the device and copied to the CPU once.
+        cells = 2**27 if logits.is_cuda else 2**24
+        step = max(1, cells // max(1, logits.shape[-1]))
+        following = None
+        if ids is not None:
+            following = torch.as_tensor(ids[1 : logits.shape[0]], device=logits.device)
+        top_ids, top_probs, nxt = [], [], []
+        for a in range(0, logits.shape[0], step):
+            probs = torch.softmax(logits[a : a + step].float(), dim=-1)
+            p, i = probs.topk(k, dim=-1)
+            top_ids.append(i)
+            top_probs.append(p)
+            if following is not None:
+                f = following[a : a + step]
+                nxt.append(probs[: len(f)].gather(1, f[:, None])[:, 0])
+        return cls(
+            torch.cat(top_ids).cpu(),
+            torch.cat(top_probs).cpu(),
+            torch.cat(nxt).cpu() if following is not None else None,
+        )
+
+
+class _Stacked(Mapping):
+    """kind -> [layers, heads, Lq, Lk], stacked on first access (within the byte budget)."""
+
+    def __init__(self, trace: Trace, stages: bool = False):
+        self.trace, self.stages = trace, stages
+
+    def __getitem__(self, kind: str):
+        if self.stages:
+            return self.trace._stacked_stages(kind)
+        return self.trace._stacked_maps(kind)
+
+    def _kinds(self) -> list[str]:
+        if self.stages:  # stages exist where a record (or given stages) does
+            t = self.trace
+            return [k for k in KINDS if k in t.records or k in t.given_stages]
+        return self.trace.kinds()
+
+    def __contains__(self, kind) -> bool:
+        return kind in self._kinds()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kinds())
+
+    def __len__(self) -> int:
+        return len(self._kinds())
+
+
+class Trace:
+    """Plain data from one traced pass: tokens, small CPU records, and per attention kind
+    ("encoder" self, "decoder" masked self, "cross" decoder queries over encoder keys) the
+    queries and keys each layer compared. Decoder-only models put their tokens in
+    ``tgt_tokens``.
+
+    Maps are computed when asked: ``attention_map`` (one head, one window),
+    ``attention_overview`` (one head pooled block by block), ``attention_stages`` (the four
+    steps for one head). ``attention[kind]`` stacks [layers, heads, queries, keys] float32 on
+    first access for short inputs and notebooks, refusing past ``stack_budget()`` bytes.
+    Traces made from maps computed elsewhere (transformers' own code, merged words) pass
+    them as ``attention`` and are read through the same methods.
+    """
+
+    def __init__(
+        self,
+        src_tokens: list[str],
+        tgt_tokens: list[str],
+        attention: dict[str, torch.Tensor] | None = None,
+        stages: dict[str, dict[str, torch.Tensor]] | None = None,
+        norms: dict[str, dict[str, torch.Tensor]] | None = None,
+        residual_norms: dict[str, torch.Tensor] | None = None,
+        logits: torch.Tensor | None = None,
+        masks: dict[str, torch.Tensor] | None = None,
+        *,
+        records: dict[str, AttentionRecord] | None = None,
+        predictions: Predictions | None = None,
+    ):
+        self.src_tokens = src_tokens
+        self.tgt_tokens = tgt_tokens
+        self.records = dict(records or {})
+        self.given = {k: v.float().cpu() for k, v in (attention or {}).items()}
+        self.given_stages = dict(stages or {})
+        self.norms = dict(norms or {})  # LayerNorm in/out statistics
+        self.residual_norms = dict(residual_norms or {})  # stack -> [layers+1, tokens]
+        if predictions is None and logits is not None:
+            predictions = Predictions.from_logits(logits)
+        self.predictions = predictions
+        # kind -> bool [queries, keys] for given maps: True = may attend
+        self.given_masks = dict(masks or {})
+        self._stack_cache: dict[tuple[str, bool], object] = {}
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_stack_cache"] = {}  # recomputed on demand: never pickled
+        return state
+
+    # --- what there is -------------------------------------------------------------------
+
+    def has_stages(self, kind: str) -> bool:
+        """Whether ``attention_stages`` can show ``kind`` (our engine's record)."""
+        return kind in self.records or kind in self.given_stages
+
+    def kinds(self) -> list[str]:
+        """The attention kinds this trace holds, in KINDS order."""
+        return [k for k in KINDS if k in self.records or k in self.given]
+
+    def shape(self, kind: str) -> tuple[int, int, int, int]:
+        """(layers, heads, queries, keys) of ``kind``'s maps, computing none of them."""
+        if kind in self.records:
+            return self.records[kind].shape
+        if kind in self.given:
+            return tuple(self.given[kind].shape)
+        raise KeyError(f"this trace has no {kind!r} attention; it has {self.kinds()}")
+
+    @property
+    def record_bytes(self) -> int:
+        """Bytes of the query/key record (what a stored trace costs, not L² per head)."""
+        return sum(r.nbytes for r in self.records.values())
+
+    @property
+    def logits(self) -> None:
+        """Full-vocabulary logits are no longer kept; see ``predictions``."""
+        return None
+
+    # --- maps ----------------------------------------------------------------------------
+
+    def _device_map(self, kind, layer, heads, rows, cols, stages=False):
+        if kind in self.records:
+            return self.records[kind].weights(layer, heads, rows, cols, stages=stages)
+        if kind not in self.given:
+            raise KeyError(f"this trace has no {kind!r} attention; it has {self.kinds()}")
+        full = self.given[kind][layer]  # [H, Lq, Lk]
+        if heads is not None:
+            full = full[list(heads)]
+        return torch.stack([_window(m, rows, cols) for m in full])
+
+    def attention_map(
+        self,
+        kind: str,
+        layer: int,
+        head: int,
+        rows: slice | list[int] | None = None,
+        cols: slice | list[int] | None = None,
+    ) -> torch.Tensor:
+        """One head's attention weights for a window: float32 CPU [len(rows), len(cols)].
+
+        Computed now from the pass's own queries and keys, exactly as the model did, so
+        what a picture costs follows what it draws."""
+        self._check(kind, layer, head)
+        return self._device_map(kind, layer, [head], rows, cols)[0].float().cpu()
+
+    def attention_heads(self, kind: str, layer: int, rows=None, cols=None) -> torch.Tensor:
+        """Every head of one layer for a window: float32 CPU [heads, rows, cols]."""
+        self._check(kind, layer, 0)
+        return self._device_map(kind, layer, None, rows, cols).float().cpu()
+
+    def attention_stages(
+        self, kind: str, layer: int, head: int, rows=None, cols=None
+    ) -> AttentionStages:
+        """The four steps (scores, scaled, masked, weights) of one head and window, each
+        float32 CPU [rows, cols], recomputed from the record."""
+        self._check(kind, layer, head)
+        if kind not in self.records:
+            if kind in self.given_stages:
+                return AttentionStages(
+                    *(
+                        _window(self.given_stages[kind][s][layer, head], rows, cols).float()
+                        for s in STAGE_NAMES
+                    )
+                )
+            raise KeyError(f"this trace has no stages for {kind!r} (maps computed elsewhere)")
+        st = self._device_map(kind, layer, [head], rows, cols, stages=True)
+        return AttentionStages(*(getattr(st, s)[0].float().cpu() for s in STAGE_NAMES))
+
+    def attention_overview(
+        self, kind: str, layer: int, head: int, size: int = 1024, reduce: str = "max"
+    ) -> Overview:
+        """One head's map pooled to at most size x size blocks (max or mean per block),
+        computed a band of query rows at a time on the record's device."""
+        self._check(kind, layer, head)
+        _, _, n_q, n_k = self.shape(kind)
+        row_edges, col_edges = block_edges(n_q, size), block_edges(n_k, size)
+        on_gpu = self.records[kind].q[0].is_cuda if kind in self.records else False
+        return pool_map(
+            lambda rows: self._device_map(kind, layer, [head], rows, None)[0],
+            row_edges,
+            col_edges,
+            reduce,
+            max_cells=2**25 if on_gpu else 2**22,  # a band's cells (x4 bytes, x a few)
+        )
+
+    def _check(self, kind: str, layer: int, head: int) -> None:
+        layers, heads, _, _ = self.shape(kind)
+        if not (0 <= layer < layers and 0 <= head < heads):
+            raise IndexError(
+                f"{kind} attention has layers 0..{layers - 1} and heads 0..{heads - 1}, "
+                f"not layer {layer}, head {head}"
+            )
+
+    # --- stacked, for short inputs and notebooks -----------------------------------------
+
+    @property
+    def attention(self) -> Mapping[str, torch.Tensor]:
+        """kind -> float32 [layers, heads, queries, keys], stacked on first access."""
+        return _Stacked(self)
+
+    @property
+    def stages(self) -> Mapping[str, dict[str, torch.Tensor]]:
+        """kind -> stage name -> [layers, heads, queries, keys], stacked on first access."""
+        return _Stacked(self, stages=True)
+
+    def _budget_check(self, kind: str, copies: int) -> None:
+        layers, heads, n_q, n_k = self.shape(kind)
+        need = layers * heads * n_q * n_k * 4 * copies
+        if need > stack_budget():
+            raise StackBudgetError(
+                f"stacking every {kind} map ({layers} layers x {heads} heads x {n_q} x {n_k}) "
+                f"needs {need / 2**30:.2f} GiB, over the {stack_budget() / 2**30:.2f} GiB "
+                "budget (ATTENTION_LAB_STACK_BUDGET); read one head with "
+                "trace.attention_map(kind, layer, head, rows, cols) or "
+                "trace.attention_overview(kind, layer, head)"
+            )
+
+    def _stacked_maps(self, kind: str) -> torch.Tensor:
+        if kind in self.given:
+            return self.given[kind]
+        if (kind, False) not in self._stack_cache:
+            self._budget_check(kind, 1)
+            layers, heads, n_q, n_k = self.shape(kind)
+            out = torch.empty(layers, heads, n_q, n_k)
+            for layer in range(layers):
+                for head in range(heads):
+                    out[layer, head] = self.attention_map(kind, layer, head)
+            self._stack_cache[(kind, False)] = out
+        return self._stack_cache[(kind, False)]
+
+    def _stacked_stages(self, kind: str) -> dict[str, torch.Tensor]:
+        if kind in self.given_stages:
+            return self.given_stages[kind]
+        if kind not in self.records:
+            raise KeyError(f"this trace has no stages for {kind!r}")
+        if (kind, True) not in self._stack_cache:
+            self._budget_check(kind, len(STAGE_NAMES))
+            layers, heads, n_q, n_k = self.shape(kind)
+            out = {s: torch.empty(layers, heads, n_q, n_k) for s in STAGE_NAMES}
+            for layer in range(layers):
+                for head in range(heads):
+                    st = self.attention_stages(kind, layer, head)
+                    for s in STAGE_NAMES:
+                        out[s][layer, head] = getattr(st, s)
+            self._stack_cache[(kind, True)] = out
+        return self._stack_cache[(kind, True)]
+
+    # --- masks and tokens ----------------------------------------------------------------
+
+    @property
+    def masks(self) -> dict[str, torch.Tensor]:
+        """kind -> bool [queries, keys] (built now; prefer ``mask(kind, rows, cols)``)."""
+        return {kind: self.mask(kind) for kind in self.kinds()}
+
+    def mask(self, kind: str, rows=None, cols=None) -> torch.Tensor:
+        """The model's own mask for ``kind`` as bool [queries, keys] (True = may attend),
+        for a window when rows / cols are given."""
+        queries, keys = self.tokens(kind)
+        full = None
+        if kind in self.records:
+            spec = self.records[kind].mask
+            if isinstance(spec, MaskSpec):
+                dense = spec.dense(rows, cols)
+                if dense is not None:
+                    return dense[0, 0].cpu()
+            elif spec is not None:
+                full = spec
+        elif kind in self.given_masks:
+            full = self.given_masks[kind]
+        if full is None:
+            full = torch.ones(len(queries), len(keys), dtype=torch.bool)
+            if rows is None and cols is None:
+                return full
+        return _window(full, rows, cols)
+
+    def tokens(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query tokens, key tokens) for an attention kind."""
+        if kind == "encoder":
+            return self.src_tokens, self.src_tokens
+        if kind == "decoder":
+            return self.tgt_tokens, self.tgt_tokens
+        if kind == "cross":
+            return self.tgt_tokens, self.src_tokens
+        raise KeyError(f"unknown attention kind {kind!r}; expected one of {KINDS}")
 
 
 def _window(m: torch.Tensor, rows, cols) -> torch.Tensor:
@@ -155,88 +589,40 @@ class Overview:
     reduce: str
 
 
-def pool_map(read_rows, row_edges: list[int], col_edges: list[int], reduce: str) -> Overview:
-    """Pool a map one band of query rows at a time, so the whole map is never held.
+def pool_map(
+    read_rows, row_edges: list[int], col_edges: list[int], reduce: str, max_cells: int = 2**22
+) -> Overview:
+    """Pool a map a band of query rows at a time, so the whole map is never held.
 
-    read_rows(slice) -> float32 [rows, keys]; reduce is "max" or "mean" over each block."""
+    read_rows(slice) -> float32 [rows, keys] on any device; a band spans as many row blocks
+    as fit in ``max_cells`` cells, pooled where it was computed (one transfer of the pooled
+    result). reduce is "max" or "mean" over each block (mean of equal-width row means, so
+    exact)."""
     if reduce not in ("max", "mean"):
         raise ValueError(f"reduce must be 'max' or 'mean', not {reduce!r}")
-    # which column block each key position falls in, for one scatter per band
-    owner = torch.repeat_interleave(
-        torch.arange(len(col_edges) - 1),
-        torch.tensor([b - a for a, b in zip(col_edges[:-1], col_edges[1:])]),
-    )
+    n_rb, n_cb = len(row_edges) - 1, len(col_edges) - 1
+    n_k = col_edges[-1] - col_edges[0]
+    col_sizes = torch.tensor([b - a for a, b in zip(col_edges[:-1], col_edges[1:])])
+    col_owner = torch.repeat_interleave(torch.arange(n_cb), col_sizes)  # key -> column block
     how = "amax" if reduce == "max" else "mean"
-    out = torch.empty(len(row_edges) - 1, len(col_edges) - 1)
-    for i, (a, b) in enumerate(zip(row_edges[:-1], row_edges[1:])):
-        band = read_rows(slice(a, b))  # [b - a, Lk]
-        band = band.amax(dim=0) if reduce == "max" else band.mean(dim=0)  # [Lk]
-        out[i] = torch.zeros(len(col_edges) - 1).scatter_reduce(
-            0, owner, band, how, include_self=False
+    out = torch.empty(n_rb, n_cb)
+    i = 0
+    while i < n_rb:
+        j = i + 1  # blocks i..j-1 in this band
+        while j < n_rb and (row_edges[j + 1] - row_edges[i]) * max(n_k, 1) <= max_cells:
+            j += 1
+        band = read_rows(slice(row_edges[i], row_edges[j]))  # [rows, Lk]
+        sizes = torch.tensor([row_edges[r + 1] - row_edges[r] for r in range(i, j)])
+        row_owner = torch.repeat_interleave(torch.arange(j - i), sizes).to(band.device)
+        by_rows = torch.zeros(j - i, band.shape[1], device=band.device).scatter_reduce(
+            0, row_owner[:, None].expand_as(band), band, how, include_self=False
+        )  # [blocks, Lk]
+        if col_owner.device != band.device:  # once: the key -> block map lives by the band
+            col_owner = col_owner.to(band.device)
+        owner = col_owner[None].expand_as(by_rows)
+        pooled = torch.zeros(j - i, n_cb, device=band.device).scatter_reduce(
+            1, owner, by_rows, how, include_self=False
         )
+        out[i:j] = pooled.cpu()
+        i = j
     return Overview(out, list(row_edges), list(col_edges), reduce)
-
-
-@dataclass
-class Trace:
-    """Plain data from one traced pass: tokens and CPU float32 tensors, safe to cache and plot.
-
-    attention[kind] is [layers, heads, queries, keys] for kind in "encoder" (self),
-    "decoder" (masked self) and "cross" (decoder queries over encoder keys), where the model
-    has them. Decoder-only models put their tokens in ``tgt_tokens``.
-    """
-
-    src_tokens: list[str]
-    tgt_tokens: list[str]
-    attention: dict[str, torch.Tensor]
-    stages: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
-    norms: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # LayerNorm in/out
-    residual_norms: dict[str, torch.Tensor] = field(default_factory=dict)  # [layers+1, tokens]
-    logits: torch.Tensor | None = None  # [tokens, vocab] of the last stack
-    # kind -> bool [queries, keys], the mask the model applied: True = may attend
-    masks: dict[str, torch.Tensor] = field(default_factory=dict)
-
-    def attention_map(
-        self,
-        kind: str,
-        layer: int,
-        head: int,
-        rows: slice | list[int] | None = None,
-        cols: slice | list[int] | None = None,
-    ) -> torch.Tensor:
-        """One head's attention weights for a window: float32 [len(rows), len(cols)].
-
-        Views read maps through this (and attention_overview), never the whole stack, so what
-        a picture costs follows what it draws."""
-        weights = self.attention[kind][layer, head]  # [Lq, Lk]
-        return _window(weights, rows, cols).float()
-
-    def attention_overview(
-        self, kind: str, layer: int, head: int, size: int = 1024, reduce: str = "max"
-    ) -> Overview:
-        """One head's map pooled to at most size x size blocks (max or mean per block)."""
-        n_q, n_k = (len(t) for t in self.tokens(kind))
-        row_edges, col_edges = block_edges(n_q, size), block_edges(n_k, size)
-        return pool_map(
-            lambda rows: self.attention_map(kind, layer, head, rows=rows),
-            row_edges,
-            col_edges,
-            reduce,
-        )
-
-    def mask(self, kind: str) -> torch.Tensor:
-        """The model's own mask for ``kind`` as bool [queries, keys] (True = may attend)."""
-        if kind in self.masks:
-            return self.masks[kind]
-        queries, keys = self.tokens(kind)
-        return torch.ones(len(queries), len(keys), dtype=torch.bool)
-
-    def tokens(self, kind: str) -> tuple[list[str], list[str]]:
-        """(query tokens, key tokens) for an attention kind."""
-        if kind == "encoder":
-            return self.src_tokens, self.src_tokens
-        if kind == "decoder":
-            return self.tgt_tokens, self.tgt_tokens
-        if kind == "cross":
-            return self.tgt_tokens, self.src_tokens
-        raise KeyError(f"unknown attention kind {kind!r}; expected one of {KINDS}")

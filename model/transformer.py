@@ -1,9 +1,9 @@
 """Encoder-decoder, encoder-only and decoder-only Transformers, all from the same blocks.
 
-Every model has one forward with two paths: the fast path (trace=False) runs torch's fused
-attention kernel; the traced path (trace=True) computes the softmax by hand and returns a
-Recorder with every attention map, LayerNorm statistic and residual norm. Tests hold the
-two paths equal.
+Every model has one forward, always on torch's fused attention kernel; the traced path
+(trace=True) also returns a Recorder with each layer's queries and keys (from which any
+head's map is recomputed exactly, on demand), LayerNorm statistics and residual norms.
+Tests hold the recomputed maps equal to the explicit softmax and to transformers' own.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch import nn
 
 from model.config import TransformerConfig
 from model.layers import DecoderLayer, EncoderLayer, make_norm
-from model.masks import attention_mask
+from model.masks import MaskSpec, mask_spec
 from model.positional import build_positional
 from model.trace import Recorder, Trace
 
@@ -140,11 +140,18 @@ class ModelOutput:
     logits: torch.Tensor | None  # [B, L, vocab]; None for an encoder without output head
     record: Recorder | None = None  # only on the traced path
 
-    def trace(self, index: int, src_tokens: list[str], tgt_tokens: list[str]) -> Trace:
-        """Sentence ``index`` of the batch as a Trace (needs trace=True)."""
+    def trace(
+        self,
+        index: int,
+        src_tokens: list[str],
+        tgt_tokens: list[str],
+        ids: list[int] | None = None,
+    ) -> Trace:
+        """Sentence ``index`` of the batch as a Trace (needs trace=True); ``ids``: the
+        tokens the output positions read, for each one's own probability."""
         if self.record is None:
             raise ValueError("this forward pass was not traced; call it with trace=True")
-        return self.record.to_trace(index, src_tokens, tgt_tokens, self.logits)
+        return self.record.to_trace(index, src_tokens, tgt_tokens, self.logits, ids)
 
 
 class _Model(nn.Module):
@@ -177,6 +184,11 @@ class _Model(nn.Module):
             return torch.ones_like(ids, dtype=torch.bool)
         return ids != self.config.pad_id
 
+    def _self_mask(self, ids: torch.Tensor) -> MaskSpec:
+        """Self-attention over ``ids`` (encoder): padding hidden on both sides."""
+        valid = None if self.config.pad_id is None else self.valid(ids)
+        return mask_spec(valid, valid, lengths=(ids.shape[1], ids.shape[1]))
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
@@ -186,19 +198,35 @@ class _Model(nn.Module):
         return {"length": 0, "valid": None, "layers": [{} for _ in self.decoder.layers]}
 
     def _decoder_masks(
-        self, ids: torch.Tensor, cache: dict | None, src_valid: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor | None, int]:
-        """Masked self-attention (causal + padding) and cross-attention masks for ``ids``."""
-        valid = self.valid(ids)
+        self,
+        ids: torch.Tensor,
+        cache: dict | None,
+        src_valid: torch.Tensor | None,
+        spec: bool = False,
+    ) -> tuple[MaskSpec | torch.Tensor, MaskSpec | torch.Tensor | None, int]:
+        """Masked self-attention (causal + padding + the sliding window) and cross-attention
+        masks for ``ids``: MaskSpecs with ``spec``, else bool [B, 1, Lq, Lk] tensors."""
+        padded = self.config.pad_id is not None
+        valid = self.valid(ids) if padded else None
         offset = 0 if cache is None else cache["length"]
         key_valid = valid
         if cache is not None:
-            if cache["valid"] is not None:
+            if cache["valid"] is not None and padded:
                 key_valid = torch.cat([cache["valid"], valid], dim=1)
             cache["valid"], cache["length"] = key_valid, offset + ids.shape[1]
-        self_mask = attention_mask(valid, key_valid, causal=True, offset=offset)
-        cross_mask = None if src_valid is None else attention_mask(valid, src_valid)
-        return self_mask, cross_mask, offset
+        n = ids.shape[1]
+        window = getattr(self.config, "sliding_window", None)
+        self_mask = mask_spec(valid, key_valid, True, offset, window, (n, offset + n))
+        cross_mask = None
+        if src_valid is not None:
+            src = src_valid if padded else None
+            cross_mask = mask_spec(valid, src, lengths=(n, src_valid.shape[1]))
+        if spec:
+            return self_mask, cross_mask, offset
+        dense = self_mask.dense(device=ids.device)
+        if dense is None:
+            dense = torch.ones(1, 1, n, offset + n, dtype=torch.bool, device=ids.device)
+        return dense, None if cross_mask is None else cross_mask.dense(device=ids.device), offset
 
 
 class EncoderDecoderModel(_Model):
@@ -221,7 +249,7 @@ class EncoderDecoderModel(_Model):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Source ids [B, Ls] -> (memory [B, Ls, D], source validity [B, Ls])."""
         valid = self.valid(src_ids)
-        memory = self.encoder(self.src_embed(src_ids), attention_mask(valid, valid), rec, head_mask)
+        memory = self.encoder(self.src_embed(src_ids), self._self_mask(src_ids), rec, head_mask)
         return memory, valid
 
     def decode(
@@ -237,7 +265,7 @@ class EncoderDecoderModel(_Model):
 
         With a cache, ``tgt_ids`` are only the new tokens; earlier keys/values are reused.
         """
-        self_mask, cross_mask, offset = self._decoder_masks(tgt_ids, cache, src_valid)
+        self_mask, cross_mask, offset = self._decoder_masks(tgt_ids, cache, src_valid, spec=True)
         y = self.decoder(
             self.tgt_embed(tgt_ids, offset), self_mask, memory, cross_mask, rec, cache, head_mask
         )
@@ -276,9 +304,8 @@ class EncoderModel(_Model):
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Ids [B, L] -> hidden states [B, L, D]."""
-        valid = self.valid(ids)
         x = self.embed(ids, token_type_ids=token_type_ids)
-        return self.encoder(x, attention_mask(valid, valid), rec, head_mask)
+        return self.encoder(x, self._self_mask(ids), rec, head_mask)
 
     def forward(
         self,
@@ -313,7 +340,7 @@ class DecoderModel(_Model):
         head_mask: HeadMask | None = None,
     ) -> torch.Tensor:
         """Ids [B, L] -> logits [B, L, vocab]; with a cache only the new ids are passed."""
-        self_mask, _, offset = self._decoder_masks(ids, cache, None)
+        self_mask, _, offset = self._decoder_masks(ids, cache, None, spec=True)
         y = self.decoder(self.embed(ids, offset), self_mask, None, None, rec, cache, head_mask)
         return self.head(y)
 

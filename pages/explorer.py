@@ -233,8 +233,8 @@ def show_focus(v: Shown) -> None:
 
 
 def show_stages(v: Shown) -> None:
-    staged = get_trace(v.text, stages=True)
-    if v.kind not in staged.stages:
+    staged = get_trace(v.text)  # stages come from the same record
+    if not staged.has_stages(v.kind):
         st.info(t("explorer.stages_unavailable"), icon=":material/info:")
         return
     sq, sk = staged.tokens(v.kind)
@@ -245,7 +245,8 @@ def show_stages(v: Shown) -> None:
     st.markdown(t("explorer.stages_intro", n=v.layer + 1, h=stage_head + 1))
     if d_k:
         st.latex(rf"d_k = {d_k}, \quad \sqrt{{d_k}} = {d_k**0.5:.3f}")
-    stages = {name: st_[v.layer, stage_head] for name, st_ in staged.stages[v.kind].items()}
+    one = staged.attention_stages(v.kind, v.layer, stage_head)  # this head only, on demand
+    stages = {name: getattr(one, name) for name in ("scores", "scaled", "masked", "weights")}
     columns = st.columns(2)
     # The three pre-softmax stages on a diverging scale, then the softmax weights.
     for i, stage in enumerate(("scores", "scaled", "masked")):

@@ -40,7 +40,7 @@ def head_scores(network: Network, ids: torch.Tensor) -> dict[str, torch.Tensor]:
         record = network(ids.to(network.device), trace=True).record
     finally:
         network.train(was_training)
-    attention = torch.stack(record.attention["decoder"]).float().cpu()  # [Ly, B, H, L, L]
+    attention = torch.stack(record.attention["decoder"]).cpu()  # [Ly, B, H, L, L]
     n = (ids.shape[1] - 1) // 2
     q = torch.arange(2, 2 * n + 1)  # every token after the first: key = the one before it
     previous = attention[..., q, q - 1].mean(dim=(1, 3))

@@ -1,11 +1,78 @@
 """Summaries of attention maps: head aggregates, rollout, entropy, attention distance.
 
-All take [layers, heads, queries, keys] tensors as stored in a Trace and return tensors.
+Most take [layers, heads, queries, keys] tensors (a short trace's ``attention[kind]``); the
+``trace_*`` forms read a Trace a layer and a band of query rows at a time through
+``attention_heads``, so a long input never holds more than one band of one layer's maps.
 """
 
 from __future__ import annotations
 
 import torch
+
+BAND_CELLS = 2**24  # cells (heads x rows x keys) read at once by the streaming forms
+
+
+def _bands(trace, kind: str):
+    """Slices of query rows, each small enough that every head's rows fit BAND_CELLS."""
+    _, heads, n_q, n_k = trace.shape(kind)
+    step = max(1, BAND_CELLS // max(1, heads * n_k))
+    return [slice(a, min(a + step, n_q)) for a in range(0, n_q, step)]
+
+
+def trace_layer_aggregate(trace, kind: str, layer: int, how: str = "mean") -> torch.Tensor:
+    """[Lq, Lk]: the mean or max over one layer's heads, a band of rows at a time."""
+    if how not in ("mean", "max"):
+        raise ValueError(f"how must be 'mean' or 'max', not {how!r}")
+    bands = []
+    for rows in _bands(trace, kind):
+        heads = trace.attention_heads(kind, layer, rows=rows)  # [H, rows, Lk]
+        bands.append(heads.mean(0) if how == "mean" else heads.amax(0))
+    return torch.cat(bands)
+
+
+def trace_rollout(trace, kind: str, upto: int | None = None) -> torch.Tensor:
+    """``rollout`` of a Trace's self-attention, one layer's head mean at a time:
+    [layers, n, n] (or [upto + 1, n, n]), never [layers, heads, n, n]."""
+    layers, _, n_q, n_k = trace.shape(kind)
+    if n_q != n_k:
+        raise ValueError("rollout needs self-attention (as many queries as keys)")
+    eye = torch.eye(n_q)
+    out, acc = [], eye
+    for layer in range(layers if upto is None else upto + 1):
+        a = trace_layer_aggregate(trace, kind, layer, "mean") + eye
+        a = a / a.sum(dim=-1, keepdim=True)
+        acc = a @ acc
+        out.append(acc)
+    return torch.stack(out)
+
+
+def trace_head_statistics(trace, kind: str) -> dict[str, torch.Tensor]:
+    """{"entropy": [L, H], "mean_distance": [L, H] (self-attention only)}, as ``entropy``
+    and ``mean_distance`` compute them, streamed over layers and bands of query rows."""
+    layers, heads, n_q, n_k = trace.shape(kind)
+    self_attn = n_q == n_k
+    ent = torch.zeros(layers, heads)
+    dist = torch.zeros(layers, heads)
+    for layer in range(layers):
+        h_sum = torch.zeros(heads)
+        d_sum = torch.zeros(heads)
+        live_n = torch.zeros(heads)
+        for rows in _bands(trace, kind):
+            p = trace.attention_heads(kind, layer, rows=rows).clamp_min(0)  # [H, r, Lk]
+            live = (p.sum(dim=-1) > 0).float()  # [H, r]
+            h = -(p * torch.log(p.clamp_min(1e-12))).sum(dim=-1)
+            h_sum += (h * live).sum(-1)
+            live_n += live.sum(-1)
+            if self_attn:
+                q_pos = torch.arange(n_q)[rows].float()
+                gap = (q_pos[:, None] - torch.arange(n_k).float()[None, :]).abs()
+                d_sum += ((p * gap).sum(-1) * live).sum(-1)
+        ent[layer] = h_sum / live_n.clamp_min(1)
+        dist[layer] = d_sum / live_n.clamp_min(1)
+    out = {"entropy": ent}
+    if self_attn:
+        out["mean_distance"] = dist
+    return out
 
 
 def head_mean(attention: torch.Tensor) -> torch.Tensor:

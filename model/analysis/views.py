@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from model.analysis.summaries import head_max, head_mean, rollout
+from model.analysis.summaries import trace_layer_aggregate, trace_rollout
 from model.analysis.tokens import hide_special_tokens, merge_subwords
 from model.trace import Trace
 
@@ -52,7 +52,7 @@ def shown_rollout(
 
     [layers, n, n]: row i of layer l is how much each position reaches position i through
     attention and the residual path up to layer l (Abnar & Zuidema 2020)."""
-    r = rollout(base.attention[kind])
+    r = trace_rollout(base, kind)  # a layer's head mean at a time
     if not hide:
         return r
     queries = base.tokens(kind)[0]
@@ -71,14 +71,12 @@ def chosen_map(
     head: int = 0,
     rollout_maps: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """[Lq, Lk]: one head, the mean or max over heads, or rollout, at one layer."""
-    a = shown.attention[kind]  # [L, H, Lq, Lk]
+    """[Lq, Lk]: one head, the mean or max over heads, or rollout, at one layer; read
+    through the trace's attention_map / attention_heads, never every layer's maps."""
     if aggregate == "head":
-        return a[layer, head]
-    if aggregate == "mean":
-        return head_mean(a)[layer]
-    if aggregate == "max":
-        return head_max(a)[layer]
+        return shown.attention_map(kind, layer, head)
+    if aggregate in ("mean", "max"):
+        return trace_layer_aggregate(shown, kind, layer, aggregate)
     if aggregate == "rollout":
         if rollout_maps is None:
             raise ValueError("rollout needs the rolled-out maps (shown_rollout)")

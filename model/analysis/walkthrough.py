@@ -164,7 +164,7 @@ def walkthrough(lm, text: str, layer: int) -> Walkthrough:
         raise ValueError(f"layer {layer} out of range 0..{len(rec.inputs[kind]) - 1}")
     mha = _attention_module(lm.network, kind, layer)
     wt = _by_hand(mha, rec.inputs[kind][layer], tokens, tokens, kind)
-    wt.model_weights = rec.attention[kind][layer][0].float().cpu()  # what the traced pass kept
+    wt.model_weights = rec.weights(kind, layer).cpu()  # what the traced pass recorded
     return wt
 
 
@@ -189,7 +189,7 @@ def cross_walkthrough(lm, text: str, layer: int) -> Walkthrough:
     wt = _by_hand(
         mha, rec.inputs["cross"][layer], list(tgt.tokens(dec_in)), list(enc.tokens), "cross"
     )
-    wt.model_weights = rec.attention["cross"][layer][0].float().cpu()
+    wt.model_weights = rec.weights("cross", layer).cpu()
     return wt
 
 

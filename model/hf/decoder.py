@@ -59,8 +59,8 @@ GPT2_LAYER = {
     "ffn_norm.norm": "ln_2",
 }
 GPT2_CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
-# Without a limit from the checkpoint, this many positions; pages show far fewer.
-MAX_LEN_CAP = 4096
+# Without a limit in the checkpoint's config, this many positions.
+MAX_LEN_DEFAULT = 4096
 
 
 def _rope(config) -> tuple[float, str]:
@@ -123,17 +123,17 @@ def _sliding_window(config) -> int | None:
 
 
 def decoder_max_len(config, tokenizer: HFTokenizer | None = None) -> int:
-    """How many positions we run: the checkpoint's limit, inside its sliding window (so no
-    key ever falls out of it and full causal attention is exact), capped for a CPU lab."""
-    limits = [MAX_LEN_CAP]
+    """How many positions we run: the checkpoint's own limit (max_position_embeddings, GPT-2's
+    n_positions), or its tokenizer's where that is smaller. A sliding window does not cut
+    it: the mask hides keys that fall out of the window, as the checkpoint does."""
+    limits = []
     for attr in ("n_positions", "max_position_embeddings"):
         value = getattr(config, attr, None)
         if isinstance(value, int) and value > 0:
             limits.append(value)
             break
-    window = _sliding_window(config)
-    if window:
-        limits.append(window)
+    if not limits:
+        limits.append(MAX_LEN_DEFAULT)
     if tokenizer is not None:
         tok_max = tokenizer.hf.model_max_length
         if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
@@ -190,6 +190,7 @@ def decoder_config(config, max_len: int | None = None) -> TransformerConfig:
         out_bias=False if mt == "qwen2" else attention_bias,
         ffn_bias=bool(getattr(config, "mlp_bias", False)),
         max_len=max_len,
+        sliding_window=_sliding_window(config),
         layer_norm_eps=config.rms_norm_eps,
         scale_embedding=False,
         tie_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
@@ -267,7 +268,8 @@ def _map_gpt2(source: dict[str, torch.Tensor], cfg: TransformerConfig) -> tuple[
 def map_decoder_weights(
     weights: dict[str, torch.Tensor], cfg: TransformerConfig, model_type: str
 ) -> dict[str, torch.Tensor]:
-    """A checkpoint's state dict -> DecoderModel's (float32, contiguous)."""
+    """A checkpoint's state dict -> DecoderModel's (the stored dtype, contiguous; the
+    loader casts to the dtype it runs in)."""
     if model_type == "gpt2":
         mapped, missing = _map_gpt2(weights, cfg)
     else:
@@ -288,7 +290,7 @@ def map_decoder_weights(
     if model_type == "gpt2":  # the learned table may be longer than the positions we run
         table = mapped["embed.position.embedding.weight"]
         mapped["embed.position.embedding.weight"] = table[: cfg.max_len]
-    state = {k: v.float().contiguous() for k, v in mapped.items()}
+    state = {k: v.contiguous() for k, v in mapped.items()}
     if cfg.tie_embeddings:  # one matrix reads and writes tokens
         state["head.weight"] = state["embed.token.weight"]
     return state
@@ -316,7 +318,7 @@ def build_decoder(folder: str | Path, config=None) -> tuple[DecoderModel, HFToke
 def decoder_from_weights(
     weights: dict[str, torch.Tensor], cfg: TransformerConfig, model_type: str
 ) -> DecoderModel:
-    """Our DecoderModel holding a checkpoint's tensors (float32 ones are shared, not copied)."""
+    """Our DecoderModel holding a checkpoint's tensors (shared, not copied)."""
     state = map_decoder_weights(weights, cfg, model_type)
     with torch.device("meta"):  # no random init of weights that are replaced at once
         network = DecoderModel(cfg)

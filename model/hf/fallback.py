@@ -131,10 +131,14 @@ class HFLabModel:
     def input_tokenizer(self) -> HFTokenizer:
         return self.src_tokenizer
 
+    @property
+    def max_tokens(self) -> int:
+        """The longest input it reads: its own position limit (as LabModel.max_tokens)."""
+        return self.max_len
+
     def encode(self, text: str) -> Encoded:
         """How the model reads ``text``: tokens, unknown words, whether it was cut."""
-        limit = self.max_len if self.kind != "decoder" else max(2, self.max_len // 2)
-        return self.src_tokenizer.encode(text, limit)
+        return self.src_tokenizer.encode(text, self.max_tokens)
 
     def decoder_tokens(self, text: str, generated: list[str]) -> list[str]:
         """What the decoder reads after generating ``generated`` (see types.decoder_tokens)."""

@@ -210,8 +210,8 @@ def one_sequence(step: StepFn, device: torch.device) -> SeqStepFn:
 def last_rows(rec: Recorder) -> dict[str, torch.Tensor]:
     """kind -> [layers, heads, keys]: the attention of the newest query only."""
     return {
-        kind: torch.stack([w[0, :, -1] for w in ws]).float().cpu()
-        for kind, ws in rec.attention.items()
+        kind: torch.stack([rec.weights(kind, i, rows=[-1])[:, 0] for i in range(n)]).cpu()
+        for kind, n in rec.layers.items()
     }
 
 

@@ -56,3 +56,32 @@ def configure_threads(threads: int | None = None) -> int:
     threads = thread_setting() if threads is None else threads
     torch.set_num_threads(threads)
     return threads
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def dtype_name(value) -> str | None:
+    """ "bfloat16" for torch.bfloat16 or "bfloat16" (a config's torch_dtype), else None."""
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    return value if isinstance(value, str) else None
+
+
+def resolve_dtype(
+    dtype: str | torch.dtype | None, device: torch.device, own: str | None = None
+) -> torch.dtype | None:
+    """The weights' dtype to run in. "auto": a folder's own half precision (``own``:
+    "bfloat16" / "float16") on a CUDA GPU, float32 elsewhere (a CPU runs half precision
+    slowly); None leaves the weights as built. Or a name / torch.dtype, checked."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        if device.type == "cuda" and own in ("bfloat16", "float16"):
+            if own == "bfloat16" and not torch.cuda.is_bf16_supported():
+                return torch.float16
+            return DTYPES[own]
+        return torch.float32
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be 'auto' or one of {', '.join(DTYPES)}, not {dtype!r}")
+    return DTYPES[dtype]

@@ -47,10 +47,12 @@ class LabModel:
         device: str | torch.device = "auto",
         info: dict | None = None,
         default_new_tokens: int | None = None,
+        dtype: torch.dtype | None = None,
     ):
         self.name = name
         self.device = resolve_device(device)
-        self.network = network.to(self.device).eval()
+        # dtype: the weights' (None = as built); maps are recomputed in float32 whatever it is
+        self.network = network.to(self.device, dtype).eval()
         self.src_tokenizer = src_tokenizer
         self.tgt_tokenizer = tgt_tokenizer or src_tokenizer
         self.info = info or {}  # provenance shown in the UI: task, metrics, source folder
@@ -72,6 +74,17 @@ class LabModel:
         return self.network.config.max_len
 
     @property
+    def max_tokens(self) -> int:
+        """The longest input this model reads: its own position limit (a folder's
+        max_position_embeddings), not a fraction of it. Longer text is cut with a notice."""
+        return self.network.config.max_len
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The weights' dtype (float32 on a CPU unless asked; a folder's own on a GPU)."""
+        return next(self.network.parameters()).dtype
+
+    @property
     def input_tokenizer(self) -> Tokenizer:
         """The tokenizer a typed text goes through (the prompt side for decoder-only models)."""
         tok = self.tgt_tokenizer if self.kind == "decoder" else self.src_tokenizer
@@ -80,8 +93,7 @@ class LabModel:
 
     def encode(self, text: str) -> Encoded:
         """How the model reads ``text``: tokens, unknown words, whether it was cut."""
-        limit = self.max_len if self.kind != "decoder" else max(2, self.max_len // 2)
-        return self.input_tokenizer.encode(text, limit)
+        return self.input_tokenizer.encode(text, self.max_tokens)
 
     def _tensor(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor([ids], dtype=torch.long, device=self.device)
@@ -144,10 +156,10 @@ class LabModel:
                 stages=stages,
                 head_mask=head_mask,
             )
-            return out.trace(0, enc.tokens, tgt.tokens(dec_in))
+            return out.trace(0, enc.tokens, tgt.tokens(dec_in), dec_in)
         seq = (enc.ids + [i for i in continuation if i != tgt.eos_id])[: self.max_len]
         out = self.network(self._tensor(seq), trace=True, stages=stages, head_mask=head_mask)
-        return out.trace(0, [], tgt.tokens(seq))
+        return out.trace(0, [], tgt.tokens(seq), seq)
 
     @torch.inference_mode()
     def teacher_forcing(
@@ -164,16 +176,22 @@ class LabModel:
         gold = [i for i in tgt.encode_target(target, self.max_len).ids if i != tgt.eos_id]
         if not gold:
             raise ValueError("the target has no tokens this model knows")
-        trace = self.trace(text, target=target, head_mask=head_mask)
-        if trace.logits is None:
-            raise ValueError("this model's traces carry no logits to compare")
-        offset = 0 if self.kind == "encoder-decoder" else len(self.encode(text).ids) - 1
+        enc = self.encode(text)
+        if self.kind == "encoder-decoder":
+            seq = [tgt.bos_id, *gold][: self.max_len]
+            logits = self.network(self._tensor(enc.ids), self._tensor(seq), head_mask=head_mask)
+            offset = 0
+        else:
+            seq = (enc.ids + gold)[: self.max_len]
+            logits = self.network(self._tensor(seq), head_mask=head_mask)
+            offset = len(enc.ids) - 1
+        logits = logits.logits[0]  # the fast path: only logits are read here  [L, vocab]
         free = [s.token for s in self.decode(text, head_mask=head_mask)]
-        wanted = [*gold, tgt.eos_id][: len(trace.logits) - offset]
-        inputs = trace.tgt_tokens
+        wanted = [*gold, tgt.eos_id][: len(logits) - offset]
+        inputs = tgt.tokens(seq)
         steps = []
         for pos, want in enumerate(wanted):
-            probs = torch.softmax(trace.logits[offset + pos], dim=-1)
+            probs = torch.softmax(logits[offset + pos].float(), dim=-1)
             steps.append(
                 ForcedStep(
                     pos,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from model.runtime.device import dtype_name, resolve_device, resolve_dtype
 from model.runtime.lab import LabModel
 from model.runtime.types import ModelLoadError, read_json_object
 
@@ -18,8 +19,17 @@ CONTRAST = ("induction-1layer",)
 PRETRAINED = ("minilm",)
 
 
-def load(name_or_path: str | Path, device: str | torch.device = "auto") -> LabModel:
+def load(
+    name_or_path: str | Path,
+    device: str | torch.device = "auto",
+    dtype: str | torch.dtype = "auto",
+) -> LabModel:
     """A ready model: "en2ko" | "reverse" | "sort" | "induction" | "minilm" | a folder path.
+
+    dtype: "auto" runs a Hugging Face folder in its own torch_dtype (bfloat16 / float16) on
+    a CUDA GPU and in float32 on a CPU (the shipped checkpoints are float32); or
+    "float32" | "bfloat16" | "float16". Attention maps are recomputed in float32 whatever
+    the weights' dtype.
 
     A folder is either a project checkpoint (model.safetensors + config.json + vocab.json)
     or a local Hugging Face model folder. Nothing is ever downloaded, and
@@ -29,10 +39,13 @@ def load(name_or_path: str | Path, device: str | torch.device = "auto") -> LabMo
     same numbers whether or not a model was loaded first.
     """
     with torch.random.fork_rng(devices=[]):
-        return _load(str(name_or_path), device)
+        lm = _load(str(name_or_path), device, dtype)
+    if dtype != "auto" and isinstance(lm, LabModel):  # explicit: every kind of model
+        lm.network.to(resolve_dtype(dtype, lm.device))
+    return lm
 
 
-def _load(name: str, device: str | torch.device) -> LabModel:
+def _load(name: str, device: str | torch.device, dtype: str | torch.dtype = "auto") -> LabModel:
     if name in PRETRAINED:
         return load_minilm(device)
     if name in SHIPPED or name in CONTRAST:
@@ -46,14 +59,16 @@ def _load(name: str, device: str | torch.device) -> LabModel:
         return _load_folder(folder, device, name)
     folder = Path(name).expanduser()
     if folder.is_dir():
-        return _load_folder(folder, device, folder.name)
+        return _load_folder(folder, device, folder.name, dtype)
     raise ModelLoadError(
         f"unknown model {name!r}: choose one of {', '.join(SHIPPED + PRETRAINED)}, "
         "or give the path of a model folder"
     )
 
 
-def _load_folder(folder: Path, device: str | torch.device, name: str) -> LabModel:
+def _load_folder(
+    folder: Path, device: str | torch.device, name: str, dtype: str | torch.dtype = "auto"
+) -> LabModel:
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise ModelLoadError(f"{folder} has no config.json, so it is not a model folder")
@@ -63,7 +78,7 @@ def _load_folder(folder: Path, device: str | torch.device, name: str) -> LabMode
 
         return load_checkpoint(folder, device, name)
     if "model_type" in config:
-        return load_hf_folder(folder, device)
+        return load_hf_folder(folder, device, dtype)
     raise ModelLoadError(
         f"{folder} is neither a project checkpoint (config.json with d_model + vocab.json) "
         "nor a Hugging Face model folder (config.json with model_type)"
@@ -105,7 +120,10 @@ def load_minilm(device: str | torch.device = "auto") -> LabModel:
 
 
 def load_decoder_folder(
-    folder: str | Path, device: str | torch.device = "auto", config=None
+    folder: str | Path,
+    device: str | torch.device = "auto",
+    config=None,
+    dtype: str | torch.dtype = "auto",
 ) -> LabModel:
     """A LLaMA / Qwen2 / Mistral / GPT-2 folder as a LabModel running our own DecoderModel."""
     from model.hf.common import read_hf_config
@@ -116,6 +134,7 @@ def load_decoder_folder(
     config = config if config is not None else read_hf_config(folder)
     network, tokenizer = build_decoder(folder, config)
     info = {"engine": "attention-lab", "folder": str(folder), "model_type": config.model_type}
+    own = dtype_name(getattr(config, "dtype", None) or getattr(config, "torch_dtype", None))
     return LabModel(
         folder.name,
         network,
@@ -123,10 +142,13 @@ def load_decoder_folder(
         device=device,
         info=info,
         default_new_tokens=DEFAULT_NEW_TOKENS,  # big models are slow on CPU
+        dtype=resolve_dtype(dtype, resolve_device(device), own),
     )
 
 
-def load_hf_folder(folder: str | Path, device: str | torch.device = "auto"):
+def load_hf_folder(
+    folder: str | Path, device: str | torch.device = "auto", dtype: str | torch.dtype = "auto"
+):
     """A local Hugging Face folder: our own engine when the layout maps (BERT encoders;
     LLaMA, Qwen2, Mistral and GPT-2 decoders), transformers' own code otherwise.
 
@@ -146,7 +168,7 @@ def load_hf_folder(folder: str | Path, device: str | torch.device = "auto"):
         return load_bert_folder(folder, device, folder.name, config=config)
     reason = decoder_unmappable(config)
     if reason is None:
-        return load_decoder_folder(folder, device, config=config)
+        return load_decoder_folder(folder, device, config=config, dtype=dtype)
     if config.model_type not in (*DECODER_TYPES, "bert"):
         reason = f"model_type {config.model_type!r} is not one Attention Lab maps"
     lm = HFLabModel.from_folder(folder, device, config=config)

@@ -148,15 +148,19 @@ def model_numbers_are_finite(page: Page, text: str) -> bool:
     """The numbers behind the page, from the same caches the page filled."""
     if page.path.endswith("explorer.py"):
         trace = _trace(page.model, "auto", text, None, False)
-        stages = [x for kind in trace.stages.values() for x in kind.values()]
+        # "masked" holds -inf where the mask forbids, by design; the other stages are finite.
+        stages = [
+            x for kind in trace.stages.values() for name, x in kind.items() if name != "masked"
+        ]
         norms = [x for stats in trace.norms.values() for x in stats.values()]
+        predictions = trace.predictions
         return all_finite(
             [
                 *trace.attention.values(),
                 *stages,
                 *norms,
                 *trace.residual_norms.values(),
-                trace.logits,
+                None if predictions is None else predictions.top_probs,
             ]
         )
     if page.path.endswith("decoding.py"):

@@ -1,5 +1,7 @@
 """Whole-model behaviour: the traced path, what it records, and what it must never do."""
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -65,7 +67,9 @@ def test_trace_leaves_padding_out_and_keeps_the_papers_axes():
     assert t.attention["decoder"].shape == (cfg.n_decoder_layers, cfg.n_heads, 2, 2)
     assert t.attention["cross"].shape == (cfg.n_decoder_layers, cfg.n_heads, 2, 3)
     assert all(a.dtype == torch.float32 and a.device.type == "cpu" for a in t.attention.values())
-    assert t.logits.shape == (2, cfg.tgt_vocab_size)
+    # Only what pages read of the logits: each position's top-k, never [L, vocab].
+    assert t.predictions.top_ids.shape == (2, min(10, cfg.tgt_vocab_size))
+    assert t.logits is None
     assert t.residual_norms["encoder"].shape == (cfg.n_encoder_layers + 1, 3)
     assert t.tokens("cross") == (["<bos>", "x"], ["a", "b", "c"])
 
@@ -77,7 +81,9 @@ def test_a_sentence_traces_the_same_alone_or_batched_with_a_longer_one():
         alone = model(SRC[1:, :3], TGT[1:, :2], trace=True).trace(0, list("abc"), ["<bos>", "x"])
     for kind in batched.attention:
         torch.testing.assert_close(batched.attention[kind], alone.attention[kind])
-    torch.testing.assert_close(batched.logits, alone.logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        batched.predictions.top_probs, alone.predictions.top_probs, atol=1e-5, rtol=1e-5
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -99,14 +105,16 @@ def test_every_layer_norm_reports_token_statistics(kind, placement):
         assert not torch.allclose(stats["in_std"], stats["out_std"]), name
 
 
-def test_stages_are_recorded_only_when_asked():
+def test_stages_are_recomputed_for_one_head_from_the_record_and_end_in_its_weights():
     model = make("encoder")
     with torch.no_grad():
-        plain = run(model, trace=True).record
-        staged = run(model, stages=True).record
-    assert not plain.stages
-    st = staged.stages["encoder"][0]
-    torch.testing.assert_close(st.weights, staged.attention["encoder"][0])
+        t = run(model, trace=True).trace(1, list("abc"), [])
+    st = t.attention_stages("encoder", 0, 1)
+    torch.testing.assert_close(st.weights, t.attention_map("encoder", 0, 1))
+    torch.testing.assert_close(st.scaled, st.scores / math.sqrt(model.config.d_k))
+    window = t.attention_stages("encoder", 0, 1, rows=slice(1, 3), cols=[0, 2])
+    torch.testing.assert_close(window.weights, st.weights[1:3][:, [0, 2]])
+    torch.testing.assert_close(t.stages["encoder"]["weights"], t.attention["encoder"])
 
 
 def test_a_traced_forward_leaves_no_state_on_the_model():
