@@ -55,9 +55,11 @@ def test_cells_the_models_mask_forbids_are_grey_gaps_not_zero_weights():
     z = np.asarray(weights.z, dtype=float)
     assert np.isnan(z[0, 1]) and np.isnan(z[2, 3]) and weights.hoverongaps is False
     assert z[3, 0] == 0.0
-    under = np.asarray(grey.z, dtype=float)
-    assert np.array_equal(np.isnan(under), ~np.isnan(z))  # grey exactly where masked
-    assert grey.colorscale[0][1] == MASKED_GREY and grey.hoverinfo == "skip"
+    under = np.asarray(grey.z)
+    assert under.dtype == np.uint8  # a byte a cell: the mask never doubles what is sent
+    assert np.array_equal(under == 1, np.isnan(z))  # grey exactly where masked
+    assert grey.colorscale[-1][1] == MASKED_GREY and grey.colorscale[0][1] == "rgba(0,0,0,0)"
+    assert grey.hoverinfo == "skip"
 
 
 def test_a_padding_mask_greys_the_padded_keys_of_every_row():
