@@ -16,10 +16,11 @@ from model.trace import Trace, block_edges, pool_map
 from ui.i18n import t
 
 LONG_ABOVE = 512  # a side longer than this: overview + zoom window
-# 512 x 512 float32 cells are 1.4 MB as plotly's base64, the mask a byte a cell more: a chart
-# stays under 2 MB. 1,024 blocks a side would be 5.6 MB for no more pixels than a screen has.
-OVERVIEW_SIZE = 512
-WINDOW_MAX = 512  # the zoom window's longest side, in positions
+# What the browser receives for a float32 cell is base64 with every "/" escaped as \u002f
+# (Streamlit's JSON), about 6 bytes, and its mask one byte more as base64: 480 x 480 cells
+# are 1.8 MB at most, under the 2 MB a chart may send. (512 x 512 measured 2.04 MB.)
+OVERVIEW_SIZE = 480
+WINDOW_MAX = 480  # the zoom window's longest side, in positions
 
 
 def is_long(n_queries: int, n_keys: int) -> bool:

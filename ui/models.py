@@ -1,8 +1,8 @@
 """Which model a session looks at, loaded once per process and traced once per input.
 
 Models are shared by every session (st.cache_resource) and are only read; traces are plain
-data cached per (model, device, text) with st.cache_data, so a rerun that changes a layer
-or a head never runs the model again.
+data kept per (model, device, text) in a cache bounded by bytes (``TRACES``), so a rerun
+that changes a layer or a head never runs the model again.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from model.runtime.types import DecodeStep, ForcedStep, ModelLoadError
 from model.trace import Trace
 from ui.i18n import t, translated_widget
 from ui.permalink import linked
+from viz.memo import ByteLRU, budget_bytes
 
 FOLDER = "folder"  # the choice that loads a local Hugging Face / checkpoint folder
 MODEL_CHOICES = (*SHIPPED, *PRETRAINED, FOLDER)
@@ -168,9 +169,21 @@ def show_load_detail(detail: str) -> None:
         st.code(detail, language=None, wrap_lines=True)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+TRACE_CACHE_ENV = "ATTENTION_LAB_TRACE_CACHE_MB"
+# Every session's traces together: with 20 students, about 300 MB each (a 4,096-token
+# record of a 0.5B model) beside the shared models, on a 24 GiB machine (README).
+DEFAULT_TRACE_CACHE_MB = 6144
+TRACES = ByteLRU(budget_bytes(TRACE_CACHE_ENV, DEFAULT_TRACE_CACHE_MB))
+
+
 def _trace(name: str, device: str, text: str, target: str | None, stages: bool) -> Trace:
-    return load_model(name, device).trace(text, target=target, stages=stages)
+    """The trace of ``text``, computed once and kept (bounded by bytes, not entries). A hit
+    is the very object kept, never a copy: st.cache_data pickled a whole Trace in and out
+    on every click (2 GB at 1,024 tokens). Views only read it."""
+    return TRACES.get_or_compute(
+        (name, device, text, target, stages),
+        lambda: load_model(name, device).trace(text, target=target, stages=stages),
+    )
 
 
 def trace_with(name: str, text: str) -> Trace | None:

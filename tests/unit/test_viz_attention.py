@@ -169,9 +169,9 @@ def test_a_figure_asked_for_again_with_equal_inputs_is_not_rebuilt_but_new_input
     first = attention_heatmap(w, TOKENS, TOKENS, title="A")
     again = attention_heatmap(w.clone(), TOKENS, TOKENS, title="A")  # kept: not built again
     assert json.loads(again.to_json()) == json.loads(first.to_json())
-    assert len(attention_heatmap.cache_store) == 1
+    assert len(attention_heatmap.cache_store()) == 1
     other = attention_heatmap(w, TOKENS, TOKENS, title="B")  # another language: its own
-    assert other.layout.title.text == "B" and len(attention_heatmap.cache_store) == 2
+    assert other.layout.title.text == "B" and len(attention_heatmap.cache_store()) == 2
     changed = w.clone()
     changed[4, 0] += 0.5
     again = attention_heatmap(changed, TOKENS, TOKENS, title="A")
