@@ -176,7 +176,9 @@ DEFAULT_TRACE_CACHE_MB = 6144
 TRACES = ByteLRU(budget_bytes(TRACE_CACHE_ENV, DEFAULT_TRACE_CACHE_MB))
 
 
-def _trace(name: str, device: str, text: str, target: str | None, stages: bool) -> Trace:
+def cached_trace(
+    name: str, device: str, text: str, target: str | None = None, stages: bool = False
+) -> Trace:
     """The trace of ``text``, computed once and kept (bounded by bytes, not entries). A hit
     is the very object kept, never a copy: st.cache_data pickled a whole Trace in and out
     on every click (2 GB at 1,024 tokens). Views only read it."""
@@ -189,7 +191,7 @@ def _trace(name: str, device: str, text: str, target: str | None, stages: bool) 
 def trace_with(name: str, text: str) -> Trace | None:
     """A cached trace of ``text`` through another model (compare mode); None if it cannot load."""
     try:
-        return _trace(name, selected_device(), text, None, False)
+        return cached_trace(name, selected_device(), text, None, False)
     except (ModelLoadError, ValueError, OSError) as err:
         st.error(t("model.load_failed", name=model_label(name)), icon=":material/error:")
         show_load_detail(str(err))
@@ -198,7 +200,7 @@ def trace_with(name: str, text: str) -> Trace | None:
 
 def get_trace(text: str, target: str | None = None, stages: bool = False) -> Trace:
     """A cached trace of ``text`` through the session's model (get_model() loaded it)."""
-    return _trace(selected_model(), selected_device(), text, target, stages)
+    return cached_trace(selected_model(), selected_device(), text, target, stages)
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
