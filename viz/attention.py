@@ -586,7 +586,7 @@ def block_names(edges) -> list[str]:
 def _block_axis(edges) -> dict:
     """An axis over blocks labelled with the position each labelled block starts at."""
     n = len(edges) - 1
-    shown, _ = thinned_ticks([""] * n, 12)
+    shown, _ = thinned_ticks([""] * n, 8)
     return {
         "showgrid": False,
         "zeroline": False,
