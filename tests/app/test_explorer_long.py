@@ -113,3 +113,13 @@ def test_a_zoom_range_longer_than_the_window_is_cut_with_a_note(long_folder):
     assert len(heatmap["y"]) == WINDOW_MAX
     note = translate("explorer.zoom_cut", "en", limit=WINDOW_MAX)
     assert note in [c.value for c in at.caption]
+
+
+def test_a_pasted_document_longer_than_10000_characters_is_read_up_to_the_models_limit(
+    long_folder,
+):
+    at = explorer(long_folder, text=long_text(12_000), view="stats")
+    assert not at.exception
+    warnings = [w.value for w in at.warning]
+    assert not [w for w in warnings if "characters" in w]  # no cut before tokenizing
+    assert translate("input.truncated", "en", limit=TOKENS) in warnings  # the model's own
