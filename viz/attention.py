@@ -207,10 +207,16 @@ def _single_map(
         x["title"] = {"text": html.escape(axis_titles[0])}
         y["title"] = {"text": html.escape(axis_titles[1])}
     n_q = len(query_tokens)
+    height = min(900, max(260, 150 + _cell_px(n_q, len(key_tokens)) * n_q))
+    return _map_figure(heatmap, x, y, title, height)
+
+
+def _map_figure(heatmap: dict, x: dict, y: dict, title: str, height: int) -> go.Figure:
+    """One map (its grey mask layer under it) with its axes and, if any, its title."""
     layout = {
         "xaxis": x,
         "yaxis": y,
-        "height": min(900, max(260, 150 + _cell_px(n_q, len(key_tokens)) * n_q)),
+        "height": height,
         "margin": {"l": 10, "r": 10, "t": 125 if title else 70, "b": 10},
     }
     if title:
@@ -632,18 +638,4 @@ def overview_heatmap(
     x = {**_block_axis(col_edges), "side": "top", "title": {"text": kn}}
     y = {**_block_axis(row_edges), "title": {"text": qn}}
     y["range"] = y["range"][::-1]
-    layout = {
-        "xaxis": x,
-        "yaxis": y,
-        "height": 760,
-        "margin": {"l": 10, "r": 10, "t": 125 if title else 70, "b": 10},
-    }
-    if title:
-        layout["title"] = {
-            "text": html.escape(title),
-            "y": 1,
-            "yref": "container",
-            "yanchor": "top",
-            "pad": {"t": 10},
-        }
-    return go.Figure({"data": _with_mask(heatmap), "layout": layout})
+    return _map_figure(heatmap, x, y, title, 760)
