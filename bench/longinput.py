@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -193,6 +194,7 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
     fast, n = fast_forward_s(folder, text)
     result.update(
         {
+            "load_average": [round(x, 1) for x in os.getloadavg()],
             "tokens": n,
             "fast_forward_s": round(fast, 3),
             "first_view_s": first["drawn_s"],
@@ -231,6 +233,8 @@ def markdown(r: dict) -> list[str]:
         f"- Slowest later view: {r['worst_later_view_s']:.2f} s; stages of one head at "
         f"{r['stages_tokens']} tokens: {r['stages_s']:.2f} s; largest frame: "
         f"{r['max_frame_bytes'] / 1e6:.2f} MB.",
+        f"- Load average at the end (1, 5, 15 min): {r.get('load_average', '—')}.",
+        *([f"- Note: {r['note']}."] if r.get("note") else []),
         "",
         "| step | drawn | server | largest frame |",
         "|---|---:|---:|---:|",
