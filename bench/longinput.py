@@ -189,6 +189,8 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
             step("heatmap", view("explorer.view.heatmap"))
             step(f"{stages_tokens}-token text", enter(short))
             stages = step("stages", view("explorer.view.stages"))
+            # four stage charts, or the explorer's word that they would not fit in memory
+            stages_drawn = main.get_by_test_id("stPlotlyChart").count() >= 4
             page.close()
         browser.close()
     fast, n = fast_forward_s(folder, text)
@@ -201,6 +203,7 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
             "first_view_vs_fast": round(first["drawn_s"] / fast, 2),
             "stages_tokens": stages_tokens,
             "stages_s": stages["drawn_s"],
+            "stages_drawn": stages_drawn,
             "worst_later_view_s": max(r["drawn_s"] for r in result["steps"][1:9]),
             "max_frame_bytes": max(r["max_frame_bytes"] for r in result["steps"]),
         }
@@ -231,7 +234,9 @@ def markdown(r: dict) -> list[str]:
         f"({r['first_view_vs_fast']:.2f}× the fast forward; it also generates the model's "
         "continuation).",
         f"- Slowest later view: {r['worst_later_view_s']:.2f} s; stages of one head at "
-        f"{r['stages_tokens']} tokens: {r['stages_s']:.2f} s; largest frame: "
+        f"{r['stages_tokens']} tokens: {r['stages_s']:.2f} s"
+        + ("" if r.get("stages_drawn", True) else " (not drawn: too big for memory, said so)")
+        + "; largest frame: "
         f"{r['max_frame_bytes'] / 1e6:.2f} MB.",
         f"- Load average at the end (1, 5, 15 min): {r.get('load_average', '—')}.",
         *([f"- Note: {r['note']}."] if r.get("note") else []),

@@ -78,6 +78,7 @@ VIEW_ICONS = {
 HEAD_VIEW_MAX_TOKENS = 160  # more lines than a reader can follow, and a heavy page
 PILLS_MAX_TOKENS = 40  # beyond this a drop-down is easier than a wall of pills
 CSV_MAX_CELLS = 2_000_000  # the whole kind when it fits, else the chosen layer
+STAGES_MAX_BYTES = 2 * 2**30  # the staged trace's four maps per head, at most
 GRID_MAX_CELLS = 150_000  # the model grid's cells in all: about 1.5 MB sent at any size
 
 
@@ -358,6 +359,16 @@ def show_focus(v: Shown) -> None:
 
 
 def show_stages(v: Shown) -> None:
+    # The staged trace keeps four maps of every head of every layer (float32): refuse what
+    # would not fit, with a word, rather than let one long text exhaust a shared server.
+    n_q, n_k = (len(toks) for toks in v.trace.tokens(v.kind))
+    need = 4 * 4 * v.n_layers * v.n_heads * n_q * n_k
+    if need > STAGES_MAX_BYTES:
+        st.info(
+            t("explorer.stages_too_big", n=max(n_q, n_k), gib=f"{need / 2**30:.0f}"),
+            icon=":material/info:",
+        )
+        return
     staged = get_trace(v.text, stages=True)
     if v.kind not in staged.stages:
         st.info(t("explorer.stages_unavailable"), icon=":material/info:")

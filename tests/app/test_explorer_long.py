@@ -123,3 +123,26 @@ def test_a_pasted_document_longer_than_10000_characters_is_read_up_to_the_models
     warnings = [w.value for w in at.warning]
     assert not [w for w in warnings if "characters" in w]  # no cut before tokenizing
     assert translate("input.truncated", "en", limit=TOKENS) in warnings  # the model's own
+
+
+def test_stages_that_would_not_fit_in_memory_get_a_word_instead_of_exhausting_the_server(
+    tmp_path,
+):
+    from tests.hf_folders import build_decoder_folder
+
+    # 4 layers x 4 heads at 3,136 tokens: four stages of every head would be 2.3 GiB.
+    folder = build_decoder_folder(
+        "llama",
+        tmp_path / "wider",
+        max_position_embeddings=6144,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        hidden_size=32,
+        intermediate_size=64,
+    )
+    at = explorer(folder, view="stages")
+    assert not at.exception
+    said = [i.value for i in at.info]
+    assert translate("explorer.stages_too_big", "en", n=3136, gib="2") in said, said
+    assert not charts(at)
