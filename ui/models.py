@@ -203,14 +203,18 @@ def get_trace(text: str, target: str | None = None, stages: bool = False) -> Tra
     return cached_trace(selected_model(), selected_device(), text, target, stages)
 
 
-@st.cache_data(show_spinner=False, max_entries=128)
 def _decode(name: str, device: str, text: str, options: tuple) -> list[DecodeStep]:
-    lm = load_model(name, device)
-    kwargs = dict(options)
-    head_off = kwargs.pop("head_off", ())
-    if head_off:
-        kwargs["head_mask"] = lm.head_mask(head_off)
-    return list(lm.decode(text, **kwargs))
+    """Every step of one run, kept beside the traces, in the same byte budget (read-only)."""
+
+    def run() -> list[DecodeStep]:
+        lm = load_model(name, device)
+        kwargs = dict(options)
+        head_off = kwargs.pop("head_off", ())
+        if head_off:
+            kwargs["head_mask"] = lm.head_mask(head_off)
+        return list(lm.decode(text, **kwargs))
+
+    return TRACES.get_or_compute(("decode", name, device, text, options), run)
 
 
 def get_decoding(text: str, **options) -> list[DecodeStep]:
@@ -219,12 +223,14 @@ def get_decoding(text: str, **options) -> list[DecodeStep]:
     return _decode(selected_model(), selected_device(), text, tuple(sorted(options.items())))
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
 def _teacher_forcing(
     name: str, device: str, text: str, target: str, head_off: tuple
 ) -> list[ForcedStep]:
-    lm = load_model(name, device)
-    return lm.teacher_forcing(text, target, lm.head_mask(head_off) if head_off else None)
+    def run() -> list[ForcedStep]:
+        lm = load_model(name, device)
+        return lm.teacher_forcing(text, target, lm.head_mask(head_off) if head_off else None)
+
+    return TRACES.get_or_compute(("forced", name, device, text, target, head_off), run)
 
 
 def get_teacher_forcing(text: str, target: str, head_off: tuple = ()) -> list[ForcedStep]:
