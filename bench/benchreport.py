@@ -9,7 +9,8 @@ Model paths (bench.model_speed), page re-render time and bytes beside the bare f
 cold start, memory, many sessions at once (bench.loadtest), a class of simulated students
 through HAProxy on 1 and on 2 replicas and a replica killed mid-class (bench.classsim; needs
 HAProxy, else said and skipped) and, where installed, BertViz on the same inputs.
-``--class-only`` runs the class alone and replaces just its section of the report. Numbers
+``--class-only`` runs the class alone and replaces just its section of the report;
+``--long-only`` does the same for the long document in the explorer (bench.longinput). Numbers
 taken side by side in one run on one machine: compare ratios, not absolute times, across
 machines.
 """
@@ -34,6 +35,7 @@ import torch
 
 from bench import browser as browser_bench
 from bench import loadtest
+from bench import longinput as long_bench
 from bench import model_speed as model_bench
 from bench import pages as ui_bench
 from model.runtime.device import configure_threads
@@ -293,6 +295,7 @@ def run(args) -> dict:
         if loadtest.CHROMIUM.exists()
         else f"no Chromium at {loadtest.CHROMIUM}"
     )
+    result["long_input"] = long_input(args)
     if args.class_students:
         result["class"] = class_simulation(args.class_students, args.class_duration)
     if args.store_students:
@@ -514,6 +517,7 @@ def markdown(r: dict) -> str:
             row("all waits", "all"),
         ]
     out += browser_markdown(r.get("browser"))
+    out += long_bench.markdown(r.get("long_input", "not run"))
     if r.get("class"):
         out += ["", class_markdown(r["class"]).rstrip("\n")]
     if r.get("class_store"):
@@ -864,12 +868,23 @@ def class_targets(c: dict) -> list[str]:
     return out
 
 
-def replace_class_section(report: str, section: str) -> str:
-    """The report with its class section replaced (or added at the end)."""
-    start = report.find(CLASS_TITLE)
+def long_input(args):
+    """A long document in the explorer (bench.longinput); --quick: the tiny folder."""
+    if not loadtest.CHROMIUM.exists():
+        return f"no Chromium at {loadtest.CHROMIUM}"
+    if args.quick:
+        return long_bench.run("small", 2048, 1024, ROOT / "tests" / "artifacts")
+    return long_bench.run(
+        args.long_size, args.long_tokens, args.long_stages_tokens, ROOT / "tests" / "artifacts"
+    )
+
+
+def replace_class_section(report: str, section: str, title: str = CLASS_TITLE) -> str:
+    """The report with its section ``title`` replaced (or added at the end)."""
+    start = report.find(title)
     if start < 0:
         return report.rstrip("\n") + "\n\n" + section
-    end = report.find("\n## ", start + len(CLASS_TITLE))
+    end = report.find("\n## ", start + len(title))
     rest = report[end + 1 :] if end >= 0 else ""
     return report[:start] + section + ("\n" + rest if rest else "")
 
@@ -894,6 +909,14 @@ def main(argv: list[str] | None = None) -> dict:
         default=60,
         help="students answering a class through the class store (bench.classroomsim); 0 skips",
     )
+    parser.add_argument("--long-size", choices=long_bench.SIZES, default="qwen0.5b")
+    parser.add_argument("--long-tokens", type=int, default=4096)
+    parser.add_argument("--long-stages-tokens", type=int, default=2048)
+    parser.add_argument(
+        "--long-only",
+        action="store_true",
+        help="run only the long document in the explorer; replace its section of the report",
+    )
     parser.add_argument(
         "--class-only",
         action="store_true",
@@ -909,11 +932,29 @@ def main(argv: list[str] | None = None) -> dict:
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     if args.class_only:
         return class_only(args)
+    if args.long_only:
+        return long_only(args)
     result = run(args)
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(markdown(result), encoding="utf-8")
     Path(args.json).write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
     print(markdown(result))
+    return result
+
+
+def long_only(args) -> dict:
+    """Only the long document in the explorer, into the existing report and json."""
+    section_data = long_input(args)
+    report, data = Path(args.report), Path(args.json)
+    old = (
+        report.read_text(encoding="utf-8") if report.exists() else "# Attention Lab — benchmarks\n"
+    )
+    section = "\n".join(long_bench.markdown(section_data)).lstrip("\n") + "\n"
+    report.write_text(replace_class_section(old, section, long_bench.TITLE), encoding="utf-8")
+    result = json.loads(data.read_text(encoding="utf-8")) if data.exists() else {}
+    result["long_input"] = section_data
+    data.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    print(section)
     return result
 
 

@@ -11,13 +11,12 @@ from ui.charts import plotly_chart
 from ui.concepts import (
     cached_feed_forward,
     cached_hidden,
-    cached_trace,
     concept_model,
     concept_sentence,
 )
 from ui.frame import require_frame
 from ui.i18n import t
-from ui.models import selected_device
+from ui.models import cached_trace, selected_device
 from ui.permalink import linked
 from viz.concepts import grouped_bars, lines_figure, matrix_heatmap, norm_axes_figure, robust_bound
 

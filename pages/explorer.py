@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
+import numpy as np
 import streamlit as st
 import torch
 
@@ -16,7 +17,6 @@ from model.analysis.export import trace_to_json, trace_to_npz
 from model.analysis.tokens import subword_style, written_text
 from model.analysis.views import (
     AGGREGATES,
-    chosen_map,
     model_special_tokens,
     rollout_means_flow,
     shown_rollout,
@@ -26,12 +26,22 @@ from model.trace import Trace
 from ui.charts import attention_summary, image_format, plotly_chart
 from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t
+from ui.maps import (
+    chosen_reader,
+    head_maps,
+    is_long,
+    layers_heads,
+    pooled_map,
+    zoom_window,
+)
 from ui.models import (
     FOLDER,
     get_model,
     get_trace,
+    load_model,
     model_choices,
     model_label,
+    selected_device,
     selected_model,
     trace_with,
 )
@@ -45,10 +55,11 @@ from viz.attention import (
     heads_figure,
     heads_pooled,
     model_grid_figure,
+    overview_heatmap,
     scores_heatmap,
 )
 from viz.headview import head_colour, head_view_height, head_view_html, highlighted_text_html
-from viz.tables import attention_frame, head_stats_frame
+from viz.tables import attention_frame, streamed_head_stats
 
 require_frame()
 
@@ -67,6 +78,7 @@ VIEW_ICONS = {
 HEAD_VIEW_MAX_TOKENS = 160  # more lines than a reader can follow, and a heavy page
 PILLS_MAX_TOKENS = 40  # beyond this a drop-down is easier than a wall of pills
 CSV_MAX_CELLS = 2_000_000  # the whole kind when it fits, else the chosen layer
+GRID_MAX_CELLS = 150_000  # the model grid's cells in all: about 1.5 MB sent at any size
 
 
 @dataclass
@@ -87,10 +99,8 @@ class Shown:
     hide: bool
     renorm: bool
     specials: frozenset[str]
-
-    @property
-    def attention(self) -> torch.Tensor:  # [L, H, Lq, Lk]
-        return self.shown.attention[self.kind]
+    n_layers: int
+    n_heads: int
 
     @property
     def tokens(self) -> tuple[list[str], list[str]]:
@@ -101,23 +111,34 @@ class Shown:
         return self.shown.mask(self.kind)
 
     @property
-    def n_heads(self) -> int:
-        return self.attention.shape[1]
+    def long(self) -> bool:
+        """Drawn as a pooled overview and a zoom window (ui.maps), never whole."""
+        return is_long(*(len(toks) for toks in self.tokens))
 
-    def map_of(self, base: Trace, shown: Trace, layer: int):
-        """[Lq, Lk] for a layer and the chosen head or aggregate, and its title."""
-        name = t("common.layer_n", n=layer + 1)
+    def title_of(self, layer: int) -> str:
         if self.aggregate == "rollout":
-            maps = shown_rollout(base, self.kind, self.specials, self.hide, self.renorm)
-            return chosen_map(shown, self.kind, layer, "rollout", rollout_maps=maps), t(
-                "explorer.rollout_title", n=layer + 1
-            )
+            return t("explorer.rollout_title", n=layer + 1)
         what = (
             t("common.head_n", n=self.head + 1)
             if self.aggregate == "head"
             else t(f"explorer.aggregate.{self.aggregate}")
         )
-        return chosen_map(shown, self.kind, layer, self.aggregate, self.head), f"{name} · {what}"
+        return f"{t('common.layer_n', n=layer + 1)} · {what}"
+
+    def map_of(self, base: Trace, shown: Trace, layer: int, n_heads: int | None = None):
+        """[Lq, Lk] for a layer and the chosen head or aggregate, and its title (short
+        inputs: a long one is read as an overview and a window, see ``pooled_of``)."""
+        if self.aggregate == "rollout":
+            maps = shown_rollout(base, self.kind, self.specials, self.hide, self.renorm)
+            return maps[layer], self.title_of(layer)
+        n_heads = self.n_heads if n_heads is None else n_heads
+        read = chosen_reader(shown, self.kind, layer, self.aggregate, self.head, n_heads)
+        return read(None), self.title_of(layer)
+
+    def pooled_of(self, shown: Trace, layer: int, reduce: str):
+        """(values, query block edges, key block edges) of a long map, and its title."""
+        found = pooled_map(shown, self.kind, layer, self.aggregate, self.head, self.n_heads, reduce)
+        return found, self.title_of(layer)
 
     def selected_map(self):
         return self.map_of(self.base, self.shown, self.layer)
@@ -126,11 +147,86 @@ class Shown:
 # ---- the views: each draws one way of looking at the chosen attention ----
 
 
+def reduce_choice() -> str:
+    """Max or mean per block of a pooled overview (kept in the URL)."""
+    return linked(
+        st.segmented_control,
+        t("explorer.reduce"),
+        ["max", "mean"],
+        key="reduce",
+        required=True,
+        format_func=lambda r: t(f"explorer.reduce.{r}"),
+        help=t("explorer.reduce_help"),
+    )
+
+
+def show_overview(v: Shown, found, title: str, reduce: str, key: str, where=st) -> None:
+    """A long map's pooled overview, said in its caption (blocks, max or mean)."""
+    values, row_edges, col_edges = found
+    q_tokens, k_tokens = v.tokens
+    where.caption(
+        t(
+            "explorer.overview_caption",
+            n_q=len(q_tokens),
+            n_k=len(k_tokens),
+            rows=len(row_edges) - 1,
+            cols=len(col_edges) - 1,
+            reduce=t(f"explorer.reduce_said.{reduce}"),
+        )
+    )
+    plotly_chart(
+        overview_heatmap(
+            values,
+            row_edges,
+            col_edges,
+            title=f"{title} · {t('explorer.overview')}",
+            labels=axis_labels(),
+        ),
+        key=key,
+        where=where,
+    )
+
+
+def show_window(v: Shown, weights, rows: slice, cols: slice, title: str, key: str) -> None:
+    """One zoom window at full resolution, its tokens on the axes."""
+    q_tokens, k_tokens = v.tokens
+    q, k = q_tokens[rows], k_tokens[cols]
+    where = t(
+        "explorer.zoom_title",
+        title=title,
+        q0=rows.start,
+        q1=rows.stop - 1,
+        k0=cols.start,
+        k1=cols.stop - 1,
+    )
+    plotly_chart(
+        attention_heatmap(
+            weights,
+            q,
+            k,
+            mask=v.mask[rows, cols],
+            title=where,
+            labels=axis_labels(),
+            start=(rows.start, cols.start),
+        ),
+        key=key,
+        summary=attention_summary(where, weights, q, k),
+    )
+
+
 def show_heatmap(v: Shown) -> None:
-    weights, title = v.selected_map()
     if v.aggregate == "max":
         st.caption(t("explorer.max_note"))
     q_tokens, k_tokens = v.tokens
+    if v.long:
+        reduce = reduce_choice()
+        found, title = v.pooled_of(v.shown, v.layer, reduce)
+        show_overview(v, found, title, reduce, "overview_chart")
+        rows, cols = zoom_window(len(q_tokens), len(k_tokens))
+        read = chosen_reader(v.shown, v.kind, v.layer, v.aggregate, v.head, v.n_heads)
+        show_window(v, read(rows, cols), rows, cols, title, "heatmap_chart")
+        return
+    weights, title = v.selected_map()
     plotly_chart(
         attention_heatmap(
             weights, q_tokens, k_tokens, mask=v.mask, title=title, labels=axis_labels()
@@ -142,32 +238,61 @@ def show_heatmap(v: Shown) -> None:
 
 def show_heads(v: Shown) -> None:
     q_tokens, k_tokens = v.tokens
+    common = dict(titles=head_titles(v.n_heads), labels=axis_labels(), max_side=HEADS_MAX_SIDE)
     if heads_pooled(q_tokens, k_tokens, HEADS_MAX_SIDE):
         n = max(len(q_tokens), len(k_tokens))
         st.caption(t("explorer.heads_pooled", n=n, k=max(2, round(n / HEADS_MAX_SIDE))))
-    plotly_chart(
-        heads_figure(
-            v.attention[v.layer],
+        pooled = [
+            pooled_map(v.shown, v.kind, v.layer, "head", h, v.n_heads, "mean", HEADS_MAX_SIDE)
+            for h in range(v.n_heads)
+        ]
+        figure = heads_figure(
+            np.stack([values for values, _, _ in pooled]),
+            q_tokens,
+            k_tokens,
+            edges=pooled[0][1:],
+            **common,
+        )
+    else:
+        figure = heads_figure(
+            head_maps(v.shown, v.kind, v.layer, v.n_heads),
             q_tokens,
             k_tokens,
             mask=v.mask,
-            max_side=HEADS_MAX_SIDE,
-            titles=head_titles(v.n_heads),
-            labels=axis_labels(),
-        ),
-        key="heads_chart",
-    )
+            **common,
+        )
+    plotly_chart(figure, key="heads_chart")
 
 
 def show_model(v: Shown) -> None:
     st.caption(t("explorer.model_grid_note"))
-    n_layers = v.attention.shape[0]
+    q_tokens, k_tokens = v.tokens
+    side = max(4, min(32, int((GRID_MAX_CELLS / (v.n_layers * v.n_heads)) ** 0.5)))
+    if max(len(q_tokens), len(k_tokens)) <= side:  # every cell fits its tile
+        tiles = torch.stack(
+            [head_maps(v.shown, v.kind, layer, v.n_heads) for layer in range(v.n_layers)]
+        )
+        mask = v.mask
+    else:  # each head pooled on its own, block means of the cells the mask allows
+        tiles = np.stack(
+            [
+                np.stack(
+                    [
+                        pooled_map(v.shown, v.kind, layer, "head", h, v.n_heads, "mean", side)[0]
+                        for h in range(v.n_heads)
+                    ]
+                )
+                for layer in range(v.n_layers)
+            ]
+        )
+        mask = None  # already NaN where a whole block is masked
     plotly_chart(
         model_grid_figure(
-            v.attention,
-            mask=v.mask,
+            tiles,
+            mask=mask,
             col_titles=head_titles(v.n_heads),
-            row_titles=[t("common.layer_n", n=i + 1) for i in range(n_layers)],
+            row_titles=[t("common.layer_n", n=i + 1) for i in range(v.n_layers)],
+            max_side=side,
         ),
         key="model_chart",
     )
@@ -181,7 +306,7 @@ def show_lines(v: Shown) -> None:
     st.caption(t("explorer.lines_caption", n=v.layer + 1))
     st.iframe(
         head_view_html(
-            v.attention[v.layer],
+            head_maps(v.shown, v.kind, v.layer, v.n_heads),
             q_tokens,
             k_tokens,
             head_labels=head_titles(v.n_heads),
@@ -209,7 +334,7 @@ def show_focus(v: Shown) -> None:
             st.selectbox, label, options, key="token", format_func=lambda i: f"{i}: {q_tokens[i]}"
         )
     token = token if token in options else 0
-    rows = v.attention[v.layer][:, token, :]  # [H, Lk]
+    rows = head_maps(v.shown, v.kind, v.layer, v.n_heads, rows=[token])[:, 0]  # [H, Lk]
     st.caption(t("explorer.focus_caption", n=v.layer + 1))
     st.iframe(
         highlighted_text_html(
@@ -233,7 +358,7 @@ def show_focus(v: Shown) -> None:
 
 
 def show_stages(v: Shown) -> None:
-    staged = get_trace(v.text)  # stages come from the same record
+    staged = get_trace(v.text)  # stages come from the same record, one head on demand
     if not staged.has_stages(v.kind):
         st.info(t("explorer.stages_unavailable"), icon=":material/info:")
         return
@@ -245,7 +370,12 @@ def show_stages(v: Shown) -> None:
     st.markdown(t("explorer.stages_intro", n=v.layer + 1, h=stage_head + 1))
     if d_k:
         st.latex(rf"d_k = {d_k}, \quad \sqrt{{d_k}} = {d_k**0.5:.3f}")
-    one = staged.attention_stages(v.kind, v.layer, stage_head)  # this head only, on demand
+    rows = cols = slice(None)
+    start = (0, 0)
+    if is_long(len(sq), len(sk)):  # one window of the head, at full resolution
+        rows, cols = zoom_window(len(sq), len(sk))
+        sq, sk, start = sq[rows], sk[cols], (rows.start, cols.start)
+    one = staged.attention_stages(v.kind, v.layer, stage_head, rows=rows, cols=cols)
     stages = {name: getattr(one, name) for name in ("scores", "scaled", "masked", "weights")}
     columns = st.columns(2)
     # The three pre-softmax stages on a diverging scale, then the softmax weights.
@@ -257,6 +387,7 @@ def show_stages(v: Shown) -> None:
                 sk,
                 title=t(f"explorer.stage.{stage}"),
                 labels=axis_labels(value="common.axis.score"),
+                start=start,
             ),
             key=f"stage_{stage}",
             where=columns[i % 2],
@@ -266,9 +397,10 @@ def show_stages(v: Shown) -> None:
             stages["weights"],
             sq,
             sk,
-            mask=staged.mask(v.kind),
+            mask=staged.mask(v.kind)[rows, cols],
             title=t("explorer.stage.softmax"),
             labels=axis_labels(),
+            start=start,
         ),
         key="stage_softmax",
         where=columns[1],
@@ -278,7 +410,9 @@ def show_stages(v: Shown) -> None:
 
 
 def show_stats(v: Shown) -> None:
-    frame = head_stats_frame(v.attention, self_attention=v.kind != "cross")
+    frame = streamed_head_stats(
+        v.shown, v.kind, v.n_layers, v.n_heads, self_attention=v.kind != "cross"
+    )
     st.caption(t("explorer.stats_caption"))
     st.dataframe(
         frame,
@@ -301,19 +435,18 @@ def show_stats(v: Shown) -> None:
 
 
 def second_map(v: Shown, mode: str):
-    """The map to compare with: (map, title, query tokens, key tokens, mask), or None with a
-    note to the reader."""
-    n_layers = v.attention.shape[0]
+    """What to compare with: (shown trace, its base trace, layer, its heads, title), or None
+    with a note to the reader."""
     if mode == "layer":
         layer2 = linked(
             st.selectbox,
             t("explorer.compare_layer"),
-            list(range(n_layers)),
+            list(range(v.n_layers)),
             key="layer2",
-            default=n_layers - 1,
+            default=v.n_layers - 1,
             format_func=lambda i: t("common.layer_n", n=i + 1),
         )
-        return (*v.map_of(v.base, v.shown, layer2), *v.tokens, v.mask)
+        return v.shown, v.base, layer2, v.n_heads, v.title_of(layer2)
     if mode == "sentence":
         text2 = clean_text(
             st.text_input(
@@ -326,6 +459,7 @@ def second_map(v: Shown, mode: str):
             or ""
         )[0]
         other = get_trace(text2) if text2 else None
+        lm2 = v.lm
         label = textwrap.shorten(text2, 40, placeholder="…")  # a chart title: plain
     else:
         others = [m for m in model_choices() if m not in (FOLDER, v.model_name)]
@@ -333,6 +467,7 @@ def second_map(v: Shown, mode: str):
             st.selectbox, t("explorer.compare_model"), others, key="model2", format_func=model_label
         )
         other = trace_with(model2, v.text)
+        lm2 = load_model(model2, selected_device()) if other is not None else None
         label = model_label(model2)
     if other is None:
         st.info(t("explorer.compare_need_input"), icon=":material/edit:")
@@ -341,16 +476,16 @@ def second_map(v: Shown, mode: str):
         st.info(t("explorer.compare_no_kind"), icon=":material/info:")
         return None
     base2, shown2, _ = shown_trace(other, v.specials, v.merge, v.hide, v.renorm)
-    if v.layer >= shown2.attention[v.kind].shape[0] or v.head >= shown2.attention[v.kind].shape[1]:
+    layers2, heads2 = layers_heads(lm2, shown2, v.kind)
+    if v.layer >= layers2 or v.head >= heads2:
         st.info(t("explorer.compare_no_layer"), icon=":material/info:")
         return None
-    second, title = v.map_of(base2, shown2, v.layer)
-    return (second, f"{title} · {label}", *shown2.tokens(v.kind), shown2.mask(v.kind))
+    return shown2, base2, v.layer, heads2, f"{v.title_of(v.layer)} · {label}"
 
 
 def show_compare(v: Shown) -> None:
     st.caption(t("explorer.compare_caption"))
-    modes = ["sentence", "layer", "model"] if v.attention.shape[0] > 1 else ["sentence", "model"]
+    modes = ["sentence", "layer", "model"] if v.n_layers > 1 else ["sentence", "model"]
     mode = linked(
         st.segmented_control,
         t("explorer.compare_mode"),
@@ -359,13 +494,47 @@ def show_compare(v: Shown) -> None:
         required=True,
         format_func=lambda m: t(f"explorer.compare.{m}"),
     )
-    first, first_title = v.selected_map()
     found = second_map(v, mode)
     if found is None:
         return
-    second, second_title, q2, k2, mask2 = found
+    shown2, base2, layer2, heads2, second_title = found
+    first_title = v.title_of(v.layer)
     q_tokens, k_tokens = v.tokens
+    q2, k2 = shown2.tokens(v.kind)
+    mask2 = shown2.mask(v.kind)
+    same_shape = (len(q_tokens), len(k_tokens)) == (len(q2), len(k2))
     a_col, b_col = st.columns(2)
+    if v.long or is_long(len(q2), len(k2)):  # block means, so the difference is exact
+        st.caption(t("explorer.compare_pooled"))
+        first = pooled_map(v.shown, v.kind, v.layer, v.aggregate, v.head, v.n_heads, "mean")
+        second = pooled_map(shown2, v.kind, layer2, v.aggregate, v.head, heads2, "mean")
+        for (values, re_, ce), title, key, col in (
+            (first, first_title, "cmp_first", a_col),
+            (second, second_title, "cmp_second", b_col),
+        ):
+            plotly_chart(
+                overview_heatmap(values, re_, ce, title=title, labels=axis_labels()),
+                key=key,
+                where=col,
+            )
+        if not same_shape:
+            st.info(t("explorer.compare_tokens_differ"), icon=":material/info:")
+            return
+        plotly_chart(
+            overview_heatmap(
+                second[0] - first[0],
+                first[1],
+                first[2],
+                title=t("explorer.compare_difference"),
+                labels=axis_labels(value="common.axis.difference"),
+                bound=1.0,
+            ),
+            key="cmp_diff",
+        )
+        st.caption(t("explorer.compare_difference_caption"))
+        return
+    first, _ = v.selected_map()
+    second, _ = v.map_of(base2, shown2, layer2, heads2)
     plotly_chart(
         attention_heatmap(
             first, q_tokens, k_tokens, mask=v.mask, title=first_title, labels=axis_labels()
@@ -378,7 +547,7 @@ def show_compare(v: Shown) -> None:
         key="cmp_second",
         where=b_col,
     )
-    if tuple(first.shape) != tuple(second.shape):
+    if not same_shape:
         st.info(t("explorer.compare_tokens_differ"), icon=":material/info:")
         return
 
@@ -402,9 +571,16 @@ def show_compare(v: Shown) -> None:
 
 
 def show_export(v: Shown) -> None:
-    attention, (q_tokens, k_tokens) = v.attention, v.tokens
-    whole = attention.numel() <= CSV_MAX_CELLS
-    csv_source = attention if whole else attention[v.layer : v.layer + 1]
+    q_tokens, k_tokens = v.tokens
+    if v.long:  # every map of a long input is gigabytes of text: a notebook reads one
+        st.info(
+            t("explorer.export_too_long", n=max(len(q_tokens), len(k_tokens))),
+            icon=":material/info:",
+        )
+        return
+    whole = v.n_layers * v.n_heads * len(q_tokens) * len(k_tokens) <= CSV_MAX_CELLS
+    layers = range(v.n_layers) if whole else [v.layer]
+    csv_source = torch.stack([head_maps(v.shown, v.kind, layer, v.n_heads) for layer in layers])
 
     def csv_bytes() -> bytes:
         frame = attention_frame(csv_source, q_tokens, k_tokens)
@@ -501,12 +677,18 @@ with c1:
         required=True,
         format_func=lambda k: t(f"common.kind.{k}"),
     )
-n_layers, n_heads = trace.attention[kind].shape[:2]
+n_layers, n_heads = layers_heads(lm, trace, kind)
+# A long input is read map by map (ui.maps): rollout, merging and hiding need every map whole.
+long_input = is_long(*(len(toks) for toks in trace.tokens(kind)))
 with c2:
     aggregate = linked(
         st.segmented_control,
         t("explorer.aggregate"),
-        [a for a in AGGREGATES if a != "rollout" or rollout_means_flow(lm.kind, kind)],
+        [
+            a
+            for a in AGGREGATES
+            if a != "rollout" or (rollout_means_flow(lm.kind, kind) and not long_input)
+        ],
         key="agg",
         required=True,
         format_func=lambda a: t(f"explorer.aggregate.{a}"),
@@ -536,10 +718,19 @@ merge = o1.toggle(
     t("explorer.merge"),
     key="merge",
     bind="query-params",
-    disabled=not can_merge,
+    disabled=not can_merge or long_input,
     help=t("explorer.merge_help"),
 )
-hide = o2.toggle(t("explorer.hide"), key="hide", bind="query-params", help=t("explorer.hide_help"))
+hide = o2.toggle(
+    t("explorer.hide"),
+    key="hide",
+    bind="query-params",
+    disabled=long_input,
+    help=t("explorer.hide_help"),
+)
+if long_input:
+    st.caption(t("explorer.long_input_note", n=max(len(toks) for toks in trace.tokens(kind))))
+    merge = hide = False
 renorm = o3.toggle(
     t("explorer.renorm"),
     value=True,
@@ -582,5 +773,7 @@ VIEWS[view](
         hide,
         renorm,
         specials,
+        n_layers,
+        n_heads,
     )
 )

@@ -381,7 +381,7 @@ def show_induction() -> None:
                         )
                     plotly_chart(
                         attention_heatmap(
-                            trace.attention["decoder"][layer, head],
+                            trace.attention_map("decoder", layer, head),
                             q,
                             q,
                             mask=trace.mask("decoder"),

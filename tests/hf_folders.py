@@ -236,3 +236,32 @@ def build_decoder_folder(model_type: str, folder, **overrides):
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_long_folder(folder, positions: int = 8192):
+    """A tiny LLaMA folder that reads long inputs: ``positions`` positions, 2 layers of 2
+    heads sharing one key/value head (the maps of a long input stay small in memory)."""
+    return build_decoder_folder(
+        "llama",
+        folder,
+        max_position_embeddings=positions,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        hidden_size=32,
+        intermediate_size=64,
+    )
+
+
+def long_text(n_chars: int = 9000, seed: int = 0) -> str:
+    """Lowercase nonsense words: the test tokenizer reads it as more than one token per two
+    characters, so 9,000 characters are more than 4,096 tokens."""
+    import random
+
+    rng = random.Random(seed)
+    words = []
+    while sum(len(w) + 1 for w in words) < n_chars:
+        words.append(
+            "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 8)))
+        )
+    return " ".join(words)[:n_chars]

@@ -18,9 +18,14 @@ from model.analysis.concepts import (
 from model.analysis.walkthrough import Walkthrough, cross_walkthrough, record_inputs, walkthrough
 from model.runtime.lab import LabModel
 from model.runtime.types import ModelLoadError
-from model.trace import Trace
 from ui.i18n import t
-from ui.models import load_model, model_label, selected_device, selected_model, show_load_detail
+from ui.models import (
+    load_model,
+    model_label,
+    selected_device,
+    selected_model,
+    show_load_detail,
+)
 from ui.sentence import sentence_input
 
 FALLBACK = "minilm"
@@ -94,11 +99,6 @@ def cached_cross_walkthrough(name: str, device: str, text: str, layer: int) -> W
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_feed_forward(name: str, device: str, text: str, layer: int) -> dict:
     return feed_forward_walk(load_model(name, device), text, layer)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_trace(name: str, device: str, text: str) -> Trace:
-    return load_model(name, device).trace(text)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -1,8 +1,8 @@
 """Which model a session looks at, loaded once per process and traced once per input.
 
 Models are shared by every session (st.cache_resource) and are only read; traces are plain
-data cached per (model, device, text) with st.cache_data, so a rerun that changes a layer
-or a head never runs the model again.
+data kept per (model, device, text) in a cache bounded by bytes (``TRACES``), so a rerun
+that changes a layer or a head never runs the model again.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from model.runtime.types import DecodeStep, ForcedStep, ModelLoadError
 from model.trace import Trace
 from ui.i18n import t, translated_widget
 from ui.permalink import linked
+from viz.memo import ByteLRU, budget_bytes
 
 FOLDER = "folder"  # the choice that loads a local Hugging Face / checkpoint folder
 MODEL_CHOICES = (*SHIPPED, *PRETRAINED, FOLDER)
@@ -168,15 +169,29 @@ def show_load_detail(detail: str) -> None:
         st.code(detail, language=None, wrap_lines=True)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
-def _trace(name: str, device: str, text: str, target: str | None, stages: bool) -> Trace:
-    return load_model(name, device).trace(text, target=target, stages=stages)
+TRACE_CACHE_ENV = "ATTENTION_LAB_TRACE_CACHE_MB"
+# Every session's traces together: with 20 students, about 300 MB each (a 4,096-token
+# record of a 0.5B model) beside the shared models, on a 24 GiB machine (README).
+DEFAULT_TRACE_CACHE_MB = 6144
+TRACES = ByteLRU(budget_bytes(TRACE_CACHE_ENV, DEFAULT_TRACE_CACHE_MB))
+
+
+def cached_trace(
+    name: str, device: str, text: str, target: str | None = None, stages: bool = False
+) -> Trace:
+    """The trace of ``text``, computed once and kept (bounded by bytes, not entries). A hit
+    is the very object kept, never a copy: st.cache_data pickled a whole Trace in and out
+    on every click (2 GB at 1,024 tokens). Views only read it."""
+    return TRACES.get_or_compute(
+        (name, device, text, target, stages),
+        lambda: load_model(name, device).trace(text, target=target, stages=stages),
+    )
 
 
 def trace_with(name: str, text: str) -> Trace | None:
     """A cached trace of ``text`` through another model (compare mode); None if it cannot load."""
     try:
-        return _trace(name, selected_device(), text, None, False)
+        return cached_trace(name, selected_device(), text, None, False)
     except (ModelLoadError, ValueError, OSError) as err:
         st.error(t("model.load_failed", name=model_label(name)), icon=":material/error:")
         show_load_detail(str(err))
@@ -185,17 +200,21 @@ def trace_with(name: str, text: str) -> Trace | None:
 
 def get_trace(text: str, target: str | None = None, stages: bool = False) -> Trace:
     """A cached trace of ``text`` through the session's model (get_model() loaded it)."""
-    return _trace(selected_model(), selected_device(), text, target, stages)
+    return cached_trace(selected_model(), selected_device(), text, target, stages)
 
 
-@st.cache_data(show_spinner=False, max_entries=128)
 def _decode(name: str, device: str, text: str, options: tuple) -> list[DecodeStep]:
-    lm = load_model(name, device)
-    kwargs = dict(options)
-    head_off = kwargs.pop("head_off", ())
-    if head_off:
-        kwargs["head_mask"] = lm.head_mask(head_off)
-    return list(lm.decode(text, **kwargs))
+    """Every step of one run, kept beside the traces, in the same byte budget (read-only)."""
+
+    def run() -> list[DecodeStep]:
+        lm = load_model(name, device)
+        kwargs = dict(options)
+        head_off = kwargs.pop("head_off", ())
+        if head_off:
+            kwargs["head_mask"] = lm.head_mask(head_off)
+        return list(lm.decode(text, **kwargs))
+
+    return TRACES.get_or_compute(("decode", name, device, text, options), run)
 
 
 def get_decoding(text: str, **options) -> list[DecodeStep]:
@@ -204,12 +223,14 @@ def get_decoding(text: str, **options) -> list[DecodeStep]:
     return _decode(selected_model(), selected_device(), text, tuple(sorted(options.items())))
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
 def _teacher_forcing(
     name: str, device: str, text: str, target: str, head_off: tuple
 ) -> list[ForcedStep]:
-    lm = load_model(name, device)
-    return lm.teacher_forcing(text, target, lm.head_mask(head_off) if head_off else None)
+    def run() -> list[ForcedStep]:
+        lm = load_model(name, device)
+        return lm.teacher_forcing(text, target, lm.head_mask(head_off) if head_off else None)
+
+    return TRACES.get_or_compute(("forced", name, device, text, target, head_off), run)
 
 
 def get_teacher_forcing(text: str, target: str, head_off: tuple = ()) -> list[ForcedStep]:

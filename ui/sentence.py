@@ -24,6 +24,14 @@ EXAMPLES_PATH = Path(__file__).resolve().parents[1] / "assets" / "examples.json"
 MAX_CHARS = (
     10_000  # longer text is cut here, before tokenizing (the model cuts again at its own limit)
 )
+CHARS_PER_TOKEN = 8  # more than any tokenizer's average: a text the model can read is not cut
+
+
+def char_limit(lm) -> int:
+    """Where a pasted text is cut before tokenizing: MAX_CHARS, or more for a model that
+    reads more tokens than that (a long document is read whole, up to the model's limit)."""
+    tokens = getattr(lm, "max_tokens", None) or getattr(lm, "max_len", 0) or 0
+    return max(MAX_CHARS, CHARS_PER_TOKEN * int(tokens))
 
 
 @cache
@@ -45,7 +53,7 @@ def _unwanted(ch: str) -> bool:
     return unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\t\n"
 
 
-def clean_text(raw: str) -> tuple[str, dict[str, int]]:
+def clean_text(raw: str, max_chars: int = MAX_CHARS) -> tuple[str, dict[str, int]]:
     """(text fit for the model, what was done to it) — never raises."""
     notes: dict[str, int] = {}
     removed = sum(_unwanted(ch) for ch in raw)
@@ -53,9 +61,9 @@ def clean_text(raw: str) -> tuple[str, dict[str, int]]:
     if removed:
         notes["control"] = removed
     text = re.sub(r"\s+", " ", text).strip()
-    if len(text) > MAX_CHARS:
+    if len(text) > max_chars:
         notes["chars"] = len(text)
-        text = text[:MAX_CHARS]
+        text = text[:max_chars]
     return text, notes
 
 
@@ -108,12 +116,13 @@ def sentence_input(
         bind="query-params",
         persist_state="session",
     )
-    text, notes = clean_text(raw or "")
+    limit = char_limit(lm)
+    text, notes = clean_text(raw or "", limit)
     if "control" in notes:
         st.info(t("input.control_removed", n=notes["control"]), icon=":material/cleaning_services:")
     if "chars" in notes:
         st.warning(
-            t("input.too_many_chars", n=notes["chars"], limit=MAX_CHARS),
+            t("input.too_many_chars", n=notes["chars"], limit=limit),
             icon=":material/content_cut:",
         )
     if not text:

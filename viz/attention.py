@@ -58,20 +58,22 @@ def _mask_layer(z: np.ndarray, x: list | None = None, y: list | None = None) -> 
     """Grey cells under the weights wherever they are NaN (masked), or None if nothing is.
 
     A layer of its own rather than the plot background: themes pad the plot area, and a
-    grey background would show as a frame around every map.
+    grey background would show as a frame around every map. One byte a cell (1 = masked,
+    0 = transparent), so a 512 x 512 map's mask adds a quarter of what its weights send.
     """
     masked = np.isnan(z)
     if not masked.any():
         return None
     return {
         "type": "heatmap",
-        "z": np.where(masked, 1.0, np.nan).astype(np.float32),
+        "z": masked.astype(np.uint8),
         "x": list(range(z.shape[1])) if x is None else x,
         "y": list(range(z.shape[0])) if y is None else y,
-        "colorscale": [[0, MASKED_GREY], [1, MASKED_GREY]],
+        "zmin": 0,
+        "zmax": 1,
+        "colorscale": [[0, "rgba(0,0,0,0)"], [1, MASKED_GREY]],
         "showscale": False,
         "hoverinfo": "skip",
-        "hoverongaps": False,
     }
 
 
@@ -86,10 +88,11 @@ def is_large(query_tokens: list[str], key_tokens: list[str]) -> bool:
     return len(query_tokens) * len(key_tokens) > HOVER_TOKENS_MAX_CELLS
 
 
-def _positions(tokens: list[str]) -> list[str]:
+def _positions(tokens: list[str], start: int = 0) -> list[str]:
     """Category values "token #i" for a large map's axis: unique per position, so repeated
-    tokens keep their own rows, and the hover names the token without per-cell text."""
-    return [f"{token_label(t)} #{i}" for i, t in enumerate(tokens)]
+    tokens keep their own rows, and the hover names the token without per-cell text.
+    ``start``: the first token's position (a zoom window keeps the input's positions)."""
+    return [f"{token_label(t)} #{start + i}" for i, t in enumerate(tokens)]
 
 
 def _hover(query_tokens: list[str], key_tokens: list[str]) -> np.ndarray | None:
@@ -111,6 +114,7 @@ def _heatmap(
     zmid: float | None = None,
     hover_names: tuple[str, str, str] = ("query", "key", "weight"),
     showscale: bool = True,
+    start: tuple[int, int] = (0, 0),
 ) -> dict:
     """A heatmap trace as a plain dict: figures are built in one go, which is several times
     faster than plotly's incremental, validating object API (it matters at every step)."""
@@ -130,8 +134,12 @@ def _heatmap(
     trace = {
         "type": "heatmap",
         "z": z,
-        "x": _positions(key_tokens) if large else list(range(z.shape[1])),
-        "y": _positions(query_tokens) if large else list(range(z.shape[0])),
+        "x": _positions(key_tokens, start[1])
+        if large
+        else list(range(start[1], start[1] + z.shape[1])),
+        "y": _positions(query_tokens, start[0])
+        if large
+        else list(range(start[0], start[0] + z.shape[0])),
         "zmin": zmin,
         "zmax": zmax,
         "colorscale": scale,
@@ -153,25 +161,28 @@ def thinned_ticks(labels: list[str], most: int = MAX_TICK_LABELS) -> tuple[list[
     return shown, [labels[i] for i in shown]
 
 
-def _token_axis(tokens: list[str], ticks: bool = True) -> dict:
+def _token_axis(tokens: list[str], ticks: bool = True, start: int = 0) -> dict:
     """An axis labelled with tokens by position, its range exactly covering the cells.
 
     At most MAX_TICK_LABELS labels are drawn (every k-th token, the step said in the axis
     title by the caller if it wants); the hover names every token.
     """
     n = len(tokens)
-    axis = {"showgrid": False, "zeroline": False, "range": [-0.5, n - 0.5]}
+    axis = {"showgrid": False, "zeroline": False, "range": [start - 0.5, start + n - 0.5]}
     if not ticks:
         return {**axis, "showticklabels": False, "ticks": ""}
     tickvals, ticktext = thinned_ticks([token_label(t) for t in tokens])
+    tickvals = [start + v for v in tickvals]
     return {**axis, "tickmode": "array", "tickvals": tickvals, "ticktext": ticktext}
 
 
-def _axes(query_tokens, key_tokens, ticks=True, keys_on_top=True) -> tuple[dict, dict]:
+def _axes(
+    query_tokens, key_tokens, ticks=True, keys_on_top=True, start: tuple[int, int] = (0, 0)
+) -> tuple[dict, dict]:
     """(x axis = keys, y axis = queries running top to bottom)."""
-    x = {**_token_axis(key_tokens, ticks), "side": "top" if keys_on_top else "bottom"}
+    x = {**_token_axis(key_tokens, ticks, start[1]), "side": "top" if keys_on_top else "bottom"}
     x["tickangle"] = -45
-    y = _token_axis(query_tokens, ticks)
+    y = _token_axis(query_tokens, ticks, start[0])
     y["range"] = y["range"][::-1]
     y["tickangle"] = 0  # never auto-rotated: tall CJK font metrics fool plotly's overlap check
     return x, y
@@ -182,17 +193,30 @@ def _cell_px(n_queries: int, n_keys: int) -> int:
 
 
 def _single_map(
-    heatmap: dict, query_tokens, key_tokens, title: str, axis_titles: tuple[str, str] | None
+    heatmap: dict,
+    query_tokens,
+    key_tokens,
+    title: str,
+    axis_titles: tuple[str, str] | None,
+    start: tuple[int, int] = (0, 0),
 ) -> go.Figure:
-    x, y = _axes(query_tokens, key_tokens)
+    x, y = _axes(query_tokens, key_tokens, start=start)
+    if heatmap["x"] and isinstance(heatmap["x"][0], str):  # categories: ticks by index
+        x, y = _axes(query_tokens, key_tokens)
     if axis_titles:
         x["title"] = {"text": html.escape(axis_titles[0])}
         y["title"] = {"text": html.escape(axis_titles[1])}
     n_q = len(query_tokens)
+    height = min(900, max(260, 150 + _cell_px(n_q, len(key_tokens)) * n_q))
+    return _map_figure(heatmap, x, y, title, height)
+
+
+def _map_figure(heatmap: dict, x: dict, y: dict, title: str, height: int) -> go.Figure:
+    """One map (its grey mask layer under it) with its axes and, if any, its title."""
     layout = {
         "xaxis": x,
         "yaxis": y,
-        "height": min(900, max(260, 150 + _cell_px(n_q, len(key_tokens)) * n_q)),
+        "height": height,
         "margin": {"l": 10, "r": 10, "t": 125 if title else 70, "b": 10},
     }
     if title:
@@ -216,13 +240,24 @@ def attention_heatmap(
     mask=None,
     title: str = "",
     labels: tuple[str, str, str] = ("query", "key", "weight"),
+    start: tuple[int, int] = (0, 0),
 ) -> go.Figure:
-    """One head's (or an average's) attention, [Lq, Lk], as a probability heatmap."""
+    """One head's (or an average's) attention, [Lq, Lk], as a probability heatmap.
+
+    ``start``: the (query, key) position of its first cell, when it is a zoom window of a
+    longer map: the axes and hover keep the input's positions."""
     z = _masked(_as_array(weights), mask)
     heatmap = _heatmap(
-        z, query_tokens, key_tokens, scale=PROBABILITY_SCALE, zmin=0, zmax=1, hover_names=labels
+        z,
+        query_tokens,
+        key_tokens,
+        scale=PROBABILITY_SCALE,
+        zmin=0,
+        zmax=1,
+        hover_names=labels,
+        start=start,
     )
-    return _single_map(heatmap, query_tokens, key_tokens, title, (labels[1], labels[0]))
+    return _single_map(heatmap, query_tokens, key_tokens, title, (labels[1], labels[0]), start)
 
 
 HEADS_MAX_SIDE = 64  # all heads at 256 tokens: 12 x 65k cells took the browser ~7 s to draw
@@ -245,17 +280,24 @@ def heads_figure(
     labels: tuple[str, str, str] = ("query", "key", "weight"),
     ticks: bool | None = None,
     max_side: int | None = None,
+    edges: tuple[list[int], list[int]] | None = None,
 ) -> go.Figure:
     """Small multiples, [H, Lq, Lk] -> one figure, one shared [0, 1] colour bar.
 
     Token labels sit on the outer panels only (queries left, keys below), so panels keep
     their room and titles never collide with labels. Longer inputs than ``max_side`` are
     drawn as block means (``heads_pooled``): a dozen full-size maps froze the browser.
+    ``edges``: ``weights`` are such block means already ([H, blocks, blocks], NaN where a
+    whole block is masked), their blocks covering these (query, key) positions.
     """
     z = _masked(_as_array(weights), mask)
-    pooled = heads_pooled(query_tokens, key_tokens, max_side)
-    if pooled:
+    pooled = edges is not None or heads_pooled(query_tokens, key_tokens, max_side)
+    if edges is not None:
+        q_edges, k_edges = np.asarray(edges[0]), np.asarray(edges[1])
+    elif pooled:
         z = pool_cells(z, max_side)
+        q_edges = pool_edges(len(query_tokens), max_side)
+        k_edges = pool_edges(len(key_tokens), max_side)
     n = z.shape[0]
     cols = cols or min(n, 4)
     rows = math.ceil(n / cols)
@@ -272,9 +314,7 @@ def heads_figure(
     for i in range(n):
         r, c = i // cols + 1, i % cols + 1
         if pooled:
-            heatmap = _pooled_heatmap(
-                z[i], len(query_tokens), len(key_tokens), max_side, labels, showscale=i == 0
-            )
+            heatmap = _pooled_heatmap(z[i], q_edges, k_edges, labels, showscale=i == 0)
         else:
             heatmap = _heatmap(
                 z[i],
@@ -305,7 +345,7 @@ def heads_figure(
 
 
 def _diverging_map(
-    z: np.ndarray, query_tokens, key_tokens, bound: float, title: str, labels
+    z: np.ndarray, query_tokens, key_tokens, bound: float, title: str, labels, start=(0, 0)
 ) -> go.Figure:
     """Signed values around 0 on a red-blue scale from -bound to bound; NaN cells grey."""
     heatmap = _heatmap(
@@ -317,8 +357,9 @@ def _diverging_map(
         zmax=bound,
         zmid=0.0,
         hover_names=labels,
+        start=start,
     )
-    return _single_map(heatmap, query_tokens, key_tokens, title, None)
+    return _single_map(heatmap, query_tokens, key_tokens, title, None, start)
 
 
 @memo_figure
@@ -329,12 +370,13 @@ def scores_heatmap(
     *,
     title: str = "",
     labels: tuple[str, str, str] = ("query", "key", "score"),
+    start: tuple[int, int] = (0, 0),
 ) -> go.Figure:
     """Pre-softmax scores on a diverging scale centred at 0; -inf (masked) cells grey."""
     z = _as_array(values).copy()
     z[~np.isfinite(z)] = np.nan
     bound = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
-    return _diverging_map(z, query_tokens, key_tokens, bound, title, labels)
+    return _diverging_map(z, query_tokens, key_tokens, bound, title, labels, start)
 
 
 def pool_edges(n: int, max_side: int) -> np.ndarray:
@@ -364,16 +406,16 @@ def pool_cells(z: np.ndarray, max_side: int) -> np.ndarray:
 
 
 def _pooled_heatmap(
-    z: np.ndarray, n_queries: int, n_keys: int, max_side: int, hover_names, showscale: bool
+    z: np.ndarray, qe: np.ndarray, ke: np.ndarray, hover_names, showscale: bool
 ) -> dict:
-    """A heatmap of block means (``pool_cells``) whose hover names each block's positions."""
+    """A heatmap of block means (``pool_cells``) whose hover names each block's positions
+    (blocks from ``qe[i]`` to ``qe[i + 1] - 1``, likewise ``ke`` for keys)."""
     qn, kn, vn = (html.escape(s) for s in hover_names)
-    qe, ke = pool_edges(n_queries, max_side), pool_edges(n_keys, max_side)
     # Per block: its first and last query, its first and last key.
     custom = np.stack(
         np.broadcast_arrays(qe[:-1, None], qe[1:, None] - 1, ke[None, :-1], ke[None, 1:] - 1),
         axis=-1,
-    ).astype(np.int16)
+    ).astype(np.int16 if max(qe[-1], ke[-1]) < 2**15 else np.int32)
     return {
         "type": "heatmap",
         "z": z,
@@ -429,14 +471,15 @@ def model_grid_figure(
     layer_of = np.repeat(np.arange(n_layers), h + gutter)[: picture.shape[0]]
     head_of = np.repeat(np.arange(n_heads), w + gutter)[: picture.shape[1]]
     fig = go.Figure()
-    if masked.any():
+    if masked.any():  # one byte a cell, transparent where allowed (as _mask_layer)
         fig.add_trace(
             go.Heatmap(
-                z=np.where(masked, 1.0, np.nan).astype(np.float32),
-                colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]],
+                z=masked.astype(np.uint8),
+                zmin=0,
+                zmax=1,
+                colorscale=[[0, "rgba(0,0,0,0)"], [1, MASKED_GREY]],
                 showscale=False,
                 hoverinfo="skip",
-                hoverongaps=False,
             )
         )
     fig.add_trace(
@@ -538,3 +581,61 @@ def difference_heatmap(
     """
     z = _masked(_as_array(second) - _as_array(first), mask)
     return _diverging_map(z, query_tokens, key_tokens, 1.0, title, labels)
+
+
+def block_names(edges) -> list[str]:
+    """Category names of pooled blocks, "#a–b" (or "#a" for a block of one position):
+    unique, so the hover names each block's positions without per-cell text."""
+    return [f"#{a}–{b - 1}" if b - a > 1 else f"#{a}" for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _block_axis(edges) -> dict:
+    """An axis over blocks labelled with the position each labelled block starts at."""
+    n = len(edges) - 1
+    shown, _ = thinned_ticks([""] * n, 8)
+    return {
+        "showgrid": False,
+        "zeroline": False,
+        "range": [-0.5, n - 0.5],
+        "tickmode": "array",
+        "tickvals": shown,
+        "ticktext": [str(edges[i]) for i in shown],
+    }
+
+
+@memo_figure
+def overview_heatmap(
+    values,
+    row_edges: list[int],
+    col_edges: list[int],
+    *,
+    title: str = "",
+    labels: tuple[str, str, str] = ("query", "key", "weight"),
+    bound: float | None = None,
+) -> go.Figure:
+    """A long map pooled block by block: [blocks, blocks], NaN where the model's mask
+    forbids a whole block (drawn grey, with the same pooling: one byte a block).
+
+    Axes show positions (a block covers ``row_edges[i]`` to ``row_edges[i + 1] - 1``), the
+    hover names each block's range. Weights on [0, 1]; with ``bound``, signed values
+    (a difference) on a diverging scale from -bound to bound.
+    """
+    qn, kn, vn = (html.escape(s) for s in labels)
+    z = _as_array(values)
+    heatmap = {
+        "type": "heatmap",
+        "z": z,
+        "x": block_names(col_edges),
+        "y": block_names(row_edges),
+        "zmin": 0 if bound is None else -bound,
+        "zmax": 1 if bound is None else bound,
+        "colorscale": PROBABILITY_SCALE if bound is None else SCORE_SCALE,
+        "hovertemplate": f"{qn}: %{{y}}<br>{kn}: %{{x}}<br>{vn}: %{{z:.3f}}<extra></extra>",
+        "hoverongaps": False,
+    }
+    if bound is not None:
+        heatmap["zmid"] = 0.0
+    x = {**_block_axis(col_edges), "side": "top", "title": {"text": kn}}
+    y = {**_block_axis(row_edges), "title": {"text": qn}}
+    y["range"] = y["range"][::-1]
+    return _map_figure(heatmap, x, y, title, 760)

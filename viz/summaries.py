@@ -103,7 +103,7 @@ def _is_mask_layer(trace) -> bool:
     """The grey 'masked' layer under a heatmap (viz.attention._mask_layer) says nothing."""
     if trace.type != "heatmap" or trace.colorscale is None:
         return False
-    colours = {c[1] for c in trace.colorscale}
+    colours = {c[1] for c in trace.colorscale} - {"rgba(0,0,0,0)"}  # its gaps are transparent
     return len(colours) == 1
 
 

@@ -24,6 +24,21 @@ def head_stats_frame(attention: torch.Tensor, self_attention: bool) -> pd.DataFr
     return frame
 
 
+def streamed_head_stats(
+    trace, kind: str, n_layers: int, n_heads: int, self_attention: bool
+) -> pd.DataFrame:
+    """``head_stats_frame`` read one head's map at a time (Trace.attention_map), so a long
+    input never holds every map of the model at once."""
+    parts = [
+        head_stats_frame(trace.attention_map(kind, layer, head)[None, None], self_attention).assign(
+            layer=layer + 1, head=head + 1
+        )
+        for layer in range(n_layers)
+        for head in range(n_heads)
+    ]
+    return pd.concat(parts, ignore_index=True)
+
+
 def attention_frame(
     attention: torch.Tensor, query_tokens: list[str], key_tokens: list[str]
 ) -> pd.DataFrame:

@@ -190,3 +190,32 @@ def test_a_script_run_log_says_how_much_was_its_own_work_and_how_much_the_collec
     assert run["fragment"] is False
     assert run["cpu_ms"] > 0 and run["gc_ms"] > 0
     assert run["gc_ms"] <= run["ms"] and run["cpu_ms"] <= run["ms"] * 1.05 + 1
+
+
+def test_the_long_document_section_sets_the_first_view_beside_the_fast_forward_and_lists_steps():
+    from bench.longinput import SIZES, markdown
+
+    steps = [
+        {"step": name, "drawn_s": s, "server_ms": 1000 * s / 2, "max_frame_bytes": 1_800_000}
+        for name, s in (("first view", 12.0), ("layer", 0.8), ("zoom", 0.5), ("stages", 1.2))
+    ]
+    result = {
+        "size": "qwen0.5b",
+        "dims": {**SIZES["qwen0.5b"], "num_key_value_heads": 2},
+        "tokens_asked": 4096,
+        "tokens": 4096,
+        "steps": steps,
+        "fast_forward_s": 10.0,
+        "first_view_s": 12.0,
+        "first_view_vs_fast": 1.2,
+        "stages_tokens": 2048,
+        "stages_s": 1.2,
+        "worst_later_view_s": 0.8,
+        "max_frame_bytes": 1_800_000,
+    }
+    text = "\n".join(markdown(result))
+    assert "hidden 896, 24 layers, 14 heads sharing 2 key/value heads" in text
+    assert "10.00 s" in text and "12.00 s (1.20× the fast forward" in text
+    assert all(f"| {s['step']} |" in text for s in steps)
+    assert "largest frame: 1.80 MB" in text
+    assert "Not measured: no Chromium" in "\n".join(markdown("no Chromium at /x"))

@@ -51,7 +51,7 @@ def test_what_is_kept_is_json_text_not_a_figure_tree():
     build, _ = _counting_builder()
     build([[0.1, 0.2]], "a")
     build([[0.3, 0.4]], "b")
-    kept = list(build.cache_store.values())
+    kept = list(build.cache_store().values())
     assert len(kept) == 2 and all(isinstance(spec, str) for spec in kept)
     assert '"Attention"' not in kept[0] and '"a"' in kept[0]
 
@@ -87,3 +87,60 @@ def test_a_figure_handed_out_again_is_sent_as_kept_without_being_rebuilt():
     kept.update_yaxes(range=[0, 1])  # anything else: the real Figure, then changed
     assert kept.layout.yaxis.range == (0, 1) and kept.layout.font.family == "Noto Sans KR"
     assert np.array_equal(kept.data[0].z, z)
+
+
+def test_the_cache_drops_the_least_recently_used_entries_once_their_bytes_exceed_the_budget():
+    from viz.memo import ByteLRU
+
+    cache = ByteLRU(budget=100)
+    cache.put("a", "A", 40)
+    cache.put("b", "B", 40)
+    cache.get("a")  # a is now the most recently used
+    cache.put("c", "C", 40)  # 120 > 100: the oldest, b, goes
+    assert cache.kept_keys() == ["a", "c"] and cache.total == 80
+    cache.put("huge", "H", 101)  # larger than the whole budget: never kept, nothing dropped
+    assert "huge" not in cache and cache.kept_keys() == ["a", "c"]
+
+
+def test_a_hit_hands_out_the_very_object_kept_without_computing_or_copying_it():
+    from viz.memo import ByteLRU
+
+    cache = ByteLRU(budget=2**30)
+    record = {"queries": torch.zeros(64, 64)}
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return record
+
+    first = cache.get_or_compute("text", compute)
+    again = cache.get_or_compute("text", compute)
+    assert first is record and again is record and calls == [1]
+    assert again["queries"].data_ptr() == record["queries"].data_ptr()  # no copy
+    assert cache.total == 64 * 64 * 4 + len("queries")
+
+
+def test_kept_figures_of_every_builder_share_one_byte_budget(monkeypatch):
+    from viz import memo
+
+    monkeypatch.setattr(memo, "FIGURES", memo.ByteLRU(budget=1))
+    build, calls = _counting_builder()
+    build([[0.1, 0.2]], "a")
+    assert build.cache_store() == {}  # its JSON is larger than the budget: not kept
+    memo.FIGURES.budget = 10**6
+    build([[0.1, 0.2]], "a")
+    size = memo.FIGURES.total
+    memo.FIGURES.budget = size * 2 - 1  # room for one such figure, not two
+    build([[0.3, 0.4]], "b")
+    assert [spec for spec in build.cache_store().values() if '"b"' in spec]
+    assert len(build.cache_store()) == 1 and memo.FIGURES.total <= memo.FIGURES.budget
+
+
+def test_the_cache_budgets_are_read_from_the_environment_in_mib(monkeypatch):
+    from viz.memo import budget_bytes
+
+    monkeypatch.setenv("SOME_CACHE_MB", "512")
+    assert budget_bytes("SOME_CACHE_MB", 7) == 512 * 2**20
+    for bad in ("lots", "-3", "inf"):
+        monkeypatch.setenv("SOME_CACHE_MB", bad)
+        assert budget_bytes("SOME_CACHE_MB", 7) == 7 * 2**20

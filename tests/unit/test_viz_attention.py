@@ -55,9 +55,11 @@ def test_cells_the_models_mask_forbids_are_grey_gaps_not_zero_weights():
     z = np.asarray(weights.z, dtype=float)
     assert np.isnan(z[0, 1]) and np.isnan(z[2, 3]) and weights.hoverongaps is False
     assert z[3, 0] == 0.0
-    under = np.asarray(grey.z, dtype=float)
-    assert np.array_equal(np.isnan(under), ~np.isnan(z))  # grey exactly where masked
-    assert grey.colorscale[0][1] == MASKED_GREY and grey.hoverinfo == "skip"
+    under = np.asarray(grey.z)
+    assert under.dtype == np.uint8  # a byte a cell: the mask never doubles what is sent
+    assert np.array_equal(under == 1, np.isnan(z))  # grey exactly where masked
+    assert grey.colorscale[-1][1] == MASKED_GREY and grey.colorscale[0][1] == "rgba(0,0,0,0)"
+    assert grey.hoverinfo == "skip"
 
 
 def test_a_padding_mask_greys_the_padded_keys_of_every_row():
@@ -167,9 +169,9 @@ def test_a_figure_asked_for_again_with_equal_inputs_is_not_rebuilt_but_new_input
     first = attention_heatmap(w, TOKENS, TOKENS, title="A")
     again = attention_heatmap(w.clone(), TOKENS, TOKENS, title="A")  # kept: not built again
     assert json.loads(again.to_json()) == json.loads(first.to_json())
-    assert len(attention_heatmap.cache_store) == 1
+    assert len(attention_heatmap.cache_store()) == 1
     other = attention_heatmap(w, TOKENS, TOKENS, title="B")  # another language: its own
-    assert other.layout.title.text == "B" and len(attention_heatmap.cache_store) == 2
+    assert other.layout.title.text == "B" and len(attention_heatmap.cache_store()) == 2
     changed = w.clone()
     changed[4, 0] += 0.5
     again = attention_heatmap(changed, TOKENS, TOKENS, title="A")

@@ -1,0 +1,271 @@
+"""A long document in the explorer, in headless Chromium: what a reader waits for and what
+each chart sends (issue 34's CPU targets).
+
+    python -m bench.longinput [--size qwen0.5b|small] [--tokens 4096] [--stages-tokens 2048]
+                              [--json out.json]
+
+A random folder (tests.hf_folders' Qwen2 builder) at Qwen2.5-0.5B's dimensions: hidden 896,
+24 layers, 14 query heads sharing 2 key/value heads, feed-forward 4,864. The vocabulary is
+the tests' 300-token byte-level BPE, not Qwen's 151,936 (nothing is downloaded; the
+embedding and the output layer are then small, so the weights are 1.4 GB, not 2 GB). The
+folder's max_position_embeddings is twice ``--tokens``: today's loader reads half of a
+decoder's positions as input, the rest is room for the 64 tokens it appends.
+
+Measured in one run, against a server started for it (bench.loadtest.serve, script runs timed
+by bench.scripttiming):
+- *first view*: the long text typed into the explorer's sentence box, Enter pressed, until
+  the heatmap (pooled overview and zoom window) is drawn and painted; beside it, in this
+  process, our engine's fast (fused) forward over the same input tokens (median of 3);
+- *later views*, each from its click or key press to drawn, with no new forward pass (the
+  trace is kept): another layer, another head, the zoom window moved by the keyboard, mean
+  instead of max per block, all heads, the whole model, token focus;
+- *bytes*: the largest websocket frame the browser received for each step (Streamlit sends
+  one element a frame, so this bounds the largest chart);
+- *stages*: a second text of ``--stages-tokens`` tokens, then the stages view of one head.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from bench.model_speed import QWEN25_05B
+
+DIMS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+SIZES = {
+    # bench.model_speed's Qwen2.5-0.5B config, less its vocabulary, ids and positions
+    "qwen0.5b": {k: QWEN25_05B[k] for k in (*DIMS, "num_key_value_heads", "rope_theta")},
+    # the tests' tiny Qwen2 (tests.hf_folders): proves the bench end to end in minutes
+    "small": {},
+}
+TITLE = "## A long document in the explorer (bench.longinput)"
+WAIT_MS = 900_000  # a 0.5B model's first long trace on two cores takes minutes
+
+
+def build_folder(folder: Path, size: str, tokens: int) -> Path:
+    from tests.hf_folders import build_decoder_folder
+
+    if not (folder / "config.json").exists():
+        build_decoder_folder("qwen2", folder, max_position_embeddings=2 * tokens, **SIZES[size])
+    return folder
+
+
+def text_of(folder: Path, tokens: int, seed: int = 0) -> str:
+    """Nonsense words that the folder's tokenizer reads as exactly ``tokens`` tokens."""
+    from transformers import AutoTokenizer
+
+    from tests.hf_folders import long_text
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    ids = tok(long_text(4 * tokens, seed=seed))["input_ids"][:tokens]
+    return tok.decode(ids).strip()
+
+
+def fast_forward_s(folder: Path, text: str, repeats: int = 3) -> tuple[float, int]:
+    """Median seconds of our engine's fused forward over ``text``'s tokens, and their count."""
+    import torch
+
+    from model import load
+
+    lm = load(str(folder), "cpu")
+    ids = torch.tensor([lm.encode(text).ids])
+    times = []
+    with torch.inference_mode():
+        lm.network(ids)  # warm-up
+        for _ in range(repeats):
+            start = time.perf_counter()
+            lm.network(ids)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times), ids.shape[1]
+
+
+def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    from bench import browser as browser_bench
+    from bench import scripttiming
+    from bench.browser import settle_after
+    from bench.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
+    from ui.i18n import translate
+
+    # bench.browser's waits are sized for short pages; a long first trace takes minutes.
+    browser_bench.WAIT_MS = max(browser_bench.WAIT_MS, WAIT_MS)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    folder = build_folder(log_dir / f"bench-long-{size}-{tokens}", size, tokens)
+    text, short = text_of(folder, tokens), text_of(folder, stages_tokens, seed=1)
+    timing_log = log_dir / "bench-long-runs.jsonl"
+    timing_log.unlink(missing_ok=True)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    dims = {k: config[k] for k in (*DIMS, "num_key_value_heads")}
+    result: dict = {"size": size, "dims": dims, "tokens_asked": tokens, "steps": []}
+    frames: list[int] = []
+
+    def en(key: str, **kw) -> str:
+        return translate(key, "en", **kw)
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        with serve(log_dir / "bench-long-server.log", timing_log=timing_log) as (base, _):
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(60_000)  # finding an element; drawing waits WAIT_MS
+            page.on("websocket", lambda ws: ws.on("framereceived", lambda b: frames.append(len(b))))
+            seen = len(scripttiming.read_runs(timing_log))
+            page.goto(f"{base}/explorer?model=folder&text=warm+up", timeout=WAIT_MS)
+            folder_box = page.get_by_label(en("sidebar.folder"))
+            folder_box.fill(str(folder))
+            folder_box.press("Enter")  # the model loads here, on a short text: not timed
+            settle_after(page, timing_log, seen)
+            main = page.get_by_test_id("stMain")
+
+            def step(name: str, act) -> dict:
+                seen, mark = len(scripttiming.read_runs(timing_log)), len(frames)
+                start = time.perf_counter()
+                act()
+                seconds = settle_after(page, timing_log, seen) - start
+                runs = scripttiming.read_runs(timing_log)[seen:]
+                row = {
+                    "step": name,
+                    "drawn_s": round(seconds, 3),
+                    "server_ms": round(sum(r["ms"] for r in runs), 1),
+                    "max_frame_bytes": max(frames[mark:], default=0),
+                }
+                print(
+                    f"long {name:12s} drawn {seconds:7.2f} s, server {row['server_ms']:9.1f} ms,"
+                    f" largest frame {row['max_frame_bytes'] / 1e6:5.2f} MB",
+                    file=sys.stderr,
+                )
+                result["steps"].append(row)
+                return row
+
+            sentence = main.get_by_test_id("stTextInput").locator("input").first
+
+            def enter(value: str):
+                def act():
+                    sentence.fill(value)
+                    sentence.press("Enter")
+
+                return act
+
+            def choose(box: int, option: str):
+                def act():  # a click on a busy page can miss the list opening: try again
+                    choice = page.get_by_role("option", name=option, exact=True)
+                    for _ in range(5):
+                        main.get_by_test_id("stSelectbox").nth(box).click()
+                        try:
+                            choice.wait_for(timeout=10_000)
+                            break
+                        except Exception:  # noqa: BLE001 - Playwright's TimeoutError
+                            page.keyboard.press("Escape")
+                    choice.click()
+
+                return act
+
+            def press_button(label: str):
+                only = re.compile(rf"^\s*{re.escape(label)}\s*$")
+                return lambda: main.locator("button").filter(has_text=only).first.click()
+
+            def view(key: str):
+                return lambda: main.locator("button", has_text=en(key)).first.click()
+
+            def zoom_right():
+                handle = main.get_by_test_id("stSlider").nth(1).get_by_role("slider").first
+                handle.focus()
+                handle.press("PageUp")
+
+            first = step("first view", enter(text))
+            step("layer", choose(0, en("common.layer_n", n=2)))
+            step("head", choose(1, en("common.head_n", n=2)))
+            step("zoom", zoom_right)
+            step("mean blocks", press_button(en("explorer.reduce.mean")))
+            step("all heads", view("explorer.view.heads"))
+            step("whole model", view("explorer.view.model"))
+            step("token focus", view("explorer.view.focus"))
+            step("heatmap", view("explorer.view.heatmap"))
+            step(f"{stages_tokens}-token text", enter(short))
+            stages = step("stages", view("explorer.view.stages"))
+            # four stage charts, or the explorer's word that they would not fit in memory
+            stages_drawn = main.get_by_test_id("stPlotlyChart").count() >= 4
+            page.close()
+        browser.close()
+    fast, n = fast_forward_s(folder, text)
+    result.update(
+        {
+            "load_average": [round(x, 1) for x in os.getloadavg()],
+            "tokens": n,
+            "fast_forward_s": round(fast, 3),
+            "first_view_s": first["drawn_s"],
+            "first_view_vs_fast": round(first["drawn_s"] / fast, 2),
+            "stages_tokens": stages_tokens,
+            "stages_s": stages["drawn_s"],
+            "stages_drawn": stages_drawn,
+            "worst_later_view_s": max(r["drawn_s"] for r in result["steps"][1:9]),
+            "max_frame_bytes": max(r["max_frame_bytes"] for r in result["steps"]),
+        }
+    )
+    return result
+
+
+def markdown(r: dict) -> list[str]:
+    """The report's section (bench.benchreport)."""
+    title = TITLE
+    if not isinstance(r, dict):
+        return ["", title, "", f"Not measured: {r}."]
+    dims = r["dims"]
+    out = [
+        "",
+        title,
+        "",
+        f"A random Qwen2 folder ({r['size']}: hidden {dims['hidden_size']}, "
+        f"{dims['num_hidden_layers']} layers, {dims['num_attention_heads']} heads sharing "
+        f"{dims['num_key_value_heads']} key/value heads; the tests' 300-token vocabulary, "
+        f"not Qwen's) read {r['tokens']} tokens of a {r['tokens_asked']}-token text in "
+        "headless Chromium. *Drawn*: from the click or Enter until the script has run and "
+        "every chart is laid out and painted; *largest frame*: the biggest websocket message "
+        "the browser received in that step (one chart each).",
+        "",
+        f"- Our fast forward over the same {r['tokens']} tokens: {r['fast_forward_s']:.2f} s; "
+        f"the explorer's first view drawn: {r['first_view_s']:.2f} s "
+        f"({r['first_view_vs_fast']:.2f}× the fast forward; it also generates the model's "
+        "continuation).",
+        f"- Slowest later view: {r['worst_later_view_s']:.2f} s; stages of one head at "
+        f"{r['stages_tokens']} tokens: {r['stages_s']:.2f} s"
+        + ("" if r.get("stages_drawn", True) else " (not drawn: too big for memory, said so)")
+        + "; largest frame: "
+        f"{r['max_frame_bytes'] / 1e6:.2f} MB.",
+        f"- Load average at the end (1, 5, 15 min): {r.get('load_average', '—')}.",
+        *([f"- Note: {r['note']}."] if r.get("note") else []),
+        "",
+        "| step | drawn | server | largest frame |",
+        "|---|---:|---:|---:|",
+    ]
+    for s in r["steps"]:
+        out.append(
+            f"| {s['step']} | {s['drawn_s']:.2f} s | {s['server_ms'] / 1e3:.2f} s | "
+            f"{s['max_frame_bytes'] / 1e6:.2f} MB |"
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.longinput", description=__doc__)
+    parser.add_argument("--size", choices=SIZES, default="qwen0.5b")
+    parser.add_argument("--tokens", type=int, default=4096)
+    parser.add_argument("--stages-tokens", type=int, default=2048)
+    parser.add_argument("--log-dir", type=Path, default=Path("tests/artifacts"))
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    result = run(args.size, args.tokens, args.stages_tokens, args.log_dir)
+    print("\n".join(markdown(result)))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""A long document in the explorer, in a real browser: the pooled overview with its caption,
+a zoom picked with the keyboard on the range sliders drawn token by token, and no chart
+larger than 2 MB on the wire (every websocket frame the browser receives is measured)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+import pytest
+
+from tests.hf_folders import build_long_folder, long_text
+from ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+
+TIMEOUT_MS = 240_000
+FRAME_BYTES_MAX = 2 * 10**6
+CHARTS = "[data-testid=stPlotlyChart]"
+
+
+@pytest.fixture(scope="module")
+def long_folder(tmp_path_factory):
+    # 4,096 positions: today's loader reads half as input (2,048 tokens) and appends up to
+    # 64 generated ones, well past the 512 a side where the overview takes over.
+    return build_long_folder(tmp_path_factory.mktemp("browser-long") / "long-llama", 4096)
+
+
+def settled(page) -> None:
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
+    )
+
+
+def chart_title(page, n: int) -> str:
+    return page.locator(CHARTS).nth(n).locator(".gtitle").first.text_content() or ""
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_long_input_shows_an_overview_and_a_keyboard_zoom_in_under_2_mb_a_chart(
+    page, long_folder, artifacts_dir, screenshot_whole_page, lang
+):
+    frames: list[int] = []
+    page.on(
+        "websocket",
+        lambda ws: ws.on("framereceived", lambda payload: frames.append(len(payload or b""))),
+    )
+    page.goto(f"/explorer?model=folder&lang={lang}&text={quote(long_text())}")
+    folder_box = page.get_by_label(translate("sidebar.folder", lang))
+    folder_box.fill(str(long_folder))
+    folder_box.press("Enter")
+    page.locator(f"{CHARTS} .main-svg").nth(1).wait_for(timeout=TIMEOUT_MS)
+    settled(page)
+
+    main = page.get_by_test_id("stMain")
+    assert translate("explorer.reduce_said.max", lang) in main.inner_text()  # the caption
+    overview = chart_title(page, 0)
+    assert translate("explorer.overview", lang) in overview
+    # The overview's axes give positions, the window's give tokens.
+    overview_ticks = page.locator(CHARTS).nth(0).locator(".xtick text").all_text_contents()
+    assert overview_ticks and all(t.isdigit() for t in overview_ticks)
+    window_ticks = page.locator(CHARTS).nth(1).locator(".ytick text").all_text_contents()
+    assert window_ticks and not all(t.isdigit() for t in window_ticks)
+    assert re.search(r"0–479\D+0–479", chart_title(page, 1))
+    screenshot_whole_page(page, artifacts_dir / f"explorer-long-{lang}-1440.png")
+
+    # Zoom with the keyboard: Tab to the key range's lower handle, three steps right.
+    key_slider = page.get_by_test_id("stSlider").nth(1).get_by_role("slider").first
+    key_slider.focus()
+    for _ in range(3):
+        key_slider.press("ArrowRight")
+    page.wait_for_function(
+        """() => {
+            const t = document.querySelectorAll('[data-testid=stPlotlyChart] .gtitle')[1];
+            return t && /3–479\\s*$/.test(t.textContent);
+        }""",
+        timeout=TIMEOUT_MS,
+    )
+    settled(page)
+    tokens = page.locator(CHARTS).nth(1).locator(".xtick text").all_text_contents()
+    assert tokens and not all(t.isdigit() for t in tokens)
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(500)
+    screenshot_whole_page(page, artifacts_dir / f"explorer-long-{lang}-390.png")
+    assert frames and max(frames) <= FRAME_BYTES_MAX, sorted(frames)[-3:]
+    assert page.problems == []
