@@ -312,8 +312,13 @@ def show_load_detail(detail: str) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def _trace(name: str, device: str, text: str, target: str | None, stages: bool) -> Trace:
-    return load_model(name, device).trace(text, target=target, stages=stages)
+def _trace(
+    name: str, device: str, text: str, target: str | None, stages: bool, new: int | None = None
+) -> Trace:
+    lm = load_model(name, device)
+    if new is None:
+        return lm.trace(text, target=target, stages=stages)
+    return lm.trace(text, target=target, stages=stages, max_new_tokens=new)
 
 
 def trace_with(name: str, text: str) -> Trace | None:
@@ -326,9 +331,12 @@ def trace_with(name: str, text: str) -> Trace | None:
         return None
 
 
-def get_trace(text: str, target: str | None = None, stages: bool = False) -> Trace:
-    """A cached trace of ``text`` through the session's model (get_model() loaded it)."""
-    return _trace(selected_model(), selected_device(), text, target, stages)
+def get_trace(
+    text: str, target: str | None = None, stages: bool = False, new_tokens: int | None = None
+) -> Trace:
+    """A cached trace of ``text`` through the session's model (get_model() loaded it);
+    ``new_tokens``: how many tokens a decoder generates after the prompt (None: its default)."""
+    return _trace(selected_model(), selected_device(), text, target, stages, new_tokens)
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
