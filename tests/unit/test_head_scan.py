@@ -39,3 +39,16 @@ def test_the_scan_is_the_same_for_the_same_seed_and_refuses_an_encoder():
     assert all((a.scores[k] == b.scores[k]).all() for k in a.scores)
     with pytest.raises(ValueError):
         scan_heads(load("minilm", device="cpu"))
+
+
+def test_offered_patching_pairs_tokenize_evenly_on_byte_level_bpe(tmp_path):
+    from model.analysis.pairs import candidate_pairs, even_pairs
+
+    lm = load(build_decoder_folder("llama", tmp_path / "llama"), device="cpu")
+    mary = candidate_pairs()[0]
+    assert "John gave" in mary[0] and "Mary gave" in mary[1]
+    assert len(lm.encode(mary[0]).ids) != len(lm.encode(mary[1]).ids)  # the old default fails
+    pairs = even_pairs(lm)
+    assert pairs and mary not in pairs
+    for clean, corrupted in pairs:
+        assert len(lm.encode(clean).ids) == len(lm.encode(corrupted).ids)
