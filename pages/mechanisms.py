@@ -36,6 +36,7 @@ from ui.models import (
     selected_device,
     show_engine_line,
     show_load_detail,
+    sidebar_folder,
 )
 from ui.permalink import linked
 from ui.sentence import clean_text, code_span, sentence_input
@@ -239,6 +240,11 @@ def positions_label(tokens: list[str]):
 
 st.title(t("mech.title"))
 st.caption(t("mech.intro"))
+if sidebar_folder() and not engine_folder():  # never the toys in silence
+    st.info(
+        t("mech.scan.folder_not_engine", name=model_label(sidebar_folder())),
+        icon=":material/info:",
+    )
 # The four tabs are drawn at the end (lazy_tabs): only the open one runs.
 
 
@@ -489,7 +495,13 @@ def show_lens() -> None:
 # ---- 3. Activation patching --------------------------------------------------------------
 def show_patching() -> None:
     st.markdown(t("mech.patch.plain"))
-    st.latex(t("mech.patch.formula"))
+    words = ("recovered", "patched", "corrupted", "clean")
+    w = {k: rf"\text{{{t(f'mech.patch.word.{k}')}}}" for k in words}
+    st.latex(  # the words in the reader's language, the symbols as they are
+        rf"{w['recovered']} = \frac{{LD_{{{w['patched']}}} - LD_{{{w['corrupted']}}}}}"
+        rf"{{LD_{{{w['clean']}}} - LD_{{{w['corrupted']}}}}},"
+        r"\quad LD = \text{logit}(A) - \text{logit}(B)"
+    )
     lm, name = pick_model(st, "mpatch_m")
     if lm is not None:
         pairs = [PATCH_DEFAULTS[name]] if name in PATCH_DEFAULTS else even_pairs(lm)

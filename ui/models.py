@@ -275,6 +275,14 @@ def show_engine_line(lm, where=st) -> None:
     where.caption(f":material/memory: {engine_line(lm)}")
 
 
+def sidebar_folder() -> str | None:
+    """The sidebar's model folder (a typed path or a ``folder:NAME``), whatever runs it."""
+    choice = st.session_state.get(_MODEL_KEY)
+    if choice != FOLDER and not str(choice).startswith(LINK_PREFIX):
+        return None
+    return selected_model() or None
+
+
 def engine_folder() -> str | None:
     """The sidebar's model folder when our own engine runs it as a decoder (a LLaMA, Qwen2,
     Mistral or GPT-2 folder, or a decoder checkpoint), else None: pages built on our engine

@@ -156,3 +156,36 @@ def test_a_folder_that_does_not_run_says_why_in_the_readers_language(tmp_path, w
     assert at.expander  # the loader's own words, behind a disclosure
     if lang == "ko":
         assert not any(word in at.error[0].value for word in ("There is", "has no", "is not"))
+
+
+def test_mechanisms_says_when_the_sidebars_folder_is_not_the_one_shown(hf_folders):
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.switch_page("pages/mechanisms.py")
+    at.query_params["model"] = "folder"
+    at.session_state["model_folder"] = str(hf_folders["bart"])  # run by transformers
+    at.run()
+    ok(at)
+    notice = translate("mech.scan.folder_not_engine", "en", name=hf_folders["bart"].name)
+    assert notice in [i.value for i in at.info]
+
+
+def test_the_patching_formula_and_the_fallback_reason_speak_korean(hf_folders):
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.switch_page("pages/mechanisms.py")
+    at.query_params["lang"] = "ko"
+    at.session_state["mech_tab"] = translate("mech.tab.patching", "ko")
+    at.run()
+    ok(at)
+    formula = at.latex[0].value
+    assert "회복률" in formula and "recovered" not in formula and r"\frac" in formula
+    # a folder transformers runs: the note's reason in Korean, not the loader's English
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.switch_page("pages/explorer.py")
+    at.query_params.update({"model": "folder", "lang": "ko", "text": "the cat sat"})
+    at.session_state["model_folder"] = str(hf_folders["t5"])
+    at.run()
+    ok(at)
+    reason = translate("models.fallback.layout", "ko", layout="T5")
+    note = translate("models.fallback_note", "ko", model_type="T5", reason=reason)
+    assert note in captions(at)
+    assert not any("is not one Attention Lab maps" in c for c in captions(at))
