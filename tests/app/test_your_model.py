@@ -189,3 +189,16 @@ def test_the_patching_formula_and_the_fallback_reason_speak_korean(hf_folders):
     note = translate("models.fallback_note", "ko", model_type="T5", reason=reason)
     assert note in captions(at)
     assert not any("is not one Attention Lab maps" in c for c in captions(at))
+
+
+@pytest.mark.parametrize("page", ["decoding", "modern"])
+def test_other_pages_that_show_the_folder_name_its_engine(page):
+    at = on(page, "folder:tiny-llama", text="the cat sat")
+    ok(at)
+    line = " · ".join(
+        (
+            translate("model.engine.lab", "en"),
+            translate("model.layout", "en", layout="LLaMA"),
+        )
+    )
+    assert any(c.startswith(f":material/memory: {line}") for c in captions(at))
