@@ -202,3 +202,27 @@ def test_other_pages_that_show_the_folder_name_its_engine(page):
         )
     )
     assert any(c.startswith(f":material/memory: {line}") for c in captions(at))
+
+
+def test_a_llama3_rescaled_folder_says_why_the_engine_does_not_run_it(tmp_path):
+    scaling = {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 32,
+    }
+    folder = build_decoder_folder("llama", tmp_path / "llama3", rope_scaling=scaling)
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.switch_page("pages/explorer.py")
+    at.query_params.update({"model": "folder", "text": "the cat sat"})
+    at.session_state["model_folder"] = str(folder)
+    at.run()
+    ok(at)
+    reason = translate("models.fallback.rope_scaled", "en", layout="LLaMA", detail="llama3")
+    note = translate("models.fallback_note", "en", model_type="LLaMA", reason=reason)
+    assert note in captions(at)
+    assert "runs LLaMA folders, but not this one" in note  # no "this llama folder needs LLaMA"
+    assert any(
+        c.startswith(":material/memory: transformers' own code · LLaMA") for c in captions(at)
+    )
