@@ -33,6 +33,7 @@ from ui.models import (
     engine_folder,
     load_model,
     model_label,
+    parameter_count,
     selected_device,
     show_engine_line,
     show_load_detail,
@@ -55,7 +56,8 @@ require_frame()
 
 MODELS = ("induction", "sort", "en2ko", "reverse")  # decoders that run our own code
 SCAN_MODELS = ("induction", "sort")  # the decoder-only ones: the repeated-tokens test
-SCAN_SEQUENCES = 4
+SCAN_SEQUENCES = 4  # one for a model past BIG_MODEL parameters (a 0.5B one: ~50 s on 2 cores)
+BIG_MODEL = 100_000_000
 ONE_LAYER = CONTRAST[0]
 PATCH_DEFAULTS = {
     "induction": ("q w e r t y u q w", "q w e r z y u q w"),
@@ -107,7 +109,9 @@ def cached_attribution(
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def cached_scan(name: str, device: str, length: int, seed: int) -> HeadScan:
-    return scan_heads(load_model(name, device), length=length, n=SCAN_SEQUENCES, seed=seed)
+    lm = load_model(name, device)
+    n = 1 if parameter_count(lm) > BIG_MODEL else SCAN_SEQUENCES
+    return scan_heads(lm, length=length, n=n, seed=seed)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
