@@ -20,7 +20,14 @@ from model.runtime.lab import LabModel
 from model.runtime.types import ModelLoadError
 from model.trace import Trace
 from ui.i18n import t
-from ui.models import load_model, model_label, selected_device, selected_model, show_load_detail
+from ui.models import (
+    load_model,
+    model_label,
+    selected_device,
+    selected_model,
+    show_engine_line,
+    show_load_detail,
+)
 from ui.sentence import sentence_input
 
 FALLBACK = "minilm"
@@ -57,6 +64,7 @@ def concept_model() -> tuple[LabModel | None, str]:
     if lm is not None and not hasattr(lm, "network"):
         lm, why = None, t("concepts.not_our_network")
     if lm is not None:
+        show_engine_line(lm)
         return lm, name
     label = model_label(name) if name in ("en2ko", "reverse", "sort", "minilm") else name
     if name == FALLBACK:
@@ -69,6 +77,8 @@ def concept_model() -> tuple[LabModel | None, str]:
     if lm is None:
         st.error(t("model.load_failed", name=model_label(FALLBACK)), icon=":material/error:")
         show_load_detail(why)
+    else:
+        show_engine_line(lm)
     return lm, FALLBACK
 
 

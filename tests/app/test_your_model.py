@@ -191,7 +191,7 @@ def test_the_patching_formula_and_the_fallback_reason_speak_korean(hf_folders):
     assert not any("is not one Attention Lab maps" in c for c in captions(at))
 
 
-@pytest.mark.parametrize("page", ["decoding", "modern"])
+@pytest.mark.parametrize("page", ["decoding", "modern", "concept_attention", "concept_layernorm"])
 def test_other_pages_that_show_the_folder_name_its_engine(page):
     at = on(page, "folder:tiny-llama", text="the cat sat")
     ok(at)
