@@ -34,11 +34,11 @@ from pathlib import Path
 import torch
 
 from bench import browser as browser_bench
-from bench import loadtest
+from bench import head_scan, loadtest
 from bench import longinput as long_bench
 from bench import model_speed as model_bench
 from bench import pages as ui_bench
-from model.runtime.device import configure_threads
+from model.runtime.device import configure_threads, resolve_device
 from model.runtime.loading import CHECKPOINTS, SHIPPED, load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -275,6 +275,9 @@ def run(args) -> dict:
             + ["--long-length", "1024" if args.quick else "4096"]
         )
     configure_threads()  # bench.model_speed sets all cores; the pages run as the app would
+    result["head_scan"] = head_scan.bench_head_scan(
+        resolve_device("auto"), length=64, repeats=1 if args.quick else 3
+    )
     result["explorer"] = explorer(repeats, args.quick)
     result["decoding_step"] = ui_bench.bench_decoding_step(
         "en2ko", "I study math at school", 3 if args.quick else 9
@@ -432,6 +435,18 @@ def markdown(r: dict) -> str:
             "tokens).",
             "",
             *model_bench.long_trace_table(long_trace),
+        ]
+    scan = r.get("head_scan")
+    if scan:
+        out += [
+            "",
+            "## Finding the mechanisms in a 0.5B folder",
+            "",
+            "The Mechanisms page's full head scan (`model.analysis.heads.scan_heads`: every "
+            "head's prefix-matching, copying, previous-token, duplicate-token and first-token "
+            "scores and the in-context loss) on random tokens repeated once (2 x 64).",
+            "",
+            *head_scan.head_scan_table(scan),
         ]
     out += [
         "",

@@ -98,7 +98,8 @@ plotly_chart(
 module = layer_norm_module(lm.network, chosen)
 if module is not None and module.weight is not None:
     gamma = module.weight.detach().float().cpu().numpy()
-    beta = module.bias.detach().float().cpu().numpy() if module.bias is not None else 0 * gamma
+    bias = getattr(module, "bias", None)  # RMSNorm (LLaMA, Qwen2, Mistral) has none
+    beta = bias.detach().float().cpu().numpy() if bias is not None else 0 * gamma
     scale = layernorm_scale(gamma, beta)
     out_std = stats["out_std"].numpy()
     st.caption(

@@ -6,6 +6,7 @@ address bar is a permalink), then the chosen view: one function per view in ``VI
 
 from __future__ import annotations
 
+import copy
 import textwrap
 from dataclasses import dataclass
 
@@ -79,6 +80,8 @@ HEAD_VIEW_MAX_TOKENS = 160  # more lines than a reader can follow, and a heavy p
 PILLS_MAX_TOKENS = 40  # beyond this a drop-down is easier than a wall of pills
 CSV_MAX_CELLS = 2_000_000  # the whole kind when it fits, else the chosen layer
 GRID_MAX_CELLS = 150_000  # the model grid's cells in all: about 1.5 MB sent at any size
+GENERATE_MAX = 256  # tokens a decoder may add after the prompt, when asked
+GENERATED_MARK = "⁺"  # after a generated token's label: the prompt's tokens stay plain
 
 
 @dataclass
@@ -101,6 +104,7 @@ class Shown:
     specials: frozenset[str]
     n_layers: int
     n_heads: int
+    new_tokens: int | None = None  # decoder-only: tokens generated after the prompt
 
     @property
     def tokens(self) -> tuple[list[str], list[str]]:
@@ -358,7 +362,9 @@ def show_focus(v: Shown) -> None:
 
 
 def show_stages(v: Shown) -> None:
-    staged = get_trace(v.text)  # stages come from the same record, one head on demand
+    staged = get_trace(
+        v.text, new_tokens=v.new_tokens
+    )  # stages come from the same record, one head on demand
     if not staged.has_stages(v.kind):
         st.info(t("explorer.stages_unavailable"), icon=":material/info:")
         return
@@ -458,7 +464,7 @@ def second_map(v: Shown, mode: str):
             )
             or ""
         )[0]
-        other = get_trace(text2) if text2 else None
+        other = get_trace(text2, new_tokens=v.new_tokens) if text2 else None
         lm2 = v.lm
         label = textwrap.shorten(text2, 40, placeholder="…")  # a chart title: plain
     else:
@@ -650,16 +656,66 @@ text = sentence_input(lm, model_name, offer_pretrained=True)
 if text is None:
     st.stop()
 
+
+def generation_option(lm) -> int | None:
+    """Decoder-only models: the prompt's own map by default, generation when asked for (a
+    toy trained on a task shows its answer by default: that is what it was made for)."""
+    if lm.kind != "decoder":
+        return None
+    default = min(GENERATE_MAX, lm.max_len) if "task" in lm.info else 0
+    return int(
+        st.number_input(
+            t("explorer.generate"),
+            min_value=0,
+            max_value=GENERATE_MAX,
+            value=default,
+            step=1,
+            key="gen",
+            bind="query-params",
+            help=t("explorer.generate_help"),
+        )
+    )
+
+
+def mark_generated(trace: Trace, n_prompt: int) -> Trace:
+    """A copy whose generated tokens carry GENERATED_MARK, so every view's labels tell them
+    from the prompt's."""
+    marked = copy.copy(trace)
+    marked.tgt_tokens = [
+        tok if i < n_prompt else f"{tok}{GENERATED_MARK}" for i, tok in enumerate(trace.tgt_tokens)
+    ]
+    return marked
+
+
+def show_output(lm, model_name: str, trace: Trace, n_prompt: int, specials) -> None:
+    """What the model wrote: a decoder-only model's continuation without its prompt."""
+    if lm.kind == "encoder" or not trace.tgt_tokens:
+        return
+    written = trace.tgt_tokens[n_prompt:] if lm.kind == "decoder" else trace.tgt_tokens
+    output = [tok for tok in written if tok not in specials]
+    if lm.kind == "decoder" and not output:
+        st.caption(t("explorer.prompt_only"))
+        return
+    sentence = written_text(lm.tgt_tokenizer, output)
+    key = "explorer.output" if lm.kind != "decoder" else "explorer.generated"
+    st.markdown(t(key, output=code_span(sentence)))
+    if lm.kind == "decoder":
+        st.caption(t("explorer.generated_mark", mark=GENERATED_MARK))
+    if sentence != " ".join(output):  # the axes below show the tokens the model really writes
+        # The toy en2ko vocabulary's own reason; any other tokenizer's pieces are just pieces.
+        key = "explorer.output_tokens" if model_name == "en2ko" else "explorer.output_pieces"
+        st.caption(t(key, tokens=code_span(" ".join(output))))
+
+
+new_tokens = generation_option(lm)
 with st.spinner(t("explorer.running")):
-    trace = get_trace(text)
+    trace = get_trace(text, new_tokens=new_tokens)
 
 specials = model_special_tokens(lm)
-if lm.kind != "encoder" and trace.tgt_tokens:
-    output = [tok for tok in trace.tgt_tokens if tok not in specials]
-    sentence = written_text(lm.tgt_tokenizer, output)
-    st.markdown(t("explorer.output", output=code_span(sentence)))
-    if sentence != " ".join(output):  # the axes below show the tokens the model really writes
-        st.caption(t("explorer.output_tokens", tokens=code_span(" ".join(output))))
+n_prompt = len(lm.encode(text).ids) if lm.kind == "decoder" else 0
+show_output(lm, model_name, trace, n_prompt, specials)
+if lm.kind == "decoder" and len(trace.tgt_tokens) > n_prompt:
+    trace = mark_generated(trace, n_prompt)
 st.info(t("explorer.not_explanation"), icon=":material/lightbulb:")
 
 can_merge = any(subword_style(toks) for toks in (trace.src_tokens, trace.tgt_tokens) if toks)
@@ -775,5 +831,6 @@ VIEWS[view](
         specials,
         n_layers,
         n_heads,
+        new_tokens,
     )
 )

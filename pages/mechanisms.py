@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from model.analysis.attribution import Attribution, attribute
+from model.analysis.heads import ROLES, SCORES, THRESHOLD, HeadScan, default_length, scan_heads
 from model.analysis.induction import (
     Prediction,
     classify_stop,
@@ -17,6 +18,7 @@ from model.analysis.induction import (
     teacher_forced,
 )
 from model.analysis.lens import Lens, logit_lens
+from model.analysis.pairs import even_pairs
 from model.analysis.patching import Patching, PatchingError, patch
 from model.runtime.checkpoint import CURVE, METRICS
 from model.runtime.loading import CHECKPOINTS, CONTRAST
@@ -27,7 +29,16 @@ from ui.charts import plotly_chart
 from ui.concepts import try_model
 from ui.frame import require_frame
 from ui.i18n import axis_labels, t
-from ui.models import engine_folder, load_model, model_label, selected_device
+from ui.models import (
+    engine_folder,
+    load_model,
+    model_label,
+    parameter_count,
+    selected_device,
+    show_engine_line,
+    show_load_detail,
+    sidebar_folder,
+)
 from ui.permalink import linked
 from ui.sentence import clean_text, code_span, sentence_input
 from ui.tabs import lazy_tabs
@@ -44,6 +55,9 @@ from viz.mechanisms import (
 require_frame()
 
 MODELS = ("induction", "sort", "en2ko", "reverse")  # decoders that run our own code
+SCAN_MODELS = ("induction", "sort")  # the decoder-only ones: the repeated-tokens test
+SCAN_SEQUENCES = 4  # one for a model past BIG_MODEL parameters (a 0.5B one: ~50 s on 2 cores)
+BIG_MODEL = 100_000_000
 ONE_LAYER = CONTRAST[0]
 PATCH_DEFAULTS = {
     "induction": ("q w e r t y u q w", "q w e r z y u q w"),
@@ -91,6 +105,13 @@ def cached_attribution(
     relevant_src: int | None,
 ) -> Attribution:
     return attribute(load_model(name, device), text, position, relevant, relevant_src)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_scan(name: str, device: str, length: int, seed: int) -> HeadScan:
+    lm = load_model(name, device)
+    n = 1 if parameter_count(lm) > BIG_MODEL else SCAN_SEQUENCES
+    return scan_heads(lm, length=length, n=n, seed=seed)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -223,12 +244,23 @@ def positions_label(tokens: list[str]):
 
 st.title(t("mech.title"))
 st.caption(t("mech.intro"))
+if sidebar_folder() and not engine_folder():  # never the toys in silence
+    st.info(
+        t("mech.scan.folder_not_engine", name=model_label(sidebar_folder())),
+        icon=":material/info:",
+    )
 # The four tabs are drawn at the end (lazy_tabs): only the open one runs.
 
 
 # ---- 1. Induction heads ------------------------------------------------------------------
 def show_induction() -> None:
     two, one = shipped_run("induction"), shipped_run(ONE_LAYER)
+    folder = engine_folder()
+    if folder:  # never the toy in silence: the sidebar's model is scanned on its own tab
+        st.info(
+            t("mech.scan.toy_notice", name=model_label(folder), tab=t("mech.tab.scan")),
+            icon=":material/info:",
+        )
     st.markdown(t("mech.induction.plain"))
     found = induction_circuit_numbers(two["metrics"]) if two is not None else None
     if found:
@@ -402,10 +434,10 @@ def show_induction() -> None:
 device = selected_device()
 
 
-def pick_model(where, key: str):
+def pick_model(where, key: str, models: tuple[str, ...] = MODELS):
     folder = engine_folder()  # the sidebar's LLaMA / Qwen2 / Mistral / GPT-2 folder, if any
-    options = (*MODELS, folder) if folder else MODELS
-    default = folder or MODELS[0]
+    options = (*models, folder) if folder else models
+    default = folder or models[0]
     name = linked(
         where.selectbox,
         t("mech.model"),
@@ -417,6 +449,8 @@ def pick_model(where, key: str):
     lm, why = try_model(name)
     if lm is None:
         where.error(t("model.load_failed", name=model_label(name)), icon=":material/error:")
+    else:
+        show_engine_line(lm, where)
     return lm, name
 
 
@@ -465,16 +499,36 @@ def show_lens() -> None:
 # ---- 3. Activation patching --------------------------------------------------------------
 def show_patching() -> None:
     st.markdown(t("mech.patch.plain"))
-    st.latex(
-        r"\text{recovered} = \frac{LD_{patched} - LD_{corrupted}}{LD_{clean} - LD_{corrupted}},"
+    words = ("recovered", "patched", "corrupted", "clean")
+    w = {k: rf"\text{{{t(f'mech.patch.word.{k}')}}}" for k in words}
+    st.latex(  # the words in the reader's language, the symbols as they are
+        rf"{w['recovered']} = \frac{{LD_{{{w['patched']}}} - LD_{{{w['corrupted']}}}}}"
+        rf"{{LD_{{{w['clean']}}} - LD_{{{w['corrupted']}}}}},"
         r"\quad LD = \text{logit}(A) - \text{logit}(B)"
     )
     lm, name = pick_model(st, "mpatch_m")
     if lm is not None:
+        pairs = [PATCH_DEFAULTS[name]] if name in PATCH_DEFAULTS else even_pairs(lm)
         if st.session_state.get("mpatch_for") != name:  # a new model starts from its example
-            pair = PATCH_DEFAULTS.get(name, FOLDER_PATCH)
+            pair = pairs[0] if pairs else FOLDER_PATCH
             st.session_state["mclean"], st.session_state["mcorrupt"] = pair
             st.session_state["mpatch_for"] = name
+        if name not in PATCH_DEFAULTS and pairs:
+
+            def use_pair() -> None:
+                chosen = st.session_state.get("mpatch_pair")
+                if chosen is not None:
+                    st.session_state["mclean"], st.session_state["mcorrupt"] = pairs[chosen]
+
+            st.selectbox(
+                t("mech.patch.pairs"),
+                list(range(len(pairs))),
+                index=None,
+                key="mpatch_pair",
+                format_func=lambda i: f"{pairs[i][0]}  ⟶  {pairs[i][1]}",
+                on_change=use_pair,
+                help=t("mech.patch.pairs_help"),
+            )
         c1, c2 = st.columns(2)
         clean, _ = clean_text(c1.text_input(t("mech.patch.clean"), key="mclean"))
         corrupted, _ = clean_text(c2.text_input(t("mech.patch.corrupted"), key="mcorrupt"))
@@ -644,13 +698,98 @@ def show_heads() -> None:
         st.dataframe(frame.round(3), hide_index=True)
 
 
+# ---- 5. Find the mechanisms in your model ----------------------------------------------
+def show_scan() -> None:
+    st.markdown(t("mech.scan.plain", threshold=f"{THRESHOLD:.1f}"))
+    lm, name = pick_model(st, "mscan_m", SCAN_MODELS)
+    if lm is None:
+        return
+    if lm.kind != "decoder":
+        st.info(t("mech.scan.decoder_only"), icon=":material/info:")
+        return
+    c1, c2 = st.columns(2)
+    most = max(2, min(128, (lm.max_len - 1) // 2))
+    length = c1.slider(
+        t("mech.scan.length"),
+        2,
+        most,
+        min(default_length(lm), most),
+        key=f"mscan_len_{name}",
+        help=t("mech.scan.length_help"),
+    )
+    seed = int(c2.number_input(t("mech.scan.seed"), 0, 10_000, 0, key="mscan_seed"))
+    try:
+        with st.spinner(t("mech.scan.running")):
+            scan = cached_scan(name, device, length, seed)
+    except ValueError as err:
+        st.warning(t("mech.scan.failed"), icon=":material/block:")
+        show_load_detail(str(err))
+        return
+    found = {role: scan.found(score) for score, role in ROLES.items()}
+    for role, heads in found.items():
+        names = ", ".join(lh(h) for h in heads[:6]) + (" …" if len(heads) > 6 else "")
+        st.markdown(
+            t(f"mech.scan.found.{role}", heads=names, n=len(heads))
+            if heads
+            else t(f"mech.scan.none.{role}", threshold=f"{THRESHOLD:.1f}")
+        )
+    st.markdown(
+        t(
+            "mech.scan.icl",
+            first=f"{scan.loss_first:.2f}",
+            second=f"{scan.loss_second:.2f}",
+            icl=f"{scan.icl:+.2f}",
+        )
+    )
+    st.caption(
+        t("mech.scan.setup", n=scan.n, length=scan.length, total=2 * scan.length, seed=scan.seed)
+    )
+    rows = scan.ranked()
+    frame = pd.DataFrame(
+        {
+            t("mech.heads.col.head"): [lh((r.layer, r.head)) for r in rows],
+            t("mech.scan.col.role"): [
+                t(f"mech.scan.role.{r.role}") if r.role else "–" for r in rows
+            ],
+            **{t(f"mech.scan.score.{s}"): [round(r.scores[s], 3) for r in rows] for s in SCORES},
+        }
+    )
+    st.dataframe(frame, hide_index=True, key="mech_scan_table")
+    score = linked(
+        st.segmented_control,
+        t("mech.scan.grid_score"),
+        list(SCORES),
+        key="mscan_score",
+        required=True,
+        format_func=lambda s: t(f"mech.scan.score.{s}"),
+    )
+    grid = scan.scores[score]
+    plotly_chart(
+        grid_heatmap(
+            grid,
+            [t("common.layer_n", n=i + 1) for i in range(grid.shape[0])],
+            [t("common.head_n", n=h + 1) for h in range(grid.shape[1])],
+            probability=score != "copying",
+            value_name=t(f"mech.scan.score.{score}"),
+            title=t("mech.scan.grid_title", score=t(f"mech.scan.score.{score}")),
+        ),
+        key="mech_scan_grid",
+    )
+    st.caption(t("mech.scan.caption"))
+
+
+SECTIONS = {  # label -> (draw, the query parameters that open it from a link)
+    t("mech.tab.induction"): (show_induction, ()),
+    t("mech.tab.scan"): (show_scan, ("mscan_m", "mscan_score")),
+    t("mech.tab.lens"): (show_lens, ("mlens_m", "mlens")),
+    t("mech.tab.patching"): (show_patching, ("mpatch_m",)),
+    t("mech.tab.heads"): (show_heads, ("mheads_m", "mheads")),
+}
+if engine_folder():  # the sidebar holds a folder: its own mechanisms open first, not the toy's
+    scan_label = t("mech.tab.scan")
+    SECTIONS = {scan_label: SECTIONS.pop(scan_label), **SECTIONS}
 lazy_tabs(
-    {
-        t("mech.tab.induction"): show_induction,
-        t("mech.tab.lens"): show_lens,
-        t("mech.tab.patching"): show_patching,
-        t("mech.tab.heads"): show_heads,
-    },
+    {label: draw for label, (draw, _) in SECTIONS.items()},
     key="mech_tab",
-    params=((), ("mlens_m", "mlens"), ("mpatch_m",), ("mheads_m", "mheads")),  # links open tabs
+    params=[names for _, names in SECTIONS.values()],  # links open tabs
 )

@@ -20,6 +20,7 @@ from ui.models import (
     load_model,
     model_label,
     selected_device,
+    show_engine_line,
     show_load_detail,
 )
 from ui.modern import (
@@ -187,6 +188,7 @@ FACTS = attention_facts(load_model(FOLDER, selected_device()).config) if FOLDER 
 if FACTS:
     with st.container(border=True):
         st.subheader(t("models.yours.header", name=model_label(FOLDER)))
+        show_engine_line(load_model(FOLDER, selected_device()))
         # Two rows: four metrics in one row cut "RoPE, base 1,000,000" off at 1440 px.
         f1, f2, f3 = st.columns(3)
         f1.metric(t("models.yours.positions"), t(f"modern.scheme.{FACTS['positions']}"))

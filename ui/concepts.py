@@ -24,6 +24,7 @@ from ui.models import (
     model_label,
     selected_device,
     selected_model,
+    show_engine_line,
     show_load_detail,
 )
 from ui.sentence import sentence_input
@@ -62,6 +63,7 @@ def concept_model() -> tuple[LabModel | None, str]:
     if lm is not None and not hasattr(lm, "network"):
         lm, why = None, t("concepts.not_our_network")
     if lm is not None:
+        show_engine_line(lm)
         return lm, name
     label = model_label(name) if name in ("en2ko", "reverse", "sort", "minilm") else name
     if name == FALLBACK:
@@ -74,6 +76,8 @@ def concept_model() -> tuple[LabModel | None, str]:
     if lm is None:
         st.error(t("model.load_failed", name=model_label(FALLBACK)), icon=":material/error:")
         show_load_detail(why)
+    else:
+        show_engine_line(lm)
     return lm, FALLBACK
 
 

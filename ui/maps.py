@@ -30,13 +30,8 @@ def is_long(n_queries: int, n_keys: int) -> bool:
 
 def layers_heads(lm, trace: Trace, kind: str) -> tuple[int, int]:
     """(layers, heads) of one attention kind, from the model, without stacking any map."""
-    head_mask = getattr(lm, "head_mask", None)
-    if head_mask is not None:
-        shape = head_mask().get(kind)
-        if shape is not None:
-            return int(shape.shape[0]), int(shape.shape[1])
-    # transformers-run models (short inputs): their trace holds the stacked maps already
-    return tuple(int(n) for n in trace.attention[kind].shape[:2])
+    layers, heads, _, _ = trace.shape(kind)
+    return int(layers), int(heads)
 
 
 def head_maps(

@@ -11,6 +11,19 @@ from pathlib import Path
 
 import streamlit as st
 
+from model.runtime.folders import (
+    ENCODER_TYPES,
+    ENGINE_DECODER_TYPES,
+    LINK_PREFIX,
+    FolderProblem,
+    diagnose,
+    fallback_reason,
+    folder_in_root,
+    layout_name,
+    link_name,
+    models_root,
+    root_folders,
+)
 from model.runtime.lab import LabModel
 from model.runtime.loading import CONTRAST, PRETRAINED, SHIPPED, load
 from model.runtime.types import DecodeStep, ForcedStep, ModelLoadError
@@ -24,6 +37,7 @@ MODEL_CHOICES = (*SHIPPED, *PRETRAINED, FOLDER)
 DEFAULT_MODEL = "en2ko"
 _MODEL_KEY, _DEVICE_KEY, _FOLDER_KEY = "model", "device", "model_folder"
 _EXTRA_KEY = "extra_models"  # folder -> (origin, task): models trained or uploaded this session
+_REFUSED_KEY = "_refused_model_link"  # a ?model=folder:NAME this session would not open
 
 
 def add_session_model(folder: str, origin: str, task: str) -> None:
@@ -36,8 +50,27 @@ def session_models() -> dict[str, tuple[str, str]]:
 
 
 def model_choices() -> tuple[str, ...]:
-    """The picker's options: shipped, pretrained, this session's own models, then a folder."""
-    return (*SHIPPED, *PRETRAINED, *session_models(), FOLDER)
+    """The picker's options: shipped, pretrained, this session's own models, the folders in
+    the models root (``folder:NAME``, so a link names them), then any folder by its path."""
+    return (*SHIPPED, *PRETRAINED, *session_models(), *root_choices(), FOLDER)
+
+
+@st.cache_data(show_spinner=False, ttl=10)
+def _root_folders(root: str) -> list[str]:
+    return root_folders(Path(root))
+
+
+def root_choices() -> tuple[str, ...]:
+    """``folder:NAME`` for every model folder in $ATTENTION_LAB_MODELS (re-read every 10 s)."""
+    return tuple(LINK_PREFIX + name for name in _root_folders(str(models_root())))
+
+
+def model_path(name: str) -> str:
+    """What load() reads for a choice: a ``folder:NAME`` inside the models root as its path
+    (FolderProblem when it is not one), anything else as it is."""
+    if name.startswith(LINK_PREFIX):
+        return str(folder_in_root(name[len(LINK_PREFIX) :]))
+    return name
 
 
 def model_label(name: str) -> str:
@@ -45,6 +78,8 @@ def model_label(name: str) -> str:
     if extra is not None:
         origin, task = extra
         return t(f"model.session.{origin}", task=task, n=_ordinal(name))
+    if name.startswith(LINK_PREFIX):
+        return t("model.root_folder", name=name[len(LINK_PREFIX) :])
     if name not in (*SHIPPED, *PRETRAINED, *CONTRAST, FOLDER):
         return Path(name).name or name  # a model folder: its own name
     return t(f"model.name.{name}")
@@ -79,8 +114,29 @@ def selected_device() -> str:
     return device if device in device_choices() else "auto"
 
 
+def _note_refused_link(choices: tuple[str, ...]) -> None:
+    """A link's ``folder:NAME`` that is not a model folder inside the root is kept aside (its
+    message is shown on the page), never opened."""
+    url = st.query_params.get(_MODEL_KEY, "")
+    if _MODEL_KEY not in st.session_state and url.startswith(LINK_PREFIX) and url not in choices:
+        st.session_state[_REFUSED_KEY] = url
+
+
+def _forget_refused_link() -> None:
+    st.session_state.pop(_REFUSED_KEY, None)
+
+
+def _on_folder_typed() -> None:
+    """A typed folder inside the models root becomes its ``folder:NAME`` choice, so the
+    address bar can carry it."""
+    name = link_name(str(st.session_state.get(_FOLDER_KEY) or "").strip())
+    if name:
+        st.session_state[_MODEL_KEY] = name
+
+
 def render_model_picker() -> None:
     """Sidebar widgets: model (kept in ?model=), a folder path when asked for, device."""
+    _note_refused_link(model_choices())
     linked(
         st.selectbox,
         f":material/neurology: {t('sidebar.model')}",
@@ -89,6 +145,7 @@ def render_model_picker() -> None:
         default=DEFAULT_MODEL,
         format_func=model_label,
         help=t("sidebar.model_help"),
+        on_change=_forget_refused_link,
     )
     if st.session_state.get(_MODEL_KEY) == FOLDER:
         st.text_input(
@@ -96,6 +153,16 @@ def render_model_picker() -> None:
             key=_FOLDER_KEY,
             placeholder="/path/to/model",
             persist_state="session",
+            on_change=_on_folder_typed,
+        )
+        st.caption(t("sidebar.folder_link", root=code_path(models_root())))
+    with st.expander(t("sidebar.layouts"), icon=":material/help:"):
+        st.markdown(
+            t(
+                "sidebar.layouts_body",
+                engine=", ".join(layout_name(m) for m in (*ENCODER_TYPES, *ENGINE_DECODER_TYPES)),
+                root=code_path(models_root()),
+            )
         )
     devices = {d: t(f"sidebar.device_choice.{d}") for d in device_choices()}
     st.selectbox(
@@ -107,16 +174,25 @@ def render_model_picker() -> None:
     )
 
 
+def code_path(path) -> str:
+    return f"`{str(path).replace('`', '')}`"
+
+
 @st.cache_resource(show_spinner=False, max_entries=8)
 def load_model(name: str, device: str) -> LabModel:
-    """One shared instance per (model, device) for the whole process; raises ModelLoadError."""
-    return load(name, device)
+    """One shared instance per (model, device) for the whole process; raises ModelLoadError
+    (FolderProblem for a ``folder:NAME`` that is not a folder inside the models root)."""
+    return load(model_path(name), device)
 
 
 def get_model(name: str | None = None, device: str | None = None) -> LabModel | None:
     """The chosen model, with a spinner while it loads and a clear message if it cannot."""
     name = selected_model() if name is None else name
     device = selected_device() if device is None else device
+    refused = st.session_state.get(_REFUSED_KEY)
+    if refused:
+        show_folder_problem(_link_problem(refused[len(LINK_PREFIX) :]))
+        return None
     if not name:
         st.info(t("model.folder_missing"), icon=":material/folder_open:")
         return None
@@ -125,18 +201,95 @@ def get_model(name: str | None = None, device: str | None = None) -> LabModel | 
         with st.spinner(t("model.loading", name=label)):
             lm = load_model(name, device)
     except (ModelLoadError, ValueError, OSError) as err:
-        st.error(t("model.load_failed", name=label), icon=":material/error:")
-        show_load_detail(str(err))
+        show_load_failure(name, label, err)
         return None
+    show_engine_line(lm)
     show_engine_note(lm)
     return lm
+
+
+def _link_problem(name: str) -> FolderProblem:
+    try:
+        folder_in_root(name)
+    except FolderProblem as problem:
+        return problem
+    return FolderProblem("not_model", f"{name} is not a model folder", path=name, found="-")
+
+
+def show_load_failure(name: str, label: str, err: BaseException) -> None:
+    """The plain problem of a folder (in the reader's language) when one is seen, else the
+    generic message; the loader's own words always behind a disclosure."""
+    problem = err if isinstance(err, FolderProblem) else None
+    if problem is None and name not in (*SHIPPED, *PRETRAINED, *CONTRAST):
+        problem = diagnose(model_path(name)) if not name.startswith(LINK_PREFIX) else None
+    if problem is None:
+        st.error(t("model.load_failed", name=label), icon=":material/error:")
+        show_load_detail(str(err))
+        return
+    show_folder_problem(problem, str(err))
+
+
+def show_folder_problem(problem: FolderProblem, detail: str | None = None) -> None:
+    details = {k: code_path(v) if k in ("path", "root") else v for k, v in problem.details.items()}
+    details.setdefault("engine", ", ".join(layout_name(m) for m in ENGINE_DECODER_TYPES))
+    st.error(t(f"model.problem.{problem.key}", **details), icon=":material/error:")
+    show_load_detail(detail or str(problem))
+
+
+def parameter_count(lm) -> int:
+    network = getattr(lm, "network", None) or getattr(lm, "hf_model", None)
+    return sum(p.numel() for p in network.parameters()) if network is not None else 0
+
+
+def _size(n: int) -> str:
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return str(n)
+
+
+def engine_line(lm) -> str:
+    """ "Attention Lab engine · LLaMA layout · 1.1 B parameters · bfloat16 on CUDA" """
+    network = getattr(lm, "network", None) or getattr(lm, "hf_model", None)
+    first = next(network.parameters(), None) if network is not None else None
+    dtype = str(first.dtype).removeprefix("torch.") if first is not None else "?"
+    engine = "transformers" if lm.info.get("engine") == "transformers" else "lab"
+    model_type = lm.info.get("model_type")
+    if model_type is None and "task" not in lm.info and lm.kind == "encoder":
+        model_type = "bert"  # MiniLM and BERT folders, mapped into our encoder
+    layout = (
+        t("model.layout", layout=layout_name(model_type))
+        if model_type
+        else t("model.layout_checkpoint")
+    )
+    return " · ".join(
+        (
+            t(f"model.engine.{engine}"),
+            layout,
+            t("model.params", n=_size(parameter_count(lm))),
+            t("model.dtype_device", dtype=dtype, device=lm.device.type.upper()),
+        )
+    )
+
+
+def show_engine_line(lm, where=st) -> None:
+    where.caption(f":material/memory: {engine_line(lm)}")
+
+
+def sidebar_folder() -> str | None:
+    """The sidebar's model folder (a typed path or a ``folder:NAME``), whatever runs it."""
+    choice = st.session_state.get(_MODEL_KEY)
+    if choice != FOLDER and not str(choice).startswith(LINK_PREFIX):
+        return None
+    return selected_model() or None
 
 
 def engine_folder() -> str | None:
     """The sidebar's model folder when our own engine runs it as a decoder (a LLaMA, Qwen2,
     Mistral or GPT-2 folder, or a decoder checkpoint), else None: pages built on our engine
     (mechanisms, "Attention since 2017") offer it beside their own models."""
-    if st.session_state.get(_MODEL_KEY) != FOLDER:
+    choice = st.session_state.get(_MODEL_KEY)
+    if choice != FOLDER and not str(choice).startswith(LINK_PREFIX):
         return None
     name = selected_model()
     if not name:
@@ -152,14 +305,12 @@ def show_engine_note(lm) -> None:
     """A folder transformers runs says so, and what it lacks (its reason stays literal)."""
     if lm.info.get("engine") != "transformers":
         return
-    reason = lm.info.get("fallback_reason", "")
-    st.caption(
-        t(
-            "models.fallback_note",
-            model_type=lm.info.get("model_type", "?"),
-            reason=reason.replace("`", "'"),  # literal, in the loader's words
-        )
-    )
+    layout = layout_name(lm.info.get("model_type"))
+    key, details = fallback_reason(lm.info.get("fallback_reason", ""))
+    reason = t(f"models.fallback.{key}", layout=layout, detail=details["detail"].replace("`", "'"))
+    st.caption(t("models.fallback_note", model_type=layout, reason=reason))
+    if key == "other":  # the loader's words, literally, behind a disclosure
+        show_load_detail(lm.info.get("fallback_reason", ""))
 
 
 def show_load_detail(detail: str) -> None:
@@ -177,15 +328,25 @@ TRACES = ByteLRU(budget_bytes(TRACE_CACHE_ENV, DEFAULT_TRACE_CACHE_MB))
 
 
 def cached_trace(
-    name: str, device: str, text: str, target: str | None = None, stages: bool = False
+    name: str,
+    device: str,
+    text: str,
+    target: str | None = None,
+    stages: bool = False,
+    new: int | None = None,
 ) -> Trace:
     """The trace of ``text``, computed once and kept (bounded by bytes, not entries). A hit
     is the very object kept, never a copy: st.cache_data pickled a whole Trace in and out
-    on every click (2 GB at 1,024 tokens). Views only read it."""
-    return TRACES.get_or_compute(
-        (name, device, text, target, stages),
-        lambda: load_model(name, device).trace(text, target=target, stages=stages),
-    )
+    on every click (2 GB at 1,024 tokens). Views only read it. ``new``: tokens a decoder
+    generates after the prompt (None: its default)."""
+
+    def run() -> Trace:
+        lm = load_model(name, device)
+        if new is None:
+            return lm.trace(text, target=target, stages=stages)
+        return lm.trace(text, target=target, stages=stages, max_new_tokens=new)
+
+    return TRACES.get_or_compute((name, device, text, target, stages, new), run)
 
 
 def trace_with(name: str, text: str) -> Trace | None:
@@ -198,9 +359,12 @@ def trace_with(name: str, text: str) -> Trace | None:
         return None
 
 
-def get_trace(text: str, target: str | None = None, stages: bool = False) -> Trace:
-    """A cached trace of ``text`` through the session's model (get_model() loaded it)."""
-    return cached_trace(selected_model(), selected_device(), text, target, stages)
+def get_trace(
+    text: str, target: str | None = None, stages: bool = False, new_tokens: int | None = None
+) -> Trace:
+    """A cached trace of ``text`` through the session's model (get_model() loaded it);
+    ``new_tokens``: how many tokens a decoder generates after the prompt (None: its default)."""
+    return cached_trace(selected_model(), selected_device(), text, target, stages, new_tokens)
 
 
 def _decode(name: str, device: str, text: str, options: tuple) -> list[DecodeStep]:

@@ -175,7 +175,13 @@ class HFLabModel:
         return _until_eos(new.tolist(), self.tgt_tokenizer.eos_id)
 
     @torch.inference_mode()
-    def trace(self, text: str, target: str | None = None, stages: bool = False) -> Trace:
+    def trace(
+        self,
+        text: str,
+        target: str | None = None,
+        stages: bool = False,
+        max_new_tokens: int | None = None,
+    ) -> Trace:
         """Attention of every layer and head, teacher-forced on ``target`` or the greedy output.
 
         ``stages`` is accepted for LabModel's signature; transformers does not expose them,
@@ -187,7 +193,7 @@ class HFLabModel:
             out = self.hf_model(input_ids=self._tensor(enc.ids), output_attentions=True)
             return Trace(enc.tokens, [], {"encoder": _stack(out.attentions)})
         if target is None:
-            continuation = self._generate(enc.ids)
+            continuation = self._generate(enc.ids, max_new_tokens)
         else:
             continuation = _until_eos(tok.encode_target(target, self.max_len).ids, tok.eos_id)
         if self.kind == "decoder":

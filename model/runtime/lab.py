@@ -127,11 +127,13 @@ class LabModel:
         target: str | None = None,
         stages: bool = False,
         head_mask: HeadMask | None = None,
+        max_new_tokens: int | None = None,
     ) -> Trace:
         """Run ``text`` through the traced path and return everything it recorded.
 
         Encoder-decoder and decoder-only models are teacher-forced on ``target`` when given,
-        otherwise on their own greedy output, so the picture shows what the model produces.
+        otherwise on their own greedy output (at most ``max_new_tokens``; 0 = the prompt's
+        own map), so the picture shows what the model produces.
         """
         enc = self.encode(text)
         if not enc.ids:  # a pretrained tokenizer adds no <bos> of its own to an empty text
@@ -143,7 +145,10 @@ class LabModel:
             return out.trace(0, enc.tokens, [])
         tgt = self.tgt_tokenizer
         if target is None:
-            continuation = [s.token_id for s in self.decode(text, head_mask=head_mask)]
+            continuation = [
+                s.token_id
+                for s in self.decode(text, head_mask=head_mask, max_new_tokens=max_new_tokens)
+            ]
         else:
             continuation = tgt.encode_target(target, self.max_len).ids
         if self.kind == "encoder-decoder":

@@ -60,6 +60,8 @@ def _load(name: str, device: str | torch.device, dtype: str | torch.dtype = "aut
     folder = Path(name).expanduser()
     if folder.is_dir():
         return _load_folder(folder, device, folder.name, dtype)
+    if any(c in name for c in "/\\~.") or folder.exists():  # a path, not a model's name
+        raise ModelLoadError(f"there is no folder at {folder}")
     raise ModelLoadError(
         f"unknown model {name!r}: choose one of {', '.join(SHIPPED + PRETRAINED)}, "
         "or give the path of a model folder"
@@ -178,10 +180,11 @@ def load_hf_folder(
 
 
 def fallback_note(reason: str) -> str:
-    """What a folder run by transformers' own code lacks, and why."""
+    """What a folder run by transformers' own code lacks, and why (the engine may map its
+    layout in general and still not this folder: a llama3-rescaled LLaMA, say)."""
     return (
-        f"Runs through transformers' own code ({reason}; Attention Lab's engine maps "
-        "bert, llama, qwen2, mistral and gpt2): attention maps and decoding only; the four "
-        "attention stages, head ablation, the KV-cache view, the logit lens, patching and "
-        "attribution need our engine."
+        f"Runs through transformers' own code because {reason}. Attention Lab's engine runs "
+        "BERT, LLaMA, Qwen2, Mistral and GPT-2 folders that match their reference layout; "
+        "here: attention maps and decoding only; the four attention stages, head ablation, "
+        "the KV-cache view, the logit lens, patching and attribution need our engine."
     )

@@ -142,8 +142,9 @@ def test_a_folder_transformers_runs_steps_with_greedy_and_sampling_only(hf_folde
     at.session_state["model_folder"] = str(hf_folders["bart"])  # GPT-2 now runs in our engine
     at.run()
     assert not at.exception and not at.error
-    note = translate("models.fallback_note", "en", model_type="bart", reason="")
-    assert any(c.value.startswith(note.split("(")[0]) for c in at.caption)
+    reason = translate("models.fallback.layout", "en", layout="BART")
+    note = translate("models.fallback_note", "en", model_type="BART", reason=reason)
+    assert note in [c.value for c in at.caption]
     assert at.segmented_control(key="strategy").options == [
         translate("decoding.strategy.greedy", "en"),
         translate("decoding.strategy.sample", "en"),

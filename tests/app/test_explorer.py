@@ -149,7 +149,8 @@ def test_a_model_folder_that_is_not_there_gets_a_message_not_a_traceback():
     at.session_state["model_folder"] = "/no/such/folder"
     at.run()
     assert not at.exception
-    assert [e.value for e in at.error] == [translate("model.load_failed", "en", name="folder")]
+    missing = translate("model.problem.not_found", "en", path="`/no/such/folder`")
+    assert [e.value for e in at.error] == [missing]
 
 
 def test_the_korean_explorer_shows_no_english_interface_text():

@@ -13,10 +13,11 @@ from ui.i18n import translate
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 
 
-TABS = ("induction", "lens", "patching", "heads")
+TABS = ("induction", "scan", "lens", "patching", "heads")
 # Each tab's charts: only the open tab's are drawn (lazy tabs).
 TAB_CHARTS = {
     "induction": ("mech_loss", "mech_prefix_matching", "mech_previous_token", "mech_att_induction"),
+    "scan": ("mech_scan_grid",),
     "lens": ("mech_lens",),
     "patching": ("mech_patch_pos", "mech_patch_decoder"),
     "heads": ("mech_sc_abl", "mech_sc_dla", "mech_sc_roll"),

@@ -219,3 +219,22 @@ def test_the_long_document_section_sets_the_first_view_beside_the_fast_forward_a
     assert all(f"| {s['step']} |" in text for s in steps)
     assert "largest frame: 1.80 MB" in text
     assert "Not measured: no Chromium" in "\n".join(markdown("no Chromium at /x"))
+
+
+def test_the_head_scan_section_times_the_whole_scan_and_renders():
+    from bench.benchreport import markdown
+    from bench.head_scan import bench_head_scan
+
+    tiny = {**bench.QWEN25_05B, "vocab_size": 300, "hidden_size": 64, "intermediate_size": 96}
+    tiny.update(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    tiny.update(bos_token_id=0, eos_token_id=0)
+    r = bench_head_scan(torch.device("cpu"), length=16, repeats=1, dims=tiny)
+    assert [row["sequences"] for row in r["rows"]] == [1, 4]
+    assert all(
+        row["tokens"] == 32 and row["heads"] == 8 and row["scan_ms"] > 0 for row in r["rows"]
+    )
+    saved = Path(bench.__file__).resolve().parents[1] / "docs" / "benchmarks.json"
+    old = json.loads(saved.read_text(encoding="utf-8"))
+    old["head_scan"] = r
+    text = markdown(old)
+    assert "## Finding the mechanisms in a 0.5B folder" in text and "| 4 | 32 | 8 |" in text

@@ -184,9 +184,11 @@ def test_an_empty_folder_is_not_a_model(tmp_path):
         load(tmp_path)
 
 
-def test_a_missing_path_is_an_unknown_model(tmp_path):
-    with pytest.raises(ModelLoadError, match="unknown model"):
+def test_a_missing_path_says_there_is_no_folder_and_a_bare_name_is_an_unknown_model(tmp_path):
+    with pytest.raises(ModelLoadError, match="there is no folder at"):
         load(tmp_path / "nowhere")
+    with pytest.raises(ModelLoadError, match="unknown model 'gpt5'"):
+        load("gpt5")
 
 
 def test_a_config_without_weights_is_refused(tmp_path, folders):

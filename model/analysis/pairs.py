@@ -1,0 +1,46 @@
+"""Prompt pairs for activation patching that a given tokenizer reads as equally long.
+
+Patching compares two inputs position by position, so they need the same number of tokens;
+a pair that is even for one tokenizer ("Mary" / "John" as one token each) is uneven for
+another (31 vs 28 tokens on a small byte-level BPE). Candidates are filled from templates
+and kept only where the loaded tokenizer makes them the same length.
+"""
+
+from __future__ import annotations
+
+TEMPLATES = (
+    # the indirect-object sentence of interpretability work: the names swap, so the answer does
+    ("When {a} and {b} went to the store, {b} gave a drink to", "ioi"),
+    ("the {a} sat on the mat and the", "word"),
+    ("I study {a} every day, and every day I study", "word"),
+    ("hello world, {a} is all you need, so", "word"),
+)
+NAMES = (("Mary", "John"), ("Tom", "Anna"), ("Sam", "Kim"))
+WORDS = (("cat", "dog"), ("math", "art"), ("park", "mat"), ("attention", "memory"))
+
+
+def candidate_pairs() -> list[tuple[str, str]]:
+    out = []
+    for template, kind in TEMPLATES:
+        for a, b in NAMES if kind == "ioi" else WORDS:
+            if kind == "ioi":
+                swapped = template.replace("{b} gave", "{a} gave")
+                out.append((template.format(a=a, b=b), swapped.format(a=a, b=b)))
+            else:
+                out.append((template.format(a=a), template.format(a=b)))
+    return out
+
+
+def even_pairs(lm, candidates: list[tuple[str, str]] | None = None, most: int = 6):
+    """The candidate (clean, corrupted) pairs ``lm``'s tokenizer reads as equally many tokens
+    with at least one token different and none unknown, at most ``most``."""
+    found = []
+    for clean, corrupted in candidate_pairs() if candidates is None else candidates:
+        a, b = lm.encode(clean), lm.encode(corrupted)
+        if a.unknown or b.unknown or a.truncated or b.truncated:
+            continue
+        if len(a.ids) == len(b.ids) and a.ids != b.ids:
+            found.append((clean, corrupted))
+        if len(found) == most:
+            break
+    return found

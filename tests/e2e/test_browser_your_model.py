@@ -1,0 +1,120 @@
+"""A LLaMA and a GPT-2 folder from the models root in a real browser, English and Korean:
+the explorer names the engine, shows the prompt's own map and offers generation, Mechanisms
+scans the folder, and the address bar reopens the same view in a new browser context."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+
+from bench.loadtest import serve
+from tests.hf_folders import build_decoder_folder
+from ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+
+TIMEOUT_MS = 180_000
+LAYOUTS = {"llama": "LLaMA", "gpt2": "GPT-2"}
+PROMPT = "the cat sat on the mat"
+HEATMAP = "[data-testid=stPlotlyChart] .main-svg >> visible=true"
+
+
+@pytest.fixture(scope="module")
+def root_server(tmp_path_factory, artifacts_dir, browser):
+    """A server of its own whose models root holds the two folders (the session's server
+    may have started with another root)."""
+    root = tmp_path_factory.mktemp("models")
+    for layout in LAYOUTS:
+        build_decoder_folder(layout, root / f"tiny-{layout}")
+    before = os.environ.get("ATTENTION_LAB_MODELS")
+    os.environ["ATTENTION_LAB_MODELS"] = str(root)
+    with contextlib.ExitStack() as stack:
+        try:
+            url, _ = stack.enter_context(serve(artifacts_dir / "streamlit-models-root.log"))
+        finally:  # the server has its environment; this process gets its own back
+            if before is None:
+                del os.environ["ATTENTION_LAB_MODELS"]
+            else:
+                os.environ["ATTENTION_LAB_MODELS"] = before
+        yield url
+
+
+def new_page(browser, url: str, width: int = 1440):
+    context = browser.new_context(viewport={"width": width, "height": 900}, base_url=url)
+    return context, context.new_page()
+
+
+def settled(page) -> None:
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
+    )
+
+
+def explorer_ready(page, lang: str) -> None:
+    page.get_by_text(translate("explorer.prompt_only", lang)).wait_for(timeout=TIMEOUT_MS)
+    page.locator(HEATMAP).first.wait_for(timeout=TIMEOUT_MS)
+    settled(page)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_a_root_folder_in_the_explorer_and_mechanisms_and_its_link_in_a_new_context(
+    browser, root_server, artifacts_dir, screenshot_whole_page, layout, lang
+):
+    context, page = new_page(browser, root_server)
+    page.goto(f"/explorer?model=folder:tiny-{layout}&text=the+cat+sat+on+the+mat&lang={lang}")
+    explorer_ready(page, lang)
+    engine = translate("model.engine.lab", lang)
+    layout_text = translate("model.layout", lang, layout=LAYOUTS[layout])
+    assert page.get_by_text(f"{engine} · {layout_text}").first.is_visible()
+    toy = translate("explorer.output_tokens", "en", tokens="").split(".")[1].strip()[:30]
+    assert page.get_by_text(toy).count() == 0  # no Korean-particle caption
+    assert page.get_by_test_id("stNumberInputField").input_value() == "0"
+    ticks = page.locator(".xtick text").all_text_contents()
+    assert ticks and not any(t.endswith("⁺") for t in ticks)
+    link = page.url
+    screenshot_whole_page(page, artifacts_dir / f"your-model-explorer-{layout}-{lang}.png")
+
+    # The same address in a new browser context (no session, no cookies): the same view.
+    other, page2 = new_page(browser, root_server)
+    page2.goto(link)
+    explorer_ready(page2, lang)
+    assert page2.locator(".xtick text").all_text_contents() == ticks
+    assert page2.get_by_text(layout_text).count() >= 1
+    other.close()
+
+    # Generation on request: the generated tokens are marked on the axes.
+    box = page.get_by_test_id("stNumberInputField")
+    box.fill("3")
+    box.press("Enter")
+    page.locator(".xtick text", has_text="⁺").first.wait_for(timeout=TIMEOUT_MS)
+    settled(page)
+
+    page.goto(f"/mechanisms?model=folder:tiny-{layout}&lang={lang}")
+    none = translate("mech.scan.none.induction", lang, threshold="0.3").split("**")[-1]
+    page.get_by_text(none.strip(" :")).first.wait_for(timeout=TIMEOUT_MS)
+    page.locator("[data-testid=stDataFrame]").first.wait_for(timeout=TIMEOUT_MS)
+    settled(page)
+    selected = page.get_by_role("tab", selected=True).inner_text()
+    assert selected.strip() == translate("mech.tab.scan", lang)
+    screenshot_whole_page(page, artifacts_dir / f"your-model-mechanisms-{layout}-{lang}.png")
+    context.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_narrow_screens_and_a_refused_link(browser, root_server, artifacts_dir, lang):
+    context, page = new_page(browser, root_server, width=390)
+    page.goto(f"/explorer?model=folder:tiny-llama&text=the+cat+sat&lang={lang}")
+    explorer_ready(page, lang)
+    page.screenshot(path=artifacts_dir / f"your-model-explorer-390-{lang}.png", full_page=True)
+    page.goto(f"/mechanisms?model=folder:tiny-gpt2&lang={lang}")
+    page.locator("[data-testid=stDataFrame]").first.wait_for(timeout=TIMEOUT_MS)
+    settled(page)
+    page.screenshot(path=artifacts_dir / f"your-model-mechanisms-390-{lang}.png", full_page=True)
+    page.goto(f"/explorer?model=folder:../etc&lang={lang}")
+    refused = translate("model.problem.outside_root", lang, name="../etc", root="__").split("__")[0]
+    page.get_by_text(refused.replace("`", "")[:25]).first.wait_for(timeout=TIMEOUT_MS)
+    assert page.locator(HEATMAP).count() == 0
+    context.close()
