@@ -27,6 +27,7 @@ from classroom.core import (
     StoreUnavailableError,
     StudentInfo,
     answer_text,
+    as_stored,
 )
 from classroom.store import default_url, redacted
 
@@ -41,6 +42,7 @@ __all__ = [
     "StoreUnavailableError",
     "StudentInfo",
     "answer_text",
+    "as_stored",
     "default_url",
     "redacted",
 ]

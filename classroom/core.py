@@ -131,6 +131,12 @@ def _dumps(value: Any) -> str:
     return json.dumps(_plain(value), ensure_ascii=False, separators=(", ", ": "))
 
 
+def as_stored(answer: Any) -> Any:
+    """``answer`` as the store gives it back (tuples become lists): to compare with
+    ItemState.last_answer."""
+    return json.loads(_dumps(answer))
+
+
 def answer_text(answer_json: str) -> str:
     """A stored answer as one line of text (what the dashboard and the CSV show)."""
     value = json.loads(answer_json)

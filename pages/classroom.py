@@ -21,11 +21,15 @@ from ui.charts import plotly_chart
 from ui.classroom import (
     client,
     join_link,
+    patient,
     plain,
     room_or_stop,
     save_answer,
+    stored_widgets,
     student_link,
     teacher_link,
+    trouble,
+    unsaved_answer,
 )
 from ui.exercise import answer_text, answer_widgets, show_prompt, show_solution, tx
 from ui.frame import require_frame
@@ -47,8 +51,17 @@ GENERIC_MISTAKES = ("practice.feedback.wrong", "practice.feedback.unreadable")
 
 
 def pressed(flag: str) -> None:
-    """A form's button was pressed: the page acts on it below, after the widgets are read."""
+    """A button's callback: remember the press for the page below (survives a rerun that
+    Streamlit or the frame makes before the page reads the button)."""
     st.session_state[flag] = True
+
+
+def was_pressed(returned: bool, flag: str) -> bool:
+    """A press, however it arrived, handled once. A session that has not run this page yet
+    (the browser reconnected, perhaps to another replica after one died) knows no callback:
+    its first press arrives only as the button's return value. A rerun before the page reads
+    the button (ui.frame) keeps it only through the callback's flag. Either counts."""
+    return bool(st.session_state.pop(flag, False)) or bool(returned)
 
 
 def item_label(index: int, kind: str) -> str:
@@ -68,14 +81,14 @@ def landing(room: Classroom, code: str | None) -> None:
             )
             name = st.text_input(t("classroom.join.name"), key="join_name", max_chars=10_000)
             st.caption(t("classroom.join.privacy"))
-            st.form_submit_button(
+            joined = st.form_submit_button(
                 t("classroom.join.button"), type="primary", on_click=pressed, args=("joined",)
             )
-        if st.session_state.pop("joined", False):
+        if was_pressed(joined, "joined"):
             join(room, typed_code, name)
         elif code:
             try:
-                info = room.class_info(code, client=client())
+                info = patient(room.class_info, code, client=client())
                 st.caption(t("classroom.join.joining", title=plain(info.title), n=info.n_items))
             except LookupError:
                 st.error(t("classroom.unknown_code", code=plain(code[:16])))
@@ -92,7 +105,7 @@ def join(room: Classroom, code: str, name: str) -> None:
         st.warning(t("classroom.join.need_name"))
         return
     try:
-        student_key = room.join(code, name, client=client())
+        student_key = patient(room.join, code, name, client=client())
     except LookupError:
         st.error(t("classroom.unknown_code", code=plain(code[:16])))
         return
@@ -131,16 +144,17 @@ def create_form(room: Classroom) -> None:
             key=translated_widget("create_policy"),
             format_func=policies.__getitem__,
         )
-        st.form_submit_button(
+        made = st.form_submit_button(
             t("classroom.create.button"), type="primary", on_click=pressed, args=("made",)
         )
-    if not st.session_state.pop("made", False):
+    if not was_pressed(made, "made"):
         return
     if not title.strip():
         st.warning(t("classroom.create.need_name"))
         return
     try:
-        code, teacher_key = room.create_class(
+        code, teacher_key = patient(
+            room.create_class,
             title,
             topic=topic,
             n_items=int(n_items),
@@ -164,11 +178,12 @@ def go(room: Classroom, student_key: str, index: int) -> None:
     clear_answer_widgets()
     with contextlib.suppress(Exception):  # a lost position costs a click, never the page
         room.set_position(student_key, index)
+    st.rerun()
 
 
 def student_view(room: Classroom, student_key: str) -> None:
     try:
-        me = room.student(student_key)
+        me = patient(room.student, student_key)
     except LookupError:
         st.error(t("classroom.bad_student"))
         st.page_link("pages/classroom.py", label=t("classroom.to_join"), icon=":material/login:")
@@ -185,33 +200,37 @@ def student_view(room: Classroom, student_key: str) -> None:
     with st.expander(t("classroom.student.resume_title"), icon=":material/bookmark:"):
         st.caption(t("classroom.student.resume_help"))
         st.code(student_link(student_key), language=None)
+    answered_slot = st.empty()  # drawn last: it counts the answer this run may store
 
-    states = room.progress(student_key)
-    answered = sum(s.attempts > 0 for s in states)
-    st.progress(answered / n, text=t("classroom.student.answered", done=answered, n=n))
-
+    # A press counts by the button's return value as well as its callback (was_pressed): a
+    # session new to this page (a reconnect) would otherwise lose its first press unsaid.
     c1, c2, c3 = st.columns([1, 2, 1], vertical_alignment="center")
-    c1.button(
+    back = c1.button(
         t("classroom.student.previous"),
         icon=":material/arrow_back:",
         key="class_prev",
         disabled=index == 0,
-        on_click=go,
-        args=(room, student_key, index - 1),
         width="stretch",
+        on_click=pressed,
+        args=("went_back",),
     )
+    if was_pressed(back, "went_back") and index > 0:
+        go(room, student_key, index - 1)
     c2.markdown(f"**{t('classroom.student.position', i=index + 1, n=n)}**")
-    c3.button(
+    forward = c3.button(
         t("classroom.student.next"),
         icon=":material/arrow_forward:",
         key="class_next",
         disabled=index == n - 1,
-        on_click=go,
-        args=(room, student_key, index + 1),
         width="stretch",
+        on_click=pressed,
+        args=("went_on",),
     )
+    if was_pressed(forward, "went_on") and index < n - 1:
+        go(room, student_key, index + 1)
 
-    ex = room.exercise(student_key, index)
+    ex = patient(room.exercise, student_key, index)
+    states = patient(room.progress, student_key)
     with st.container(border=True):
         st.subheader(
             t(
@@ -226,13 +245,15 @@ def student_view(room: Classroom, student_key: str) -> None:
             st.info(t("classroom.student.closed"), icon=":material/lock:")
         else:
             with st.form(f"class_form_{index}"):
-                answer_widgets(ex)
-                st.form_submit_button(
+                answer_widgets(ex, stored_widgets(ex, states[index].last_answer))
+                sent = st.form_submit_button(
                     t("practice.check"), type="primary", on_click=pressed, args=("sent",)
                 )
-            if st.session_state.pop("sent", False):
-                submit(room, student_key, index, ex)
-                states = room.progress(student_key)
+            if was_pressed(sent, "sent"):
+                if submit(room, student_key, index, ex):
+                    states = patient(room.progress, student_key)
+            elif unsaved_answer(ex, raw_answer(ex), states[index].last_answer):
+                st.warning(t("classroom.student.unsaved"), icon=":material/cloud_off:")
         state = states[index]
         if state.feedback is not None:
             fb = state.feedback
@@ -242,9 +263,12 @@ def student_view(room: Classroom, student_key: str) -> None:
                 st.error(tx(fb.key, **fb.params), icon=":material/lightbulb:")
             st.caption(t("classroom.student.attempts", n=state.attempts))
         solution(room, student_key, index, ex, state, klass)
+    answered = sum(s.attempts > 0 for s in states)
+    answered_slot.progress(answered / n, text=t("classroom.student.answered", done=answered, n=n))
 
 
-def submit(room: Classroom, student_key: str, index: int, ex) -> None:
+def submit(room: Classroom, student_key: str, index: int, ex) -> bool:
+    """Check and store the boxes' answer; True once it is stored (the page then shows it)."""
     try:
         answer = read_answer(ex, raw_answer(ex))
     except AnswerError as err:
@@ -253,7 +277,7 @@ def submit(room: Classroom, student_key: str, index: int, ex) -> None:
             t(err.key, **{k: md_literal(v) for k, v in err.params.items()}),
             icon=":material/edit_note:",
         )
-        return
+        return False
     # One id per answer until it is stored: pressing Check again after a failed save sends
     # the same id, so the answer is kept once however often it is sent.
     pending = st.session_state.get("class_pending")
@@ -265,25 +289,34 @@ def submit(room: Classroom, student_key: str, index: int, ex) -> None:
         fb = save_answer(room, student_key, index, answer, pending[1])
     except ClassClosedError:
         st.info(t("classroom.student.closed"), icon=":material/lock:")
-        return
-    if fb is not None:
-        st.session_state.pop("class_pending", None)
+        return False
+    if fb is None:
+        return False
+    st.session_state.pop("class_pending", None)
+    return True
 
 
 def solution(room, student_key, index, ex, state, klass) -> None:
-    """The worked solution as the teacher's policy allows; every first showing is recorded."""
+    """The worked solution as the teacher's policy allows; every first showing the student
+    sees while the class is open is recorded. A closed class shows what its policy allows
+    and records nothing on the student's behalf (they may only be looking back)."""
+    if klass.closed:
+        if state.solution_shown or state.solution_available:
+            st.markdown(f"**{t('practice.solution')}**")
+            show_solution(ex, index)
+        return
     if not state.solution_shown and state.solution_available and klass.solutions != "on_request":
         try:
-            room.reveal(student_key, index, reason=klass.solutions)
+            patient(room.reveal, student_key, index, reason=klass.solutions)
         except SolutionLockedError:
             return
-        state = room.progress(student_key)[index]
+        state = patient(room.progress, student_key)[index]
     if state.solution_shown:
         st.markdown(f"**{t('practice.solution')}**")
         show_solution(ex, index)
     elif state.solution_available:
         if st.button(t("practice.show_solution"), icon=":material/visibility:", key="reveal"):
-            room.reveal(student_key, index, reason="request")
+            patient(room.reveal, student_key, index, reason="request")
             st.rerun()
     elif klass.solutions == "closed":
         st.caption(t("classroom.student.solution_when_closed"))
@@ -296,7 +329,7 @@ def solution(room, student_key, index, ex, state, klass) -> None:
 
 def teacher_view(room: Classroom, code: str, teacher_key: str) -> None:
     try:
-        info = room.teacher_class(code, teacher_key, client=client())
+        info = patient(room.teacher_class, code, teacher_key, client=client())
     except PermissionError:
         st.error(t("classroom.bad_teacher_key"), icon=":material/key_off:")
         return
@@ -330,17 +363,17 @@ def teacher_view(room: Classroom, code: str, teacher_key: str) -> None:
     with controls:
         if info.closed:
             if st.button(t("classroom.teacher.reopen"), icon=":material/lock_open:", key="reopen"):
-                room.reopen(code, teacher_key, client=client())
+                patient(room.reopen, code, teacher_key, client=client())
                 st.rerun()
         elif st.button(t("classroom.teacher.close"), icon=":material/lock:", key="close"):
-            room.close(code, teacher_key, client=client())
+            patient(room.close, code, teacher_key, client=client())
             st.rerun()
         with st.expander(t("classroom.teacher.delete_title"), icon=":material/delete:"):
             sure = st.checkbox(t("classroom.teacher.delete_sure"), key="delete_sure")
             if st.button(
                 t("classroom.teacher.delete"), type="primary", disabled=not sure, key="delete"
             ):
-                room.delete(code, teacher_key, client=client())
+                patient(room.delete, code, teacher_key, client=client())
                 for key in ("class", "teacher"):
                     st.query_params.pop(key, None)
                 st.session_state["class_deleted"] = info.title
@@ -360,6 +393,9 @@ def live_dashboard(room: Classroom, code: str, teacher_key: str) -> None:
         return
     except ConnectionError:
         st.warning(t("classroom.teacher.store_retry"), icon=":material/sync_problem:")
+        return
+    except Exception as err:  # noqa: BLE001 - never a traceback on a projected screen
+        trouble(err, key="class_dashboard_again")
         return
     students = results["student"].nunique()
     answers = int(results["attempts"].sum())
@@ -452,7 +488,7 @@ def grid_cell(row) -> str:
 
 def answer_key(room: Classroom, code: str, teacher_key: str) -> None:
     with st.expander(t("classroom.teacher.key_title"), icon=":material/print:"):
-        exercises = room.answer_key(code, teacher_key, client=client())
+        exercises = patient(room.answer_key, code, teacher_key, client=client())
         lines = [f"# {t('classroom.teacher.key_title')} · {code}", ""]
         for i, ex in enumerate(exercises):
             lines.append(
@@ -474,15 +510,24 @@ def answer_key(room: Classroom, code: str, teacher_key: str) -> None:
 
 # ---- the page ----------------------------------------------------------------------------
 
+
+def page() -> None:
+    room = room_or_stop()
+    params = st.query_params
+    if "class_deleted" in st.session_state:
+        title = st.session_state.pop("class_deleted")
+        st.success(t("classroom.teacher.deleted", title=plain(title)))
+    if params.get("student"):
+        student_view(room, params["student"])
+    elif params.get("class") and params.get("teacher"):
+        teacher_view(room, params["class"], params["teacher"])
+    else:
+        st.caption(t("classroom.intro"))
+        landing(room, params.get("class"))
+
+
 st.title(t("classroom.title"))
-room = room_or_stop()
-params = st.query_params
-if "class_deleted" in st.session_state:
-    st.success(t("classroom.teacher.deleted", title=plain(st.session_state.pop("class_deleted"))))
-if params.get("student"):
-    student_view(room, params["student"])
-elif params.get("class") and params.get("teacher"):
-    teacher_view(room, params["class"], params["teacher"])
-else:
-    st.caption(t("classroom.intro"))
-    landing(room, params.get("class"))
+try:
+    page()
+except Exception as err:  # noqa: BLE001 - a plain message and a retry; the log has the rest
+    trouble(err)
