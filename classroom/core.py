@@ -3,7 +3,9 @@
 The teacher's key (192 random bits) is returned once and kept only as its SHA-256; a student's
 key (128 bits) likewise. A high-entropy key needs no slow hash: its digest cannot be guessed
 back. Keys are compared with ``hmac.compare_digest``; wrong keys and unknown class codes are
-counted in the database, and past a few the answer is slowed down (every replica counts).
+counted in the database per guesser (the client's address) and per key tried, never per
+class, and past a few a failure is answered slowly (every replica counts); the right key is
+never slowed.
 """
 
 from __future__ import annotations
@@ -225,13 +227,19 @@ class Classroom:
             raise LookupError("no student has this key")
         return row, s.get(ClassRow, row.class_id)
 
-    def _delay(self, subject: str) -> None:
-        """Wait before answering a subject with many recent failures (doubling, capped)."""
-        with self._session() as s:
-            row = s.get(FailureRow, subject)
-            if row is None or _now() - _aware(row.last_at) > FAILURE_WINDOW:
-                return
-            extra = row.count - FREE_FAILURES
+    def _slow_failure(self, client: str, key: object = None) -> None:
+        """A wrong key or unknown code: count it for the guesser (the client's address) and
+        for the key tried, then wait before answering, doubling past a few (capped).
+
+        Only failures wait, and they are counted per guesser and per key, never per class:
+        the teacher with the right key, and every student with the right code, are answered
+        at full speed however many guesses others made."""
+        subjects = [f"guess:{client or 'local'}"]
+        if isinstance(key, str) and key:
+            subjects.append(f"key:{_hash(key)[:32]}")
+        for subject in subjects:
+            self._fail(subject)
+        extra = max(self.failures(subject) for subject in subjects) - FREE_FAILURES - 1
         if extra >= 0:
             self._sleep(min(MAX_DELAY_S, 0.25 * 2**extra))
 
@@ -252,7 +260,7 @@ class Classroom:
                 continue
 
     def failures(self, subject: str) -> int:
-        """Recent failures counted for ``subject`` ("teacher:CODE" or "join:CLIENT")."""
+        """Recent failures counted for ``subject`` ("guess:CLIENT" or "key:DIGEST")."""
         with self._session() as s:
             row = s.get(FailureRow, subject)
             if row is None or _now() - _aware(row.last_at) > FAILURE_WINDOW:
@@ -267,17 +275,14 @@ class Classroom:
         return row
 
     def _as_teacher(self, code: object, teacher_key: object, client: str = "") -> ClassInfo:
-        subject_code = code.strip().upper()[:16] if isinstance(code, str) else ""
-        self._delay(f"teacher:{subject_code}")
-        self._delay(f"join:{client}")
         try:
             with self._session() as s:
                 return _info(self._teacher(s, code, teacher_key, client))
         except LookupError:
-            self._fail(f"join:{client}")
+            self._slow_failure(client)
             raise
         except PermissionError:
-            self._fail(f"teacher:{subject_code}")
+            self._slow_failure(client, teacher_key)
             raise
 
     # ---- the teacher ----
@@ -459,12 +464,11 @@ class Classroom:
     @_store_errors
     def class_info(self, code: str, *, client: str = "") -> ClassInfo:
         """A class's public facts, for the join page (LookupError for an unknown code)."""
-        self._delay(f"join:{client}")
         try:
             with self._session() as s:
                 return _info(self._class(s, code))
         except LookupError:
-            self._fail(f"join:{client}")
+            self._slow_failure(client)
             raise
 
     @_store_errors
@@ -472,7 +476,6 @@ class Classroom:
         """A new student of class ``code`` called ``name`` (kept exactly as typed); returns
         their personal key, the only way back to their work."""
         name = _check_text(name, "the name", MAX_NAME)
-        self._delay(f"join:{client}")
         key = secrets.token_urlsafe(16)  # 128 bits
         try:
             with self._session() as s:
@@ -489,7 +492,7 @@ class Classroom:
                     )
                 )
         except LookupError:
-            self._fail(f"join:{client}")
+            self._slow_failure(client)
             raise
         return key
 

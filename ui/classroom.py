@@ -15,15 +15,13 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from classroom import ClassClosedError, Classroom, StoreUnavailableError, redacted
+from deploy.ports import BALANCER_SECRET_ENV
 from ui.i18n import t
 
 PAGE_PATH = "classroom"
 # Every store call a page makes: 10 tries, 0.5, 1, 2, then 4 s apart (about 30 s in all, a
 # PostgreSQL restart or a short outage), each one said on the page, before giving up plainly.
 STORE_TRIES = 10
-# deploy.serve gives each replica a secret that its own HAProxy adds to every request; only a
-# request that carries it is believed about the client's address (X-Forwarded-For).
-BALANCER_SECRET_ENV = "ATTENTION_LAB_BALANCER_SECRET"
 BALANCER_HEADER = "X-Lab-Balancer"
 # Every ASCII punctuation mark may be backslash-escaped in Markdown; escaping all of them also
 # breaks the autolinks (http://, www., a@b) a name or title would otherwise become.
@@ -121,9 +119,10 @@ def client_from(headers: Mapping[str, str], peer: str | None, secret: str | None
     HAProxy removes whatever the browser sent first. Anything else is judged by the socket's
     peer: a forged X-Forwarded-For from outside the balancer gains no fresh bucket.
     """
-    given = headers.get(BALANCER_HEADER) or ""
+    lower = {str(k).lower(): str(v) for k, v in headers.items()}  # names ignore case
+    given = lower.get(BALANCER_HEADER.lower(), "")
     if secret and given and hmac.compare_digest(given.encode(), secret.encode()):
-        forwarded = [a.strip() for a in (headers.get("X-Forwarded-For") or "").split(",")]
+        forwarded = [a.strip() for a in lower.get("x-forwarded-for", "").split(",")]
         if forwarded and forwarded[-1]:
             return forwarded[-1]
     return peer or "local"

@@ -265,23 +265,49 @@ def test_repeated_wrong_teacher_keys_and_join_codes_are_slowed_down(url):
     waits: list[float] = []
     room = Classroom(url, sleep=waits.append)
     code, teacher_key = room.create_class("Guarded", n_items=1)
-    for _ in range(core.FREE_FAILURES):
+    for i in range(core.FREE_FAILURES):
         with pytest.raises(PermissionError):
-            room.results(code, "guess")
+            room.results(code, f"guess-{i}", client="10.0.0.66")
     assert waits == [], "a few typos are answered at full speed"
-    for _ in range(4):
+    for i in range(4):
         with pytest.raises(PermissionError):
-            room.results(code, "guess")
+            room.results(code, f"more-{i}", client="10.0.0.66")
     assert len(waits) == 4 and waits == sorted(waits) and waits[-1] > waits[0]
-    assert room.failures(f"teacher:{code}") == core.FREE_FAILURES + 4
+    assert room.failures("guess:10.0.0.66") == core.FREE_FAILURES + 4
 
     for _ in range(core.FREE_FAILURES + 2):
         with pytest.raises(LookupError):
             room.join("QQQQQQ", "guesser", client="10.0.0.9")
-    assert room.failures("join:10.0.0.9") == core.FREE_FAILURES + 2
+    assert room.failures("guess:10.0.0.9") == core.FREE_FAILURES + 2
     before = len(waits)
     room.join(code, "honest", client="10.0.0.7")  # another client is not slowed
+    room.join(code, "honest too", client="10.0.0.9")  # the right code is never slowed
     assert len(waits) == before
+
+
+def test_the_teacher_with_the_right_key_is_never_slowed_by_anyone_elses_guesses(url):
+    """50 wrong keys for one class from one client: the teacher, from another client or the
+    same one, is answered without a single wait; one key tried from many clients is slowed."""
+    waits: list[float] = []
+    room = Classroom(url, sleep=waits.append)
+    code, teacher_key = room.create_class("Projected", n_items=1)
+    for i in range(50):
+        with pytest.raises(PermissionError):
+            room.teacher_class(code, f"wrong-{i}", client="203.0.113.5")
+    assert len(waits) == 50 - core.FREE_FAILURES, "the guesser is slowed"
+    before = len(waits)
+    for client in ("198.51.100.7", "203.0.113.5"):
+        assert room.teacher_class(code, teacher_key, client=client).code == code
+        room.results(code, teacher_key, client=client)
+        room.mistakes(code, teacher_key, client=client)
+    assert len(waits) == before, "no wait at all for the right key, from anywhere"
+    assert room.failures(f"teacher:{code}") == 0, "nothing counted per class"
+
+    waits.clear()
+    for i in range(core.FREE_FAILURES + 3):  # one leaked key, tried from ever new addresses
+        with pytest.raises(PermissionError):
+            room.teacher_class(code, "the-same-guess", client=f"192.0.2.{i}")
+    assert len(waits) == 3, "a key tried again and again is slowed wherever it comes from"
 
 
 # ---- the class's rules --------------------------------------------------------------------
