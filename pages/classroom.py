@@ -9,7 +9,6 @@ a student's own work, which resumes after a reload, on another device or another
 from __future__ import annotations
 
 import contextlib
-import uuid
 
 import pandas as pd
 import streamlit as st
@@ -19,10 +18,15 @@ from classroom.core import MAX_ITEMS, summarize
 from practice.parse import AnswerError
 from ui.charts import plotly_chart
 from ui.classroom import (
+    CHECK_KEY,
     client,
+    hidden_press_id,
     join_link,
     patient,
     plain,
+    press_guard,
+    press_id,
+    renew_press_id,
     room_or_stop,
     save_answer,
     stored_widgets,
@@ -176,6 +180,7 @@ def create_form(room: Classroom) -> None:
 def go(room: Classroom, student_key: str, index: int) -> None:
     st.session_state["class_index"] = index
     clear_answer_widgets()
+    renew_press_id()
     with contextlib.suppress(Exception):  # a lost position costs a click, never the page
         room.set_position(student_key, index)
     st.rerun()
@@ -246,8 +251,13 @@ def student_view(room: Classroom, student_key: str) -> None:
         else:
             with st.form(f"class_form_{index}"):
                 answer_widgets(ex, stored_widgets(ex, states[index].last_answer))
+                hidden_press_id()
                 sent = st.form_submit_button(
-                    t("practice.check"), type="primary", on_click=pressed, args=("sent",)
+                    t("practice.check"),
+                    type="primary",
+                    key=CHECK_KEY,
+                    on_click=pressed,
+                    args=("sent",),
                 )
             if was_pressed(sent, "sent"):
                 if submit(room, student_key, index, ex):
@@ -265,6 +275,8 @@ def student_view(room: Classroom, student_key: str) -> None:
         solution(room, student_key, index, ex, state, klass)
     answered = sum(s.attempts > 0 for s in states)
     answered_slot.progress(answered / n, text=t("classroom.student.answered", done=answered, n=n))
+    if not klass.closed:
+        press_guard()
 
 
 def submit(room: Classroom, student_key: str, index: int, ex) -> bool:
@@ -278,21 +290,17 @@ def submit(room: Classroom, student_key: str, index: int, ex) -> bool:
             icon=":material/edit_note:",
         )
         return False
-    # One id per answer until it is stored: pressing Check again after a failed save sends
-    # the same id, so the answer is kept once however often it is sent.
-    pending = st.session_state.get("class_pending")
-    signature = (student_key, index, repr(answer))
-    if not pending or pending[0] != signature:
-        pending = (signature, uuid.uuid4().hex)
-        st.session_state["class_pending"] = pending
+    # The press's id comes from the form (the browser keeps it with the answer), so pressing
+    # Check again after a failed save, or the press sent again after a replica died, is
+    # kept once however often it arrives, on whichever replica.
     try:
-        fb = save_answer(room, student_key, index, answer, pending[1])
+        fb = save_answer(room, student_key, index, answer, press_id(index, answer))
     except ClassClosedError:
         st.info(t("classroom.student.closed"), icon=":material/lock:")
         return False
     if fb is None:
         return False
-    st.session_state.pop("class_pending", None)
+    renew_press_id()
     return True
 
 

@@ -9,6 +9,7 @@ import os
 import string
 import time
 import urllib.parse
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -221,3 +222,72 @@ def unsaved_answer(ex, raw: dict[str, object], stored: object) -> bool:
     except AnswerError:
         return False  # said when it was pressed; nothing a store could have kept
     return as_stored(answer) != stored
+
+
+# ---- a press that no server answered is sent again -------------------------------------------
+
+SID_KEY = "class_sid"  # the hidden box in the answer form holding the press's id
+CHECK_KEY = "class_check"
+RESEND_AFTER_MS = 4000
+_RESEND_JS = """<script>
+(() => {
+  const w = window;
+  w.__labPending = null;  // this runs when the server has drawn the page to its end
+  if (w.__labWatch) return;
+  w.__labWatch = true;
+  document.addEventListener("click", (e) => {
+    if (e.target.closest(".st-key-%(check)s")) w.__labPending = Date.now();
+  }, true);
+  const resend = () => {
+    const button = document.querySelector(".st-key-%(check)s button");
+    if (w.__labPending && button && !button.disabled) button.click();
+  };
+  const Native = w.WebSocket;
+  w.WebSocket = function (...args) {
+    const socket = new Native(...args);
+    socket.addEventListener("open", () => setTimeout(resend, %(after)d));
+    return socket;
+  };
+  w.WebSocket.prototype = Native.prototype;
+  Object.assign(w.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+})();
+</script><!-- %(nonce)s -->"""
+
+
+def press_guard() -> None:
+    """Draw last on the student's page. A press of Check whose run no server finished (the
+    replica died with it, before or after storing it) is sent again once the browser has
+    reconnected: Streamlit's frontend does not, and its new session never hears of it. The
+    press carries its id in the form (hidden_press_id), so sending it again stores it once."""
+    st.html(
+        _RESEND_JS % {"check": CHECK_KEY, "after": RESEND_AFTER_MS, "nonce": uuid.uuid4().hex},
+        unsafe_allow_javascript=True,
+    )
+
+
+def hidden_press_id() -> None:
+    """Inside the answer form: the press's id, kept by the browser with the typed answer.
+    A new id is given once an answer is stored (renew_press_id); a press the server never
+    answered is sent again with the same one, even to another replica."""
+    st.html(f"<style>.st-key-{SID_KEY} {{display: none}}</style>")
+    start = {}
+    if st.session_state.pop("class_sid_renew", False):
+        st.session_state[SID_KEY] = uuid.uuid4().hex
+    elif SID_KEY not in st.session_state:
+        start = {"value": uuid.uuid4().hex}  # a default: an id the browser holds wins
+    st.text_input("id", key=SID_KEY, label_visibility="collapsed", **start)
+
+
+def renew_press_id() -> None:
+    """The answer is stored: the next press gets a new id (set before the form is drawn)."""
+    st.session_state["class_sid_renew"] = True
+
+
+def press_id(index: int, answer: object) -> str:
+    """The submission id of this press: the form's id, the item and the answer, so the same
+    answer sent again is kept once, and a changed answer is a new one."""
+    import hashlib
+
+    sid = str(st.session_state.get(SID_KEY) or "")[:40] or uuid.uuid4().hex
+    digest = hashlib.sha256(repr((index, answer)).encode("utf-8")).hexdigest()[:16]
+    return f"{sid}:{digest}"
