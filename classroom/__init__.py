@@ -19,6 +19,7 @@ from __future__ import annotations
 from classroom.core import (
     RESULT_COLUMNS,
     SOLUTION_POLICIES,
+    BadNameError,
     ClassClosedError,
     ClassInfo,
     Classroom,
@@ -34,6 +35,7 @@ from classroom.store import default_url, redacted
 __all__ = [
     "RESULT_COLUMNS",
     "SOLUTION_POLICIES",
+    "BadNameError",
     "ClassClosedError",
     "ClassInfo",
     "Classroom",

@@ -16,6 +16,7 @@ import hmac
 import json
 import secrets
 import time
+import unicodedata
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -38,7 +39,7 @@ CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud, 
 CODE_LEN = 6
 MAX_ITEMS = 50
 MAX_TITLE = 200
-MAX_NAME = 10_000
+MAX_NAME = 40  # fits a phone's line and the dashboard's grid
 MAX_ANSWER_CHARS = 10_000
 MAX_SUBMISSION_ID = 100
 SOLUTION_POLICIES = ("after_tries", "on_request", "closed")
@@ -61,6 +62,44 @@ RESULT_COLUMNS = [
 
 class ClassClosedError(RuntimeError):
     """The class is closed: no more answers until the teacher reopens it."""
+
+
+class BadNameError(ValueError):
+    """A name that cannot be used; ``reason``: "empty", "long" or "invisible"."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"this name cannot be used ({reason})")
+        self.reason = reason
+
+
+# Joiners that real names and emoji need (Persian, 🧑‍🎓); every other format character
+# (zero-width space, right-to-left override, soft hyphen, BOM ...) hides or reorders text.
+_KEPT_FORMAT = {"\u200c", "\u200d"}
+
+
+def clean_name(name: object) -> str:
+    """A student's name as kept: NFC, trimmed; BadNameError when empty, longer than
+    MAX_NAME, or holding control or invisible characters."""
+    if not isinstance(name, str):
+        raise BadNameError("empty")
+    name = unicodedata.normalize("NFC", name).strip()
+    if not name:
+        raise BadNameError("empty")
+    if len(name) > MAX_NAME:
+        raise BadNameError("long")
+    for c in name:
+        category = unicodedata.category(c)
+        hidden = category == "Cf" and c not in _KEPT_FORMAT
+        if category in ("Cc", "Cs", "Co", "Cn", "Zl", "Zp") or hidden:
+            raise BadNameError("invisible")
+    return name
+
+
+def same_name(a: str, b: str) -> bool:
+    """Two names a teacher would take for one student (case and width aside)."""
+    return (
+        unicodedata.normalize("NFKC", a).casefold() == unicodedata.normalize("NFKC", b).casefold()
+    )
 
 
 class SolutionLockedError(PermissionError):
@@ -473,9 +512,9 @@ class Classroom:
 
     @_store_errors
     def join(self, code: str, name: str, *, client: str = "") -> str:
-        """A new student of class ``code`` called ``name`` (kept exactly as typed); returns
-        their personal key, the only way back to their work."""
-        name = _check_text(name, "the name", MAX_NAME)
+        """A new student of class ``code`` called ``name`` (trimmed, NFC: clean_name);
+        returns their personal key, the only way back to their work."""
+        name = clean_name(name)
         key = secrets.token_urlsafe(16)  # 128 bits
         try:
             with self._session() as s:
@@ -495,6 +534,16 @@ class Classroom:
             self._slow_failure(client)
             raise
         return key
+
+    @_store_errors
+    def name_taken(self, code: str, name: str) -> bool:
+        """A student of this name (clean_name, same_name) has joined the class already: the
+        page asks "is this you?" before making a second one."""
+        name = clean_name(name)
+        with self._session() as s:
+            row = self._class(s, code)
+            names = s.scalars(select(StudentRow.name).where(StudentRow.class_id == row.id))
+            return any(same_name(name, other) for other in names)
 
     @_store_errors
     def student(self, student_key: str) -> StudentInfo:

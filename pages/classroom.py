@@ -13,8 +13,14 @@ import contextlib
 import pandas as pd
 import streamlit as st
 
-from classroom import SOLUTION_POLICIES, ClassClosedError, Classroom, SolutionLockedError
-from classroom.core import MAX_ITEMS, summarize
+from classroom import (
+    SOLUTION_POLICIES,
+    BadNameError,
+    ClassClosedError,
+    Classroom,
+    SolutionLockedError,
+)
+from classroom.core import MAX_ITEMS, MAX_NAME, clean_name, summarize
 from practice.parse import AnswerError
 from ui.charts import plotly_chart
 from ui.classroom import (
@@ -26,18 +32,23 @@ from ui.classroom import (
     plain,
     press_guard,
     press_id,
+    remember_in_browser,
+    remembered,
     renew_press_id,
+    results_csv,
     room_or_stop,
     save_answer,
     stored_widgets,
+    student_cookie,
     student_link,
+    teacher_cookie,
     teacher_link,
     trouble,
     unsaved_answer,
 )
 from ui.exercise import answer_text, answer_widgets, show_prompt, show_solution, tx
 from ui.frame import require_frame
-from ui.i18n import t, translated_widget
+from ui.i18n import current_language, t, translated_widget
 from ui.practice import (
     clear_answer_widgets,
     md_literal,
@@ -79,17 +90,24 @@ def landing(room: Classroom, code: str | None) -> None:
     join_col, create_col = st.columns(2, gap="large")
     with join_col, st.container(border=True):
         st.subheader(t("classroom.join.title"))
+        if code and resume_offer(room, code):
+            return
         with st.form("join_form"):
             typed_code = st.text_input(
                 t("classroom.join.code"), value=code or "", max_chars=16, key="join_code"
             )
-            name = st.text_input(t("classroom.join.name"), key="join_name", max_chars=10_000)
+            name = st.text_input(t("classroom.join.name"), key="join_name", max_chars=MAX_NAME)
             st.caption(t("classroom.join.privacy"))
             joined = st.form_submit_button(
                 t("classroom.join.button"), type="primary", on_click=pressed, args=("joined",)
             )
         if was_pressed(joined, "joined"):
+            st.session_state.pop("join_pending", None)
             join(room, typed_code, name)
+        elif st.session_state.get("join_pending"):
+            is_this_you(room, *st.session_state["join_pending"])
+        elif st.session_state.pop("join_its_me", False):
+            st.info(t("classroom.join.its_me_help"), icon=":material/link:")
         elif code:
             try:
                 info = patient(room.class_info, code, client=client())
@@ -101,28 +119,76 @@ def landing(room: Classroom, code: str | None) -> None:
         create_form(room)
 
 
-def join(room: Classroom, code: str, name: str) -> None:
+def resume_offer(room: Classroom, code: str) -> bool:
+    """The join link reopened in a browser that has joined this class: offer to go on as
+    that student (never automatic: a shared computer may have someone else at it)."""
+    key = remembered(student_cookie(code))
+    if not key or st.session_state.get("join_someone_else") == code:
+        return False
+    try:
+        me = patient(room.student, key)
+    except LookupError:
+        remember_in_browser(student_cookie(code), None)
+        return False
+    if me.klass.code != code.strip().upper():
+        return False
+    st.info(t("classroom.join.remembered", name=plain(me.name)), icon=":material/history:")
+    c1, c2 = st.columns(2)
+    if c1.button(
+        t("classroom.join.continue", name=plain(me.name)),
+        type="primary",
+        key="join_continue",
+        width="stretch",
+    ):
+        open_student(key)
+    if c2.button(t("classroom.join.someone_else"), key="join_other", width="stretch"):
+        st.session_state["join_someone_else"] = code
+        st.rerun()
+    return True
+
+
+def open_student(student_key: str) -> None:
+    st.query_params.pop("class", None)
+    st.query_params["student"] = student_key
+    st.session_state.pop("class_index", None)
+    st.rerun()
+
+
+def join(room: Classroom, code: str, name: str, *, confirmed: bool = False) -> None:
     if not code.strip():
         st.warning(t("classroom.join.need_code"))
         return
-    if not name.strip():
-        st.warning(t("classroom.join.need_name"))
-        return
     try:
+        name = clean_name(name)
+        if not confirmed and patient(room.name_taken, code, name):
+            st.session_state["join_pending"] = (code, name)
+            is_this_you(room, code, name)
+            return
         student_key = patient(room.join, code, name, client=client())
+    except BadNameError as err:
+        st.warning(t(f"classroom.join.bad_name.{err.reason}", limit=MAX_NAME))
+        return
     except LookupError:
         st.error(t("classroom.unknown_code", code=plain(code[:16])))
         return
     except ClassClosedError:
         st.error(t("classroom.join.closed"))
         return
-    except ValueError:
-        st.error(t("classroom.join.bad_name", limit=10_000))
-        return
-    st.query_params.pop("class", None)
-    st.query_params["student"] = student_key
-    st.session_state.pop("class_index", None)
-    st.rerun()
+    open_student(student_key)
+
+
+def is_this_you(room: Classroom, code: str, name: str) -> None:
+    """A second join with a name already in the class: ask before splitting the work."""
+    st.warning(t("classroom.join.taken", name=plain(name)), icon=":material/person_search:")
+    st.caption(t("classroom.join.taken_help"))
+    c1, c2 = st.columns(2)
+    if c1.button(t("classroom.join.its_me"), key="join_its_me", width="stretch"):
+        st.session_state.pop("join_pending", None)
+        st.session_state["join_its_me"] = True
+        st.rerun()
+    if c2.button(t("classroom.join.new_student"), key="join_new", width="stretch"):
+        st.session_state.pop("join_pending", None)
+        join(room, code, name, confirmed=True)
 
 
 def create_form(room: Classroom) -> None:
@@ -194,6 +260,7 @@ def student_view(room: Classroom, student_key: str) -> None:
         st.page_link("pages/classroom.py", label=t("classroom.to_join"), icon=":material/login:")
         return
     klass = me.klass
+    remember_in_browser(student_cookie(klass.code), student_key)  # the join link resumes
     n = klass.n_items
     index = st.session_state.get("class_index")
     if not isinstance(index, int) or not 0 <= index < n:
@@ -335,15 +402,38 @@ def solution(room, student_key, index, ex, state, klass) -> None:
 # ---- the teacher -------------------------------------------------------------------------
 
 
-def teacher_view(room: Classroom, code: str, teacher_key: str) -> None:
+def teacher_key_for(code: str) -> str | None:
+    """The teacher's key for ``code`` this browser holds: in this session, else its cookie."""
+    held = st.session_state.get("class_teacher")
+    if held and held[0] == code.strip().upper():
+        return held[1]
+    return remembered(teacher_cookie(code))
+
+
+def forget_teacher(code: str) -> None:
+    st.session_state.pop("class_teacher", None)
+    remember_in_browser(teacher_cookie(code), None)
+
+
+def teacher_view(room: Classroom, code: str, teacher_key: str, *, from_memory=False) -> bool:
+    """The dashboard; False (and nothing drawn) when a remembered key no longer opens it."""
     try:
         info = patient(room.teacher_class, code, teacher_key, client=client())
-    except PermissionError:
-        st.error(t("classroom.bad_teacher_key"), icon=":material/key_off:")
-        return
-    except LookupError:
-        st.error(t("classroom.unknown_code", code=plain(code[:16])))
-        return
+    except (PermissionError, LookupError) as err:
+        if from_memory:
+            forget_teacher(code)
+            return False
+        if isinstance(err, PermissionError):
+            st.error(t("classroom.bad_teacher_key"), icon=":material/key_off:")
+        else:
+            st.error(t("classroom.unknown_code", code=plain(code[:16])))
+        return True
+    # The key leaves the address bar (a projected dashboard shows no secret): the browser
+    # keeps it, and this session too, so a reload or another page and back stay here.
+    st.session_state["class_teacher"] = (info.code, teacher_key)
+    remember_in_browser(teacher_cookie(info.code), teacher_key)
+    st.query_params.pop("teacher", None)
+    st.query_params["class"] = info.code
     code = info.code
     st.subheader(plain(info.title))
     status = t("classroom.status.closed") if info.closed else t("classroom.status.open")
@@ -365,9 +455,16 @@ def teacher_view(room: Classroom, code: str, teacher_key: str) -> None:
         st.markdown(f"**{t('classroom.teacher.join_link')}**")
         st.code(join_link(code), language=None)
         st.markdown(t("classroom.teacher.code_aloud", code=code))
-        with st.expander(t("classroom.teacher.own_link"), icon=":material/key:"):
+        shown = st.expander(
+            t("classroom.teacher.own_link"),
+            icon=":material/key:",
+            key="class_own_link",
+            on_change="rerun",
+        )
+        with shown:  # drawn only while open: the page holds no key until "show"
             st.warning(t("classroom.teacher.own_link_help"), icon=":material/lock:")
-            st.code(teacher_link(code, teacher_key), language=None)
+            if shown.open:
+                st.code(teacher_link(code, teacher_key), language=None)
     with controls:
         if info.closed:
             if st.button(t("classroom.teacher.reopen"), icon=":material/lock_open:", key="reopen"):
@@ -382,6 +479,7 @@ def teacher_view(room: Classroom, code: str, teacher_key: str) -> None:
                 t("classroom.teacher.delete"), type="primary", disabled=not sure, key="delete"
             ):
                 patient(room.delete, code, teacher_key, client=client())
+                forget_teacher(code)
                 for key in ("class", "teacher"):
                     st.query_params.pop(key, None)
                 st.session_state["class_deleted"] = info.title
@@ -389,6 +487,7 @@ def teacher_view(room: Classroom, code: str, teacher_key: str) -> None:
 
     live_dashboard(room, code, teacher_key)
     answer_key(room, code, teacher_key)
+    return True
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -421,16 +520,16 @@ def live_dashboard(room: Classroom, code: str, teacher_key: str) -> None:
     outcome_names = {o: t(f"classroom.outcome.{o}") for o in counts.columns}
     hardest = summary.assign(rate=summary["first_try_correct"] / summary["students"])
     worst = hardest.sort_values("rate").iloc[0]
-    st.caption(
-        t(
-            "classroom.teacher.chart_summary",
-            students=students,
-            hardest=item_label(int(worst["index"]), worst["kind"]),
-            first=int(worst["first_try_correct"]),
-        )
+    chart_summary = t(
+        "classroom.teacher.chart_summary",
+        students=students,
+        hardest=item_label(int(worst["index"]), worst["kind"]),
+        first=int(worst["first_try_correct"]),
     )
+    st.caption(chart_summary)
     fig = outcomes_figure(summary, labels, outcome_names, t("classroom.teacher.chart_title"))
-    plotly_chart(fig, key="class_outcomes")
+    # the text alternative names the exercise (the computed one read the bars' axis as 0, 1…)
+    plotly_chart(fig, key="class_outcomes", summary=chart_summary)
     table = pd.DataFrame(
         {
             t("classroom.col.item"): labels,
@@ -475,7 +574,8 @@ def live_dashboard(room: Classroom, code: str, teacher_key: str) -> None:
     grid.index = grid.index.get_level_values("who")
     grid.index.name = t("classroom.col.student")
     st.dataframe(grid)
-    csv = results.to_csv(index=False).encode("utf-8-sig")  # BOM: spreadsheets read UTF-8
+    english = st.checkbox(t("classroom.teacher.csv_english"), key="class_csv_english")
+    csv = results_csv(results, current_language(), english_headers=english)
     st.download_button(
         t("classroom.teacher.csv"),
         csv,
@@ -499,8 +599,8 @@ def answer_key(room: Classroom, code: str, teacher_key: str) -> None:
         exercises = patient(room.answer_key, code, teacher_key, client=client())
         lines = [f"# {t('classroom.teacher.key_title')} · {code}", ""]
         for i, ex in enumerate(exercises):
-            lines.append(
-                f"{i + 1}. **{item_label(i, ex.kind)}**: "
+            lines.append(  # the label carries the number: one numbering, not "1. **1. …**"
+                f"- **{item_label(i, ex.kind)}**: "
                 f"{tx('classroom.teacher.key_answer', answer=answer_text(ex))}"
             )
         text = "\n".join(lines)
@@ -525,13 +625,20 @@ def page() -> None:
     if "class_deleted" in st.session_state:
         title = st.session_state.pop("class_deleted")
         st.success(t("classroom.teacher.deleted", title=plain(title)))
+    code = params.get("class")
     if params.get("student"):
         student_view(room, params["student"])
-    elif params.get("class") and params.get("teacher"):
-        teacher_view(room, params["class"], params["teacher"])
-    else:
-        st.caption(t("classroom.intro"))
-        landing(room, params.get("class"))
+        return
+    if code and params.get("teacher"):  # the teacher's link: its key is kept, then hidden
+        teacher_view(room, code, params["teacher"])
+        return
+    if not code and st.session_state.get("class_teacher"):
+        code = st.session_state["class_teacher"][0]  # back from another page
+    held = teacher_key_for(code) if code else None
+    if held and teacher_view(room, code, held, from_memory=True):
+        return
+    st.caption(t("classroom.intro"))
+    landing(room, params.get("class"))
 
 
 st.title(t("classroom.title"))

@@ -4,6 +4,7 @@ every store call with the same bounded, visible retry, and text that shows names
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import os
 import string
@@ -291,3 +292,84 @@ def press_id(index: int, answer: object) -> str:
     sid = str(st.session_state.get(SID_KEY) or "")[:40] or uuid.uuid4().hex
     digest = hashlib.sha256(repr((index, answer)).encode("utf-8")).hexdigest()[:16]
     return f"{sid}:{digest}"
+
+
+# ---- the results as a file a spreadsheet opens safely ---------------------------------------
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+CSV_COLUMNS = (
+    "name",
+    "student",
+    "index",
+    "kind",
+    "attempts",
+    "correct",
+    "first_try_correct",
+    "last_answer",
+    "solution_shown",
+)
+
+
+def neutralised(value: object) -> object:
+    """A cell a spreadsheet shows as text, never runs (OWASP's CSV injection): text that
+    begins with = + - @, a tab or a carriage return gets a leading apostrophe."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def results_csv(results, lang: str, english_headers: bool = False) -> bytes:
+    """The dashboard's results as CSV: items numbered from 1 as on the page, headers in the
+    page's language (English ones, the stable names, for scripts), formula-safe cells,
+    UTF-8 with a BOM so spreadsheets read Korean names."""
+    from ui.i18n import translate
+
+    table = results[list(CSV_COLUMNS)].copy()
+    table["index"] = table["index"] + 1
+    table["kind"] = [translate(f"practice.kind.{k}", lang) for k in table["kind"]]
+    if not english_headers:
+        table.columns = [translate(f"classroom.csv.{c}", lang) for c in CSV_COLUMNS]
+    table = table.map(neutralised)
+    return table.to_csv(index=False).encode("utf-8-sig")
+
+
+# ---- what the browser remembers: a student's key and a teacher's key, per class -------------
+
+REMEMBER_DAYS = 180
+
+
+def student_cookie(code: str) -> str:
+    return f"lab_student_{code.strip().upper()[:16]}"
+
+
+def teacher_cookie(code: str) -> str:
+    return f"lab_teacher_{code.strip().upper()[:16]}"
+
+
+def remember_in_browser(name: str, value: str | None) -> None:
+    """Keep ``value`` in a cookie of this site (SameSite=Strict; None forgets it), once per
+    session. Streamlit lets a page send no Set-Cookie header, so the page's script sets it
+    and removes itself; the server reads it back from the next connection
+    (st.context.cookies)."""
+    done = st.session_state.setdefault("_class_cookies", {})
+    if done.get(name) == value:
+        return
+    done[name] = value
+    age = REMEMBER_DAYS * 86400 if value else 0
+    cookie = json.dumps(f"{name}={value or ''}; path=/; max-age={age}; samesite=strict")
+    st.html(
+        f"<script>document.cookie = {cookie}; document.currentScript?.remove();</script>",
+        unsafe_allow_javascript=True,
+    )
+
+
+def remembered(name: str) -> str | None:
+    """A cookie this browser sent with its connection, if any."""
+    try:
+        value = st.context.cookies.get(name)
+    except Exception:  # noqa: BLE001 - no request (AppTest)
+        return None
+    forgotten = st.session_state.get("_class_cookies", {})
+    if name in forgotten and not forgotten[name]:
+        return None  # forgotten in this session, though the connection still carried it
+    return value or None

@@ -34,12 +34,13 @@ def open_class(**query: str) -> AppTest:
 
 
 def everything(at: AppTest) -> str:
-    """All the page sends the browser, as text: every element's protobuf, URL included."""
+    """All the page shows, as text: every element's protobuf, URL included; the one script
+    that hands the teacher's key to the browser's cookie jar (and removes itself) aside."""
     parts = [str(dict(at.query_params))]
 
     def walk(node):
         proto = getattr(node, "proto", None)
-        if proto is not None:
+        if proto is not None and "document.cookie" not in str(proto):
             parts.append(str(proto))
         for child in getattr(node, "children", {}).values():
             walk(child)
@@ -59,8 +60,10 @@ def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang):
     [create] = [b for b in at.button if b.label == translate("classroom.create.button", lang)]
     at = create.click().run()
     ok(at)
-    code, teacher_key = at.query_params["class"], at.query_params["teacher"]
+    code, teacher_key = at.session_state["class_teacher"]
     assert len(teacher_key) >= 32
+    assert dict(at.query_params).get("class") == code and "teacher" not in at.query_params
+    assert teacher_key not in everything(at), "the projected dashboard shows no key"
     assert translate("classroom.teacher.made", lang) in [s.value for s in at.success]
     assert any(f"?class={code}" in c.value for c in at.code), "the students' join link"
     assert at.subheader[0].value == "Week 3 \\<b\\>attention\\<\\/b\\>", "the title, escaped"
@@ -97,7 +100,14 @@ def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang):
 
     teacher = open_class(lang=lang, **{"class": code, "teacher": teacher_key})
     ok(teacher)
+    assert "teacher" not in teacher.query_params, "the key leaves the address bar"
+    assert teacher_key not in everything(teacher)
     assert [m.value for m in teacher.metric][:2] == ["1", "1"]
+    teacher.switch_page("pages/home.py").run()  # another page, and back: still the dashboard
+    teacher.switch_page("pages/classroom.py").run()
+    ok(teacher)
+    assert [m.value for m in teacher.metric][:2] == ["1", "1"]
+    assert dict(teacher.query_params).get("class") == code
     grid = [d.value for d in teacher.dataframe][-1]
     assert grid.iloc[0, 0] == "✗" and grid.index[0] == "1. 민수"
 
