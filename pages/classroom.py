@@ -106,7 +106,7 @@ def landing(room: Classroom, code: str | None) -> None:
             join(room, typed_code, name)
         elif st.session_state.get("join_pending"):
             is_this_you(room, *st.session_state["join_pending"])
-        elif st.session_state.pop("join_its_me", False):
+        elif st.session_state.pop("join_said_its_me", False):
             st.info(t("classroom.join.its_me_help"), icon=":material/link:")
         elif code:
             try:
@@ -134,14 +134,24 @@ def resume_offer(room: Classroom, code: str) -> bool:
         return False
     st.info(t("classroom.join.remembered", name=plain(me.name)), icon=":material/history:")
     c1, c2 = st.columns(2)
-    if c1.button(
+    go_on = c1.button(
         t("classroom.join.continue", name=plain(me.name)),
         type="primary",
         key="join_continue",
+        on_click=pressed,
+        args=("pressed_continue",),
         width="stretch",
-    ):
+    )
+    if was_pressed(go_on, "pressed_continue"):
         open_student(key)
-    if c2.button(t("classroom.join.someone_else"), key="join_other", width="stretch"):
+    other = c2.button(
+        t("classroom.join.someone_else"),
+        key="join_other",
+        on_click=pressed,
+        args=("pressed_other",),
+        width="stretch",
+    )
+    if was_pressed(other, "pressed_other"):
         st.session_state["join_someone_else"] = code
         st.rerun()
     return True
@@ -182,11 +192,25 @@ def is_this_you(room: Classroom, code: str, name: str) -> None:
     st.warning(t("classroom.join.taken", name=plain(name)), icon=":material/person_search:")
     st.caption(t("classroom.join.taken_help"))
     c1, c2 = st.columns(2)
-    if c1.button(t("classroom.join.its_me"), key="join_its_me", width="stretch"):
+    mine = c1.button(
+        t("classroom.join.its_me"),
+        key="join_its_me",
+        on_click=pressed,
+        args=("pressed_its_me",),
+        width="stretch",
+    )
+    if was_pressed(mine, "pressed_its_me"):
         st.session_state.pop("join_pending", None)
-        st.session_state["join_its_me"] = True
+        st.session_state["join_said_its_me"] = True
         st.rerun()
-    if c2.button(t("classroom.join.new_student"), key="join_new", width="stretch"):
+    new = c2.button(
+        t("classroom.join.new_student"),
+        key="join_new",
+        on_click=pressed,
+        args=("pressed_new",),
+        width="stretch",
+    )
+    if was_pressed(new, "pressed_new"):
         st.session_state.pop("join_pending", None)
         join(room, code, name, confirmed=True)
 

@@ -172,3 +172,103 @@ def test_the_self_study_page_has_no_open_teacher_view_and_holds_the_solution_bac
     fresh = helpers.open_page("practice", timeout=180, seed="77", topic="noam")
     fresh = fresh.button(key="show_solution_0").click().run()
     assert f"**{solution}**" in [m.value for m in fresh.markdown], "or when asked for"
+
+
+def join_as(at: AppTest, lang: str, name: str) -> AppTest:
+    at.text_input(key="join_name").set_value(name)
+    [join] = [b for b in at.button if b.label == translate("classroom.join.button", lang)]
+    return join.click().run()
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_names_are_cleaned_and_a_taken_name_asks_is_this_you(lang):
+    room = Classroom()
+    code, teacher_key = room.create_class("Names", n_items=1)
+    at = join_as(open_class(lang=lang, **{"class": code}), lang, "  김철수 ")
+    ok(at)
+    key = at.query_params["student"]
+    assert room.student(key).name == "김철수", "trimmed"
+    for bad, reason in [("a\u202eb", "invisible"), ("\u200b", "invisible")]:
+        refused = join_as(open_class(lang=lang, **{"class": code}), lang, bad)
+        ok(refused)
+        assert "student" not in refused.query_params, (bad, [w.value for w in refused.warning])
+        said = translate(f"classroom.join.bad_name.{reason}", lang, limit=40)
+        assert said in [w.value for w in refused.warning]
+    again = join_as(open_class(lang=lang, **{"class": code}), lang, "김철수")
+    ok(again)
+    assert "student" not in again.query_params, "no second student without asking"
+    asked = translate("classroom.join.taken", lang, name="김철수")
+    assert asked in [w.value for w in again.warning]
+    mine = again.button(key="join_its_me").click().run()
+    assert translate("classroom.join.its_me_help", lang) in [i.value for i in mine.info]
+    assert len(room.results(code, teacher_key)) == 1
+    again = join_as(open_class(lang=lang, **{"class": code}), lang, "김철수")
+    again = again.button(key="join_new").click().run()
+    ok(again)
+    assert again.query_params["student"] != key, "a new student, once asked"
+
+
+def test_close_and_reopen_record_nothing_and_progress_and_resume_show_the_stored_answer():
+    room = Classroom()
+    code, teacher_key = room.create_class(
+        "Closing", topic="mha_shapes", n_items=2, solutions="after_tries", solution_tries=2
+    )
+    student_key = room.join(code, "Ada")
+    at = open_class(student=student_key)
+    ex = room.exercise(student_key, 0)
+    typed = ", ".join(map(str, ex.wrong[0].answer))
+    at.text_input(key="answer_shape").set_value(typed)
+    [check] = [b for b in at.button if b.proto.is_form_submitter]
+    at = check.click().run()
+    assert not at.exception
+    answered = translate("classroom.student.answered", "en", done=1, n=2)
+    assert answered in [p.proto.text for p in at.get("progress")], "counts this very answer"
+
+    room.close(code, teacher_key)
+    closed = open_class(student=student_key)
+    assert not closed.exception
+    closed = closed.button(key="class_next").click().run()
+    assert not closed.exception
+    assert not closed.warning, "no false 'enter an answer first'"
+    room.reopen(code, teacher_key)
+    shown = room.results(code, teacher_key)["solution_shown"]
+    assert not shown.any(), "looking while closed records no solution as shown"
+
+    resumed = open_class(student=student_key)  # a reload, another device
+    resumed = resumed.button(key="class_prev").click().run()
+    assert not resumed.exception
+    assert resumed.text_input(key="answer_shape").value == typed, "the stored answer, back"
+    solution = translate("practice.solution", "en")
+    assert f"**{solution}**" not in [m.value for m in resumed.markdown], "hidden again"
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_csv_is_safe_in_a_spreadsheet_counts_items_from_1_and_speaks_the_ui_language(lang):
+    import io
+
+    import pandas as pd
+
+    from ui.classroom import FORMULA_STARTS, results_csv
+
+    room = Classroom()
+    code, teacher_key = room.create_class("CSV", topic="mha_shapes", n_items=2)
+    hostile = ['=HYPERLINK("http://x","click")', "+1", "-2", "@SUM(A1)", "\tTab"]
+    for name in hostile:
+        key = room.join(code, name.strip())
+        room.submit(key, 0, room.exercise(key, 0).answer)
+    results = room.results(code, teacher_key)
+    for english in (False, True):
+        frame = pd.read_csv(
+            io.BytesIO(results_csv(results, lang, english_headers=english)),
+            encoding="utf-8-sig",
+            dtype=str,
+            keep_default_na=False,
+        )
+        cells = frame.to_numpy().ravel().tolist() + list(frame.columns)
+        assert not [c for c in cells if c.startswith(FORMULA_STARTS)], "no formula cell"
+        item = "index" if english else translate("classroom.csv.index", lang)
+        assert sorted(set(frame[item])) == ["1", "2"], "items counted from 1, as on the page"
+        name = "name" if english else translate("classroom.csv.name", lang)
+        assert frame[name][0] == "'" + hostile[0], "kept, as text"
+    korean = pd.read_csv(io.BytesIO(results_csv(results, "ko")), encoding="utf-8-sig")
+    assert "이름" in korean.columns
