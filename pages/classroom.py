@@ -2,8 +2,11 @@
 work through a fixed set of exercises, every answer stored (classroom/ does the storing).
 
 Who sees what is decided by the link: ``?class=CODE&teacher=KEY`` is the teacher's (the key
-is secret and appears on no student's page), ``?class=CODE`` the join page, ``?student=KEY``
-a student's own work, which resumes after a reload, on another device or another replica.
+is secret and appears on no student's page; once opened it is kept by the browser and leaves
+the address bar), ``?class=CODE`` the join page (or the dashboard, for the browser that holds
+the key), ``?student=KEY`` a student's own work, which resumes after a reload, on another
+device or another replica. Every store call goes through ui.classroom.patient (bounded,
+visible retries); no error reaches the page as a traceback.
 """
 
 from __future__ import annotations
