@@ -50,9 +50,11 @@ _RECORD_SOCKETS = """(() => {
   window.WebSocket.prototype = Native.prototype;
   Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
 })()"""
+# Drawn, and nothing runs or waits: no status, no stale element, and one answer form (for a
+# moment after a reconnect the old run's form and the new one's can both be there).
 _SETTLED = """() => !document.querySelector('[data-testid=stStatusWidget]')
   && document.querySelectorAll('[data-stale=true]').length === 0
-  && !!document.querySelector('[data-testid=stMain] input[type=text]')"""
+  && document.querySelectorAll('[data-testid=stMain] [data-testid=stForm]').length === 1"""
 
 
 @dataclass
@@ -319,7 +321,7 @@ def simulate(students: int = 10, run_dir: Path | None = None, on_student: Callab
             everyone.append(s)
         for i, s in enumerate(everyone):
             # every student answers; the faults go round so each kind happens to several
-            lesson(s, lab, pg, pg.url, faults_for(i), 100 * i)
+            lesson(s, lab, pg, pg.url, faults_for(i), 100 * (i + 1))  # dims of 1 or more
             if on_student:
                 on_student(s)
         result = tally(everyone, pg.url)

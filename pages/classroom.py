@@ -74,6 +74,15 @@ def pressed(flag: str) -> None:
     st.session_state[flag] = True
 
 
+def wide_button(where, label: str, key: str, **kwargs) -> bool:
+    """A full-width button in ``where``, its press counted however it arrives (was_pressed)."""
+    flag = f"{key}__pressed"
+    returned = where.button(
+        label, key=key, on_click=pressed, args=(flag,), width="stretch", **kwargs
+    )
+    return was_pressed(returned, flag)
+
+
 def was_pressed(returned: bool, flag: str) -> bool:
     """A press, however it arrived, handled once. A session that has not run this page yet
     (the browser reconnected, perhaps to another replica after one died) knows no callback:
@@ -137,24 +146,11 @@ def resume_offer(room: Classroom, code: str) -> bool:
         return False
     st.info(t("classroom.join.remembered", name=plain(me.name)), icon=":material/history:")
     c1, c2 = st.columns(2)
-    go_on = c1.button(
-        t("classroom.join.continue", name=plain(me.name)),
-        type="primary",
-        key="join_continue",
-        on_click=pressed,
-        args=("pressed_continue",),
-        width="stretch",
-    )
-    if was_pressed(go_on, "pressed_continue"):
+    if wide_button(
+        c1, t("classroom.join.continue", name=plain(me.name)), "join_continue", type="primary"
+    ):
         open_student(key)
-    other = c2.button(
-        t("classroom.join.someone_else"),
-        key="join_other",
-        on_click=pressed,
-        args=("pressed_other",),
-        width="stretch",
-    )
-    if was_pressed(other, "pressed_other"):
+    if wide_button(c2, t("classroom.join.someone_else"), "join_other"):
         st.session_state["join_someone_else"] = code
         st.rerun()
     return True
@@ -195,25 +191,11 @@ def is_this_you(room: Classroom, code: str, name: str) -> None:
     st.warning(t("classroom.join.taken", name=plain(name)), icon=":material/person_search:")
     st.caption(t("classroom.join.taken_help"))
     c1, c2 = st.columns(2)
-    mine = c1.button(
-        t("classroom.join.its_me"),
-        key="join_its_me",
-        on_click=pressed,
-        args=("pressed_its_me",),
-        width="stretch",
-    )
-    if was_pressed(mine, "pressed_its_me"):
+    if wide_button(c1, t("classroom.join.its_me"), "join_its_me"):
         st.session_state.pop("join_pending", None)
         st.session_state["join_said_its_me"] = True
         st.rerun()
-    new = c2.button(
-        t("classroom.join.new_student"),
-        key="join_new",
-        on_click=pressed,
-        args=("pressed_new",),
-        width="stretch",
-    )
-    if was_pressed(new, "pressed_new"):
+    if wide_button(c2, t("classroom.join.new_student"), "join_new"):
         st.session_state.pop("join_pending", None)
         join(room, code, name, confirmed=True)
 

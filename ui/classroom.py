@@ -16,7 +16,13 @@ from typing import Any, TypeVar
 
 import streamlit as st
 
-from classroom import ClassClosedError, Classroom, StoreUnavailableError, redacted
+from classroom import (
+    RESULT_COLUMNS,
+    ClassClosedError,
+    Classroom,
+    StoreUnavailableError,
+    redacted,
+)
 from deploy.ports import BALANCER_SECRET_ENV
 from ui.i18n import t
 
@@ -297,17 +303,7 @@ def press_id(index: int, answer: object) -> str:
 # ---- the results as a file a spreadsheet opens safely ---------------------------------------
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-CSV_COLUMNS = (
-    "name",
-    "student",
-    "index",
-    "kind",
-    "attempts",
-    "correct",
-    "first_try_correct",
-    "last_answer",
-    "solution_shown",
-)
+CSV_COLUMNS = tuple(RESULT_COLUMNS)  # the English headers, for scripts
 
 
 def neutralised(value: object) -> object:

@@ -15,25 +15,20 @@ import urllib.request
 import pytest
 
 from deploy.serve import admin_command, free_port, haproxy_path, render_config
-from tests.e2e.test_balancer import need_haproxy
+from tests.e2e.test_balancer import _Replica, need_haproxy
 from ui.classroom import BALANCER_HEADER, client_from
 
 pytestmark = [pytest.mark.slow]
 
 
-class _Recorder(http.server.BaseHTTPRequestHandler):
+class _Recorder(_Replica):
+    """test_balancer's stand-in replica, recording the headers HAProxy sends it."""
+
     seen: list[dict[str, str]] = []
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         type(self).seen.append({k: v for k, v in self.headers.items()})
-        body = b"ok"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
+        super().do_GET()
 
 
 def test_only_the_balancers_own_forwarded_address_is_believed(tmp_path):
