@@ -96,6 +96,19 @@ class Student:
         self.tab.goto(f"{base_url}/classroom?student={self.key}&lang={self.lang}")
         self.settled()
 
+    def box_holds(self, text: str, timeout_s: float = 30.0) -> str:
+        """What the answer box holds once the page has settled on ``text`` (a condition,
+        waited for while the page may still be finishing a run); the last value otherwise."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = None
+            with contextlib.suppress(Exception):  # a page between two runs
+                self.settled(timeout_s=5)
+                value = self.box.input_value(timeout=5000)
+            if value == text or time.monotonic() > deadline:
+                return value
+            self.tab.wait_for_timeout(250)
+
     def told(self) -> bool:
         body = self.tab.inner_text("body")
         return any(self.text(k) in body for k in TOLD_KEYS)
@@ -259,8 +272,9 @@ def lesson(student: Student, lab, pg, url: str, faults: list[str], base: int) ->
         else:
             press = student.press(answer, fault)
         outcome(student, press, url)
-        assert student.box.input_value() == ", ".join(map(str, answer)), (
-            f"the typed answer is gone after {fault}"
+        in_box = student.box_holds(", ".join(map(str, answer)))
+        assert in_box == ", ".join(map(str, answer)), (
+            f"the typed answer is gone after {fault}: {in_box!r}, student {student.number}"
         )
         shown = student.traceback_shown()
         assert not shown, f"traceback text after {fault}: {shown}"
