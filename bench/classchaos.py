@@ -9,8 +9,9 @@ the class page, answering with answers that tell the presses apart, while faults
 - ``drop``: the tab's websocket is closed (no replica change); the next press is the first
   one its session sees after the reconnect;
 - ``kill``: the replica the student is on is SIGKILLed just after Check (restarted after);
-- ``kill_pending``: the same while the database is down, so the press is surely not stored
-  and the student must be told on the other replica;
+- ``kill_pending``: the same while the database is down, so the dead replica surely did not
+  store it: the other replica either stores it (the page sends an unanswered press again,
+  with its id) or tells the student it was not saved;
 - ``db_submit`` / ``db_load``: PostgreSQL is stopped during a submit / a page load and
   started again while the page says it is trying again.
 

@@ -1,9 +1,9 @@
 """No press of Check lost, in a real browser, on `make serve`'s real deployment: two replicas
 behind HAProxy and a real PostgreSQL. Two students (English at 1440 px, Korean at 390 px)
 answer while their websocket is dropped and restored (no replica change), the replica they
-are on is SIGKILLed just after Check (once while the store is down, so the press surely is
-not stored), and PostgreSQL is stopped during a submit and during a page load, then started
-again. Afterwards every press is stored exactly once or the student was told, in their
+are on is SIGKILLed just after Check (once while the store is down, so the dead replica
+surely did not store it), and PostgreSQL is stopped during a submit and during a page load,
+then started again. Afterwards every press is stored exactly once or the student was told, in their
 language, that it was not saved; no traceback text appeared; the typed answer stayed in the
 box. bench.classchaos runs the same with 10 students in `make bench`."""
 
