@@ -303,6 +303,8 @@ def run(args) -> dict:
         result["class"] = class_simulation(args.class_students, args.class_duration)
     if args.store_students:
         result["class_store"] = class_store_simulation(args.store_students, args.quick)
+    if args.chaos_students:
+        result["class_chaos"] = class_chaos(args.chaos_students)
     result["load_average_after"] = load_average()
     return result
 
@@ -537,7 +539,48 @@ def markdown(r: dict) -> str:
         out += ["", class_markdown(r["class"]).rstrip("\n")]
     if r.get("class_store"):
         out += ["", class_store_markdown(r["class_store"]).rstrip("\n")]
+    if r.get("class_chaos"):
+        out += ["", class_chaos_markdown(r["class_chaos"]).rstrip("\n")]
     return "\n".join(out) + "\n"
+
+
+def class_chaos(students: int) -> dict | str:
+    """bench.classchaos: students in Chromium pressing Check through faults (needs Chromium,
+    HAProxy and PostgreSQL's binaries; what is missing is said instead)."""
+    from bench import classchaos
+    from deploy import postgres
+    from deploy.serve import haproxy_path
+
+    missing = [
+        why
+        for why in (
+            None if loadtest.CHROMIUM.exists() else f"no Chromium at {loadtest.CHROMIUM}",
+            None if haproxy_path() else "no HAProxy",
+            postgres.missing_reason(),
+        )
+        if why
+    ]
+    return "; ".join(missing) if missing else classchaos.simulate(students)
+
+
+def class_chaos_markdown(r: dict | str) -> str:
+    """The browser-mode class run: every press of Check accounted for."""
+    from bench import classchaos
+
+    head = "## No press lost: students in Chromium through faults (bench.classchaos)"
+    if isinstance(r, str):
+        return f"{head}\n\nNot run: {r}.\n"
+    lines = [
+        head,
+        "",
+        classchaos.describe(r) + ".",
+        "",
+        "| presses | stored once | told 'not saved' | lost | stored twice |",
+        "|---:|---:|---:|---:|---:|",
+        f"| {r['presses']} | {r['stored']} | {r['told_not_saved']} | {r['lost']} "
+        f"| {r['duplicates']} |",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def class_store_simulation(students: int, quick: bool) -> dict:
@@ -933,6 +976,12 @@ def main(argv: list[str] | None = None) -> dict:
         help="run only the long document in the explorer; replace its section of the report",
     )
     parser.add_argument(
+        "--chaos-students",
+        type=int,
+        default=10,
+        help="students in Chromium through faults (bench.classchaos); 0 skips",
+    )
+    parser.add_argument(
         "--class-only",
         action="store_true",
         help="run only the class simulation; replace its section of the report",
@@ -942,6 +991,7 @@ def main(argv: list[str] | None = None) -> dict:
         args.class_students = min(args.class_students, 8)
         args.class_duration = min(args.class_duration, 20.0)
         args.store_students = min(args.store_students, 10)
+        args.chaos_students = min(args.chaos_students, 2)
     import logging
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)

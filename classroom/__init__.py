@@ -19,6 +19,7 @@ from __future__ import annotations
 from classroom.core import (
     RESULT_COLUMNS,
     SOLUTION_POLICIES,
+    BadNameError,
     ClassClosedError,
     ClassInfo,
     Classroom,
@@ -27,12 +28,14 @@ from classroom.core import (
     StoreUnavailableError,
     StudentInfo,
     answer_text,
+    as_stored,
 )
 from classroom.store import default_url, redacted
 
 __all__ = [
     "RESULT_COLUMNS",
     "SOLUTION_POLICIES",
+    "BadNameError",
     "ClassClosedError",
     "ClassInfo",
     "Classroom",
@@ -41,6 +44,7 @@ __all__ = [
     "StoreUnavailableError",
     "StudentInfo",
     "answer_text",
+    "as_stored",
     "default_url",
     "redacted",
 ]

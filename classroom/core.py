@@ -3,7 +3,9 @@
 The teacher's key (192 random bits) is returned once and kept only as its SHA-256; a student's
 key (128 bits) likewise. A high-entropy key needs no slow hash: its digest cannot be guessed
 back. Keys are compared with ``hmac.compare_digest``; wrong keys and unknown class codes are
-counted in the database, and past a few the answer is slowed down (every replica counts).
+counted in the database per guesser (the client's address) and per key tried, never per
+class, and past a few a failure is answered slowly (every replica counts); the right key is
+never slowed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import hmac
 import json
 import secrets
 import time
+import unicodedata
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -36,7 +39,7 @@ CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud, 
 CODE_LEN = 6
 MAX_ITEMS = 50
 MAX_TITLE = 200
-MAX_NAME = 10_000
+MAX_NAME = 40  # fits a phone's line and the dashboard's grid
 MAX_ANSWER_CHARS = 10_000
 MAX_SUBMISSION_ID = 100
 SOLUTION_POLICIES = ("after_tries", "on_request", "closed")
@@ -59,6 +62,44 @@ RESULT_COLUMNS = [
 
 class ClassClosedError(RuntimeError):
     """The class is closed: no more answers until the teacher reopens it."""
+
+
+class BadNameError(ValueError):
+    """A name that cannot be used; ``reason``: "empty", "long" or "invisible"."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"this name cannot be used ({reason})")
+        self.reason = reason
+
+
+# Joiners that real names and emoji need (Persian, 🧑‍🎓); every other format character
+# (zero-width space, right-to-left override, soft hyphen, BOM ...) hides or reorders text.
+_KEPT_FORMAT = {"\u200c", "\u200d"}
+
+
+def clean_name(name: object) -> str:
+    """A student's name as kept: NFC, trimmed; BadNameError when empty, longer than
+    MAX_NAME, or holding control or invisible characters."""
+    if not isinstance(name, str):
+        raise BadNameError("empty")
+    name = unicodedata.normalize("NFC", name).strip()
+    if not name:
+        raise BadNameError("empty")
+    if len(name) > MAX_NAME:
+        raise BadNameError("long")
+    for c in name:
+        category = unicodedata.category(c)
+        hidden = category == "Cf" and c not in _KEPT_FORMAT
+        if category in ("Cc", "Cs", "Co", "Cn", "Zl", "Zp") or hidden:
+            raise BadNameError("invisible")
+    return name
+
+
+def same_name(a: str, b: str) -> bool:
+    """Two names a teacher would take for one student (case and width aside)."""
+    return (
+        unicodedata.normalize("NFKC", a).casefold() == unicodedata.normalize("NFKC", b).casefold()
+    )
 
 
 class SolutionLockedError(PermissionError):
@@ -129,6 +170,12 @@ def _plain(value: Any) -> Any:
 
 def _dumps(value: Any) -> str:
     return json.dumps(_plain(value), ensure_ascii=False, separators=(", ", ": "))
+
+
+def as_stored(answer: Any) -> Any:
+    """``answer`` as the store gives it back (tuples become lists): to compare with
+    ItemState.last_answer."""
+    return json.loads(_dumps(answer))
 
 
 def answer_text(answer_json: str) -> str:
@@ -219,13 +266,19 @@ class Classroom:
             raise LookupError("no student has this key")
         return row, s.get(ClassRow, row.class_id)
 
-    def _delay(self, subject: str) -> None:
-        """Wait before answering a subject with many recent failures (doubling, capped)."""
-        with self._session() as s:
-            row = s.get(FailureRow, subject)
-            if row is None or _now() - _aware(row.last_at) > FAILURE_WINDOW:
-                return
-            extra = row.count - FREE_FAILURES
+    def _slow_failure(self, client: str, key: object = None) -> None:
+        """A wrong key or unknown code: count it for the guesser (the client's address) and
+        for the key tried, then wait before answering, doubling past a few (capped).
+
+        Only failures wait, and they are counted per guesser and per key, never per class:
+        the teacher with the right key, and every student with the right code, are answered
+        at full speed however many guesses others made."""
+        subjects = [f"guess:{client or 'local'}"]
+        if isinstance(key, str) and key:
+            subjects.append(f"key:{_hash(key)[:32]}")
+        for subject in subjects:
+            self._fail(subject)
+        extra = max(self.failures(subject) for subject in subjects) - FREE_FAILURES - 1
         if extra >= 0:
             self._sleep(min(MAX_DELAY_S, 0.25 * 2**extra))
 
@@ -246,7 +299,7 @@ class Classroom:
                 continue
 
     def failures(self, subject: str) -> int:
-        """Recent failures counted for ``subject`` ("teacher:CODE" or "join:CLIENT")."""
+        """Recent failures counted for ``subject`` ("guess:CLIENT" or "key:DIGEST")."""
         with self._session() as s:
             row = s.get(FailureRow, subject)
             if row is None or _now() - _aware(row.last_at) > FAILURE_WINDOW:
@@ -261,17 +314,14 @@ class Classroom:
         return row
 
     def _as_teacher(self, code: object, teacher_key: object, client: str = "") -> ClassInfo:
-        subject_code = code.strip().upper()[:16] if isinstance(code, str) else ""
-        self._delay(f"teacher:{subject_code}")
-        self._delay(f"join:{client}")
         try:
             with self._session() as s:
                 return _info(self._teacher(s, code, teacher_key, client))
         except LookupError:
-            self._fail(f"join:{client}")
+            self._slow_failure(client)
             raise
         except PermissionError:
-            self._fail(f"teacher:{subject_code}")
+            self._slow_failure(client, teacher_key)
             raise
 
     # ---- the teacher ----
@@ -453,20 +503,18 @@ class Classroom:
     @_store_errors
     def class_info(self, code: str, *, client: str = "") -> ClassInfo:
         """A class's public facts, for the join page (LookupError for an unknown code)."""
-        self._delay(f"join:{client}")
         try:
             with self._session() as s:
                 return _info(self._class(s, code))
         except LookupError:
-            self._fail(f"join:{client}")
+            self._slow_failure(client)
             raise
 
     @_store_errors
     def join(self, code: str, name: str, *, client: str = "") -> str:
-        """A new student of class ``code`` called ``name`` (kept exactly as typed); returns
-        their personal key, the only way back to their work."""
-        name = _check_text(name, "the name", MAX_NAME)
-        self._delay(f"join:{client}")
+        """A new student of class ``code`` called ``name`` (trimmed, NFC: clean_name);
+        returns their personal key, the only way back to their work."""
+        name = clean_name(name)
         key = secrets.token_urlsafe(16)  # 128 bits
         try:
             with self._session() as s:
@@ -483,9 +531,19 @@ class Classroom:
                     )
                 )
         except LookupError:
-            self._fail(f"join:{client}")
+            self._slow_failure(client)
             raise
         return key
+
+    @_store_errors
+    def name_taken(self, code: str, name: str) -> bool:
+        """A student of this name (clean_name, same_name) has joined the class already: the
+        page asks "is this you?" before making a second one."""
+        name = clean_name(name)
+        with self._session() as s:
+            row = self._class(s, code)
+            names = s.scalars(select(StudentRow.name).where(StudentRow.class_id == row.id))
+            return any(same_name(name, other) for other in names)
 
     @_store_errors
     def student(self, student_key: str) -> StudentInfo:

@@ -103,10 +103,23 @@ def migrate(engine: Engine, revision: str = "head") -> None:
 
 
 def current_revision(engine: Engine) -> str | None:
-    from alembic.runtime.migration import MigrationContext
+    """The schema's Alembic revision, None for an empty database. Read with one query, not
+    through Alembic: importing it costs a class page's first visit about 0.4 s, and an
+    up-to-date database (every visit but the very first) never needs it."""
+    from sqlalchemy.exc import OperationalError, ProgrammingError
 
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        try:
+            return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        except (OperationalError, ProgrammingError) as err:
+            if not _no_such_table(err):
+                raise
+            return None
+
+
+def _no_such_table(err: Exception) -> bool:
+    said = str(getattr(err, "orig", err)).lower()
+    return "no such table" in said or "does not exist" in said
 
 
 def ready_engine(url: str | None = None) -> Engine:

@@ -45,3 +45,8 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         except OSError:
             return True
     return False
+
+
+# deploy.serve gives HAProxy and each replica the same secret through this variable; a replica
+# (ui/classroom.py) believes X-Forwarded-For only on a request that carries it.
+BALANCER_SECRET_ENV = "ATTENTION_LAB_BALANCER_SECRET"

@@ -37,6 +37,7 @@ import contextlib
 import http.client
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -51,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deploy.launch import RUN_RECORD_ENV
-from deploy.ports import REPLICA_PORT_OFFSET, free_port, port_in_use
+from deploy.ports import BALANCER_SECRET_ENV, REPLICA_PORT_OFFSET, free_port, port_in_use
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).with_name("haproxy.cfg.in")
@@ -121,9 +122,15 @@ def replica_name(i: int) -> str:
 
 
 def render_config(
-    port: int, replica_ports: Sequence[int], stats_socket: Path, bind: str = "*"
+    port: int,
+    replica_ports: Sequence[int],
+    stats_socket: Path,
+    bind: str = "*",
+    balancer_secret: str | None = None,
 ) -> str:
-    """The HAProxy configuration for these ports, from deploy/haproxy.cfg.in."""
+    """The HAProxy configuration for these ports, from deploy/haproxy.cfg.in.
+    ``balancer_secret``: what HAProxy tells the replicas it is by (a fresh one if None)."""
+    balancer_secret = balancer_secret or secrets.token_urlsafe(24)
     servers = "\n".join(
         f"    server {replica_name(i)} 127.0.0.1:{p} cookie {replica_name(i)}"
         for i, p in enumerate(replica_ports)
@@ -134,6 +141,7 @@ def render_config(
         ("port", port),
         ("servers", servers),
         ("stats_socket", stats_socket),
+        ("balancer_secret", balancer_secret),
     ):
         text = text.replace("{" + name + "}", str(value))
     return text
@@ -193,6 +201,7 @@ class Replica:
     app: str = "app.py"
     command: list[str] = field(default_factory=list)
     process: subprocess.Popen | None = None
+    balancer_secret: str = ""  # the header its HAProxy adds; believed only with it
 
     @property
     def url(self) -> str:
@@ -201,6 +210,8 @@ class Replica:
     def start(self, launcher: Sequence[str] = LAUNCHER) -> None:
         self.command = streamlit_command(self.port, launcher, self.app)
         env = {**os.environ, "ATTENTION_LAB_THREADS": self.threads}
+        if self.balancer_secret:
+            env[BALANCER_SECRET_ENV] = self.balancer_secret
         with open(self.log_path, "ab") as log:
             # Its own session and process group: a Ctrl-C reaches `make serve` alone, which
             # stops the replicas itself (and does not take a replica's exit for a crash), and
@@ -360,7 +371,11 @@ def cluster(
             short = stack.enter_context(tempfile.TemporaryDirectory(prefix="lab-"))
             stats_socket = Path(short) / "haproxy.sock"
         config_path = run_dir / "haproxy.cfg"
-        config_path.write_text(render_config(port, replica_ports, stats_socket, bind), "utf-8")
+        secret = secrets.token_urlsafe(24)  # this run's: HAProxy and its replicas share it
+        config_path.write_text(
+            render_config(port, replica_ports, stats_socket, bind, secret), "utf-8"
+        )
+        os.chmod(config_path, 0o600)
         check = subprocess.run(
             [haproxy, "-c", "-q", "-f", str(config_path)], capture_output=True, text=True
         )
@@ -369,7 +384,12 @@ def cluster(
         threads = replica_threads(replicas)
         members = [
             Replica(
-                replica_name(i), p, run_dir / f"replica-{replica_name(i)}.log", threads, app=app
+                replica_name(i),
+                p,
+                run_dir / f"replica-{replica_name(i)}.log",
+                threads,
+                app=app,
+                balancer_secret=secret,
             )
             for i, p in enumerate(replica_ports)
         ]
@@ -387,7 +407,7 @@ def cluster(
                 port = free_port()
                 lab.port, lab.url = port, f"http://{host}:{port}"
                 config_path.write_text(
-                    render_config(port, replica_ports, stats_socket, bind), "utf-8"
+                    render_config(port, replica_ports, stats_socket, bind, secret), "utf-8"
                 )
             log = stack.enter_context(open(run_dir / "haproxy.log", "ab"))
             lab.haproxy = subprocess.Popen(

@@ -1,20 +1,88 @@
 """Streamlit helpers for the class page: the shared store, links, the client behind a request,
-saving an answer with visible retries, and text that shows names exactly as typed."""
+every store call with the same bounded, visible retry, and text that shows names as typed."""
 
 from __future__ import annotations
 
+import hmac
+import json
+import logging
+import os
+import string
 import time
 import urllib.parse
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import streamlit as st
 
-from classroom import Classroom, StoreUnavailableError, redacted
-from practice.core import Feedback
+from classroom import (
+    RESULT_COLUMNS,
+    ClassClosedError,
+    Classroom,
+    StoreUnavailableError,
+    redacted,
+)
+from deploy.ports import BALANCER_SECRET_ENV
 from ui.i18n import t
 
 PAGE_PATH = "classroom"
-SAVE_TRIES = 6  # about 15 s of retries (0.5, 1, 2, 4, 4 s apart) before asking to press again
-_MD_SPECIAL = set("\\`*_{}[]()<>#+-.!|~$&")
+# Every store call a page makes: 10 tries, 0.5, 1, 2, then 4 s apart (about 30 s in all, a
+# PostgreSQL restart or a short outage), each one said on the page, before giving up plainly.
+STORE_TRIES = 10
+BALANCER_HEADER = "X-Lab-Balancer"
+# Every ASCII punctuation mark may be backslash-escaped in Markdown; escaping all of them also
+# breaks the autolinks (http://, www., a@b) a name or title would otherwise become.
+_MD_SPECIAL = set(string.punctuation)
+log = logging.getLogger("attention_lab.classroom")
+T = TypeVar("T")
+
+
+class StoreGaveUp(ConnectionError):
+    """The class database did not answer through every retry; the page says so plainly."""
+
+
+def pause(attempt: int) -> float:
+    """Seconds to wait after failed try ``attempt`` (0-based): 0.5, 1, 2, 4, 4, ..."""
+    return min(4.0, 0.5 * 2**attempt)
+
+
+def patient(call: Callable[..., T], *args: Any, saving: bool = False, **kwargs: Any) -> T:
+    """``call(*args, **kwargs)`` on the store, tried again while the database is away, with
+    "trying again (n of N)" on the page; StoreGaveUp after the last try. Only a lost
+    connection is retried (the store's StoreUnavailableError): other errors go up at once."""
+    notice = st.empty()
+    for attempt in range(STORE_TRIES):
+        try:
+            result = call(*args, **kwargs)
+        except StoreUnavailableError as err:
+            log.warning(
+                "class store did not answer %s (try %d of %d): %r",
+                getattr(call, "__name__", "call"),
+                attempt + 1,
+                STORE_TRIES,
+                err.__cause__ or err,
+            )
+            key = "classroom.saving_retry" if saving else "classroom.loading_retry"
+            notice.warning(t(key, n=attempt + 1, total=STORE_TRIES), icon=":material/sync_problem:")
+            if attempt + 1 < STORE_TRIES:
+                time.sleep(pause(attempt))
+            continue
+        notice.empty()
+        return result
+    notice.empty()
+    raise StoreGaveUp("the class database did not answer")
+
+
+def trouble(err: BaseException, *, key: str = "class_try_again") -> None:
+    """What a page shows instead of a traceback: a plain message and a button to try again.
+    The detail goes to the server's log."""
+    if isinstance(err, StoreGaveUp):
+        st.error(t("classroom.store_gave_up"), icon=":material/cloud_off:")
+    else:
+        log.error("class page failed", exc_info=err)
+        st.error(t("classroom.unexpected"), icon=":material/error:")
+    st.button(t("classroom.try_again"), icon=":material/refresh:", key=key)
 
 
 @st.cache_resource(show_spinner=False)
@@ -22,15 +90,27 @@ def _room() -> Classroom:
     return Classroom()
 
 
-def room_or_stop() -> Classroom:
-    """The process's Classroom; a clear message (not a traceback) when the store is down."""
+def _opened_room() -> Classroom:
+    """The cached Classroom; a database that refuses the first connection is retry-able."""
+    from sqlalchemy.exc import OperationalError
+
     try:
         return _room()
+    except OperationalError as err:
+        raise StoreUnavailableError("the class database does not answer") from err
+
+
+def room_or_stop() -> Classroom:
+    """The process's Classroom; retried while the database is away, then a clear message
+    (not a traceback) with a button to try again."""
+    try:
+        return patient(_opened_room)
     except Exception as err:  # noqa: BLE001 - any store failure is said the same way
         from classroom import default_url
 
+        log.error("class store cannot be opened", exc_info=err)
         st.error(t("classroom.store_down", url=plain(redacted(default_url()))))
-        st.caption(plain(type(err).__name__))
+        st.button(t("classroom.try_again"), icon=":material/refresh:", key="class_store_again")
         st.stop()
 
 
@@ -39,14 +119,31 @@ def plain(text: object) -> str:
     return "".join("\\" + c if c in _MD_SPECIAL else c for c in str(text))
 
 
+def client_from(headers: Mapping[str, str], peer: str | None, secret: str | None) -> str:
+    """Who asks, for the slow-down of wrong keys and codes.
+
+    Behind our own HAProxy (the request carries the secret deploy.serve gave it and this
+    replica) the client is the address HAProxy appended to X-Forwarded-For: the last one, as
+    HAProxy removes whatever the browser sent first. Anything else is judged by the socket's
+    peer: a forged X-Forwarded-For from outside the balancer gains no fresh bucket.
+    """
+    lower = {str(k).lower(): str(v) for k, v in headers.items()}  # names ignore case
+    given = lower.get(BALANCER_HEADER.lower(), "")
+    if secret and given and hmac.compare_digest(given.encode(), secret.encode()):
+        forwarded = [a.strip() for a in lower.get("x-forwarded-for", "").split(",")]
+        if forwarded and forwarded[-1]:
+            return forwarded[-1]
+    return peer or "local"
+
+
 def client() -> str:
-    """Who asks, for the slow-down of wrong keys: the first X-Forwarded-For address (HAProxy
-    sets it), else the socket's peer."""
+    """The client of this session's request (see client_from)."""
     try:
-        forwarded = st.context.headers.get("X-Forwarded-For", "") or ""
-        return forwarded.split(",")[0].strip() or (st.context.ip_address or "")
-    except Exception:  # noqa: BLE001 - no request context (AppTest): one shared bucket
-        return ""
+        headers = st.context.headers
+        peer = st.context.ip_address
+    except Exception:  # noqa: BLE001 - no request context (AppTest): one local client
+        return "local"
+    return client_from(headers or {}, peer, os.environ.get(BALANCER_SECRET_ENV))
 
 
 def page_url() -> str:
@@ -78,19 +175,197 @@ def teacher_link(code: str, teacher_key: str) -> str:
 
 def save_answer(room: Classroom, student_key: str, index: int, answer, submission_id: str):
     """Store the answer (committed) and return its feedback, retrying while the database is
-    away and saying so; None when it is still away after the retries."""
-    notice = st.empty()
-    for attempt in range(SAVE_TRIES):
-        try:
-            fb: Feedback = room.submit(student_key, index, answer, submission_id=submission_id)
-            notice.empty()
-            return fb
-        except StoreUnavailableError:
-            notice.warning(
-                t("classroom.saving_retry", n=attempt + 1, total=SAVE_TRIES),
-                icon=":material/sync_problem:",
-            )
-            if attempt + 1 < SAVE_TRIES:
-                time.sleep(min(4.0, 0.5 * 2**attempt))
-    notice.error(t("classroom.saving_failed"), icon=":material/cloud_off:")
+    away and saying so; None, with a plain "not saved, press again" message, when it could
+    not be stored (the same submission id makes pressing again safe)."""
+    try:
+        return patient(room.submit, student_key, index, answer, submission_id, saving=True)
+    except ClassClosedError:
+        raise  # the page says the class is closed
+    except StoreGaveUp:
+        pass
+    except Exception as err:  # noqa: BLE001 - said plainly; the log keeps the detail
+        log.error("an answer could not be stored", exc_info=err)
+    st.error(t("classroom.saving_failed"), icon=":material/cloud_off:")
     return None
+
+
+def _number(x: object) -> str:
+    return str(x) if isinstance(x, int) else repr(float(x))
+
+
+def stored_widgets(ex, stored: object) -> dict[str, object]:
+    """A stored answer as the values of ``ex``'s answer boxes (ui.exercise.answer_widgets'
+    keys), so a resumed student sees it in the box; {} when there is none."""
+    if stored is None:
+        return {}
+    if ex.form == "numbers":
+        return {
+            f"answer_{f.name}": ", ".join(map(_number, v)) if isinstance(v, list) else _number(v)
+            for f, v in zip(ex.fields, stored)
+        }
+    if ex.form == "shape":
+        return {"answer_shape": ", ".join(map(str, stored))}
+    if ex.form == "tokens":
+        return {"answer_tokens": " ".join(map(str, stored))}
+    if ex.form == "choice":
+        return {"answer_choice": stored}
+    if ex.form == "cells":
+        return {f"answer_cell_{i}": j for i, j in enumerate(stored)}
+    return {}
+
+
+def unsaved_answer(ex, raw: dict[str, object], stored: object) -> bool:
+    """The boxes hold a sent answer that is not the stored one: its Check was lost (a replica
+    died, the connection dropped) or not saved. Boxes reach the server only when the form is
+    sent, so what is here was pressed, not merely typed."""
+    from classroom import as_stored
+    from practice.parse import AnswerError
+    from ui.practice import read_answer
+
+    if all(v is None or v == "" for v in raw.values()):
+        return False
+    try:
+        answer = read_answer(ex, raw)
+    except AnswerError:
+        return False  # said when it was pressed; nothing a store could have kept
+    return as_stored(answer) != stored
+
+
+# ---- a press that no server answered is sent again -------------------------------------------
+
+SID_KEY = "class_sid"  # the hidden box in the answer form holding the press's id
+CHECK_KEY = "class_check"
+RESEND_AFTER_MS = 4000
+_RESEND_JS = """<script>
+(() => {
+  const w = window;
+  w.__labPending = null;  // this runs when the server has drawn the page to its end
+  if (w.__labWatch) return;
+  w.__labWatch = true;
+  document.addEventListener("click", (e) => {
+    if (e.target.closest(".st-key-%(check)s")) w.__labPending = Date.now();
+  }, true);
+  const resend = () => {
+    const button = document.querySelector(".st-key-%(check)s button");
+    if (w.__labPending && button && !button.disabled) button.click();
+  };
+  const Native = w.WebSocket;
+  w.WebSocket = function (...args) {
+    const socket = new Native(...args);
+    socket.addEventListener("open", () => setTimeout(resend, %(after)d));
+    return socket;
+  };
+  w.WebSocket.prototype = Native.prototype;
+  Object.assign(w.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+})();
+</script><!-- %(nonce)s -->"""
+
+
+def press_guard() -> None:
+    """Draw last on the student's page. A press of Check whose run no server finished (the
+    replica died with it, before or after storing it) is sent again once the browser has
+    reconnected: Streamlit's frontend does not, and its new session never hears of it. The
+    press carries its id in the form (hidden_press_id), so sending it again stores it once."""
+    st.html(
+        _RESEND_JS % {"check": CHECK_KEY, "after": RESEND_AFTER_MS, "nonce": uuid.uuid4().hex},
+        unsafe_allow_javascript=True,
+    )
+
+
+def hidden_press_id() -> None:
+    """Inside the answer form: the press's id, kept by the browser with the typed answer.
+    A new id is given once an answer is stored (renew_press_id); a press the server never
+    answered is sent again with the same one, even to another replica."""
+    st.html(f"<style>.st-key-{SID_KEY} {{display: none}}</style>")
+    start = {}
+    if st.session_state.pop("class_sid_renew", False):
+        st.session_state[SID_KEY] = uuid.uuid4().hex
+    elif SID_KEY not in st.session_state:
+        start = {"value": uuid.uuid4().hex}  # a default: an id the browser holds wins
+    st.text_input("id", key=SID_KEY, label_visibility="collapsed", **start)
+
+
+def renew_press_id() -> None:
+    """The answer is stored: the next press gets a new id (set before the form is drawn)."""
+    st.session_state["class_sid_renew"] = True
+
+
+def press_id(index: int, answer: object) -> str:
+    """The submission id of this press: the form's id, the item and the answer, so the same
+    answer sent again is kept once, and a changed answer is a new one."""
+    import hashlib
+
+    sid = str(st.session_state.get(SID_KEY) or "")[:40] or uuid.uuid4().hex
+    digest = hashlib.sha256(repr((index, answer)).encode("utf-8")).hexdigest()[:16]
+    return f"{sid}:{digest}"
+
+
+# ---- the results as a file a spreadsheet opens safely ---------------------------------------
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+CSV_COLUMNS = tuple(RESULT_COLUMNS)  # the English headers, for scripts
+
+
+def neutralised(value: object) -> object:
+    """A cell a spreadsheet shows as text, never runs (OWASP's CSV injection): text that
+    begins with = + - @, a tab or a carriage return gets a leading apostrophe."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def results_csv(results, lang: str, english_headers: bool = False) -> bytes:
+    """The dashboard's results as CSV: items numbered from 1 as on the page, headers in the
+    page's language (English ones, the stable names, for scripts), formula-safe cells,
+    UTF-8 with a BOM so spreadsheets read Korean names."""
+    from ui.i18n import translate
+
+    table = results[list(CSV_COLUMNS)].copy()
+    table["index"] = table["index"] + 1
+    table["kind"] = [translate(f"practice.kind.{k}", lang) for k in table["kind"]]
+    if not english_headers:
+        table.columns = [translate(f"classroom.csv.{c}", lang) for c in CSV_COLUMNS]
+    table = table.map(neutralised)
+    return table.to_csv(index=False).encode("utf-8-sig")
+
+
+# ---- what the browser remembers: a student's key and a teacher's key, per class -------------
+
+REMEMBER_DAYS = 180
+
+
+def student_cookie(code: str) -> str:
+    return f"lab_student_{code.strip().upper()[:16]}"
+
+
+def teacher_cookie(code: str) -> str:
+    return f"lab_teacher_{code.strip().upper()[:16]}"
+
+
+def remember_in_browser(name: str, value: str | None) -> None:
+    """Keep ``value`` in a cookie of this site (SameSite=Strict; None forgets it), once per
+    session. Streamlit lets a page send no Set-Cookie header, so the page's script sets it
+    and removes itself; the server reads it back from the next connection
+    (st.context.cookies)."""
+    done = st.session_state.setdefault("_class_cookies", {})
+    if done.get(name) == value:
+        return
+    done[name] = value
+    age = REMEMBER_DAYS * 86400 if value else 0
+    cookie = json.dumps(f"{name}={value or ''}; path=/; max-age={age}; samesite=strict")
+    st.html(
+        f"<script>document.cookie = {cookie}; document.currentScript?.remove();</script>",
+        unsafe_allow_javascript=True,
+    )
+
+
+def remembered(name: str) -> str | None:
+    """A cookie this browser sent with its connection, if any."""
+    try:
+        value = st.context.cookies.get(name)
+    except Exception:  # noqa: BLE001 - no request (AppTest)
+        return None
+    forgotten = st.session_state.get("_class_cookies", {})
+    if name in forgotten and not forgotten[name]:
+        return None  # forgotten in this session, though the connection still carried it
+    return value or None

@@ -110,31 +110,45 @@ def option_label(ex: Exercise, option: str) -> str:
     return t(f"practice.{ex.kind}.option.{option}")
 
 
-def answer_widgets(ex: Exercise) -> None:
-    """The answer boxes of ``ex``'s form (their values are read from the session state)."""
+def answer_widgets(ex: Exercise, defaults: dict[str, object] | None = None) -> None:
+    """The answer boxes of ``ex``'s form (their values are read from the session state).
+
+    ``defaults``: what a box starts with where the session holds no value of its own (the
+    class page puts a student's stored answer back), by widget key ("answer_shape", ...).
+    A value the browser already holds wins over it."""
+    defaults = defaults or {}
+
+    def start(key: str, name: str = "value") -> dict[str, object]:
+        value = defaults.get(key)
+        return {} if value is None or key in st.session_state else {name: value}
+
     if ex.form == "numbers":
         for f in ex.fields:
             label = t(f"practice.field.{f.name}", step=ex.data.get("step", ""))
             hint = t("practice.field.list_help", n=f.size) if f.size > 1 else None
-            st.text_input(label, key=f"answer_{f.name}", placeholder=hint)
+            key = f"answer_{f.name}"
+            st.text_input(label, key=key, placeholder=hint, **start(key))
     elif ex.form == "shape":
         st.text_input(
             t("practice.field.shape"),
             key="answer_shape",
             placeholder=t("practice.field.shape_help"),
+            **start("answer_shape"),
         )
     elif ex.form == "tokens":
         st.text_input(
             t("practice.field.tokens"),
             key="answer_tokens",
             placeholder=t("practice.field.tokens_help"),
+            **start("answer_tokens"),
         )
     elif ex.form == "choice":
         labels = {o: option_label(ex, o) for o in ex.options}  # fixed during the run
+        chosen = start("answer_choice").get("value")
         st.radio(
             t("practice.field.choice"),
             ex.options,
-            index=None,
+            index=ex.options.index(chosen) if chosen in ex.options else None,
             key=translated_widget("answer_choice"),
             format_func=labels.__getitem__,
         )
@@ -148,6 +162,7 @@ def answer_widgets(ex: Exercise) -> None:
                 list(range(len(keys))),
                 key=f"answer_cell_{i}",
                 format_func=cell_names.__getitem__,
+                **start(f"answer_cell_{i}", "default"),
             )
 
 

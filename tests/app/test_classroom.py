@@ -34,12 +34,13 @@ def open_class(**query: str) -> AppTest:
 
 
 def everything(at: AppTest) -> str:
-    """All the page sends the browser, as text: every element's protobuf, URL included."""
+    """All the page shows, as text: every element's protobuf, URL included; the one script
+    that hands the teacher's key to the browser's cookie jar (and removes itself) aside."""
     parts = [str(dict(at.query_params))]
 
     def walk(node):
         proto = getattr(node, "proto", None)
-        if proto is not None:
+        if proto is not None and "document.cookie" not in str(proto):
             parts.append(str(proto))
         for child in getattr(node, "children", {}).values():
             walk(child)
@@ -59,11 +60,13 @@ def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang):
     [create] = [b for b in at.button if b.label == translate("classroom.create.button", lang)]
     at = create.click().run()
     ok(at)
-    code, teacher_key = at.query_params["class"], at.query_params["teacher"]
+    code, teacher_key = at.session_state["class_teacher"]
     assert len(teacher_key) >= 32
+    assert dict(at.query_params).get("class") == code and "teacher" not in at.query_params
+    assert teacher_key not in everything(at), "the projected dashboard shows no key"
     assert translate("classroom.teacher.made", lang) in [s.value for s in at.success]
     assert any(f"?class={code}" in c.value for c in at.code), "the students' join link"
-    assert at.subheader[0].value == "Week 3 \\<b\\>attention\\</b\\>", "the title, escaped"
+    assert at.subheader[0].value == "Week 3 \\<b\\>attention\\<\\/b\\>", "the title, escaped"
 
     student = open_class(lang=lang, **{"class": code})
     ok(student)
@@ -97,7 +100,14 @@ def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang):
 
     teacher = open_class(lang=lang, **{"class": code, "teacher": teacher_key})
     ok(teacher)
+    assert "teacher" not in teacher.query_params, "the key leaves the address bar"
+    assert teacher_key not in everything(teacher)
     assert [m.value for m in teacher.metric][:2] == ["1", "1"]
+    teacher.switch_page("pages/home.py").run()  # another page, and back: still the dashboard
+    teacher.switch_page("pages/classroom.py").run()
+    ok(teacher)
+    assert [m.value for m in teacher.metric][:2] == ["1", "1"]
+    assert dict(teacher.query_params).get("class") == code
     grid = [d.value for d in teacher.dataframe][-1]
     assert grid.iloc[0, 0] == "✗" and grid.index[0] == "1. 민수"
 
@@ -127,9 +137,10 @@ def test_hostile_names_are_shown_escaped_and_kept_as_typed():
     at = open_class(student=keys[0])
     ok(at)
     hello = at.markdown[0].value
-    assert "\\<img src=x onerror=alert\\(1\\)\\>" in hello
+    assert "\\<img src\\=x onerror\\=alert\\(1\\)\\>" in hello
     at = open_class(student=keys[1])
-    assert "\\*\\*bold\\*\\* \\[link\\]\\(http://x\\)" in at.markdown[0].value
+    # every mark escaped, ":" and "/" too: no bold, no link, no bare address made live
+    assert "\\*\\*bold\\*\\* \\[link\\]\\(http\\:\\/\\/x\\)" in at.markdown[0].value
     teacher = open_class(**{"class": code, "teacher": teacher_key})
     ok(teacher)
     grid = [d.value for d in teacher.dataframe][-1]
@@ -161,3 +172,103 @@ def test_the_self_study_page_has_no_open_teacher_view_and_holds_the_solution_bac
     fresh = helpers.open_page("practice", timeout=180, seed="77", topic="noam")
     fresh = fresh.button(key="show_solution_0").click().run()
     assert f"**{solution}**" in [m.value for m in fresh.markdown], "or when asked for"
+
+
+def join_as(at: AppTest, lang: str, name: str) -> AppTest:
+    at.text_input(key="join_name").set_value(name)
+    [join] = [b for b in at.button if b.label == translate("classroom.join.button", lang)]
+    return join.click().run()
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_names_are_cleaned_and_a_taken_name_asks_is_this_you(lang):
+    room = Classroom()
+    code, teacher_key = room.create_class("Names", n_items=1)
+    at = join_as(open_class(lang=lang, **{"class": code}), lang, "  김철수 ")
+    ok(at)
+    key = at.query_params["student"]
+    assert room.student(key).name == "김철수", "trimmed"
+    for bad, reason in [("a\u202eb", "invisible"), ("\u200b", "invisible")]:
+        refused = join_as(open_class(lang=lang, **{"class": code}), lang, bad)
+        ok(refused)
+        assert "student" not in refused.query_params, (bad, [w.value for w in refused.warning])
+        said = translate(f"classroom.join.bad_name.{reason}", lang, limit=40)
+        assert said in [w.value for w in refused.warning]
+    again = join_as(open_class(lang=lang, **{"class": code}), lang, "김철수")
+    ok(again)
+    assert "student" not in again.query_params, "no second student without asking"
+    asked = translate("classroom.join.taken", lang, name="김철수")
+    assert asked in [w.value for w in again.warning]
+    mine = again.button(key="join_its_me").click().run()
+    assert translate("classroom.join.its_me_help", lang) in [i.value for i in mine.info]
+    assert len(room.results(code, teacher_key)) == 1
+    again = join_as(open_class(lang=lang, **{"class": code}), lang, "김철수")
+    again = again.button(key="join_new").click().run()
+    ok(again)
+    assert again.query_params["student"] != key, "a new student, once asked"
+
+
+def test_close_and_reopen_record_nothing_and_progress_and_resume_show_the_stored_answer():
+    room = Classroom()
+    code, teacher_key = room.create_class(
+        "Closing", topic="mha_shapes", n_items=2, solutions="after_tries", solution_tries=2
+    )
+    student_key = room.join(code, "Ada")
+    at = open_class(student=student_key)
+    ex = room.exercise(student_key, 0)
+    typed = ", ".join(map(str, ex.wrong[0].answer))
+    at.text_input(key="answer_shape").set_value(typed)
+    [check] = [b for b in at.button if b.proto.is_form_submitter]
+    at = check.click().run()
+    assert not at.exception
+    answered = translate("classroom.student.answered", "en", done=1, n=2)
+    assert answered in [p.proto.text for p in at.get("progress")], "counts this very answer"
+
+    room.close(code, teacher_key)
+    closed = open_class(student=student_key)
+    assert not closed.exception
+    closed = closed.button(key="class_next").click().run()
+    assert not closed.exception
+    assert not closed.warning, "no false 'enter an answer first'"
+    room.reopen(code, teacher_key)
+    shown = room.results(code, teacher_key)["solution_shown"]
+    assert not shown.any(), "looking while closed records no solution as shown"
+
+    resumed = open_class(student=student_key)  # a reload, another device
+    resumed = resumed.button(key="class_prev").click().run()
+    assert not resumed.exception
+    assert resumed.text_input(key="answer_shape").value == typed, "the stored answer, back"
+    solution = translate("practice.solution", "en")
+    assert f"**{solution}**" not in [m.value for m in resumed.markdown], "hidden again"
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_csv_is_safe_in_a_spreadsheet_counts_items_from_1_and_speaks_the_ui_language(lang):
+    import io
+
+    import pandas as pd
+
+    from ui.classroom import FORMULA_STARTS, results_csv
+
+    room = Classroom()
+    code, teacher_key = room.create_class("CSV", topic="mha_shapes", n_items=2)
+    hostile = ['=HYPERLINK("http://x","click")', "+1", "-2", "@SUM(A1)", "\tTab"]
+    for name in hostile:
+        key = room.join(code, name.strip())
+        room.submit(key, 0, room.exercise(key, 0).answer)
+    results = room.results(code, teacher_key)
+    for english in (False, True):
+        frame = pd.read_csv(
+            io.BytesIO(results_csv(results, lang, english_headers=english)),
+            encoding="utf-8-sig",
+            dtype=str,
+            keep_default_na=False,
+        )
+        cells = frame.to_numpy().ravel().tolist() + list(frame.columns)
+        assert not [c for c in cells if c.startswith(FORMULA_STARTS)], "no formula cell"
+        item = "index" if english else translate("classroom.csv.index", lang)
+        assert sorted(set(frame[item])) == ["1", "2"], "items counted from 1, as on the page"
+        name = "name" if english else translate("classroom.csv.name", lang)
+        assert frame[name][0] == "'" + hostile[0], "kept, as text"
+    korean = pd.read_csv(io.BytesIO(results_csv(results, "ko")), encoding="utf-8-sig")
+    assert "이름" in korean.columns

@@ -87,8 +87,16 @@ def test_a_class_from_the_teachers_link_to_the_csv(
         items.press("Tab")
         teacher.get_by_role("button", name=translate("classroom.create.button", lang)).click()
         teacher.get_by_text(translate("classroom.teacher.made", lang)).wait_for(timeout=TIMEOUT_MS)
+        idle(teacher)
         params = dict(p.split("=", 1) for p in teacher.url.split("?", 1)[1].split("&"))
-        code, teacher_key = params["class"], params["teacher"]
+        code = params["class"]
+        assert "teacher" not in params, "the key is not in the address bar"
+        [teacher_key] = [
+            c["value"] for c in teacher.context.cookies() if c["name"] == f"lab_teacher_{code}"
+        ]
+        assert teacher_key not in teacher.inner_text("body"), "nor on the projected page"
+        teacher.reload()  # a reload keeps the teacher on the dashboard
+        teacher.get_by_text(translate("classroom.teacher.join_link", lang)).wait_for()
         idle(teacher)
 
         names = ["민수", "Ada <b>", "مرحبا"]
@@ -154,16 +162,22 @@ def test_a_class_from_the_teachers_link_to_the_csv(
         text = Path(download.value.path()).read_text(encoding="utf-8-sig")
         rows = list(csv.DictReader(io.StringIO(text)))
         assert len(rows) == 3 * 2
-        cell = {(r["name"], int(r["index"])): r for r in rows}
-        assert cell[(names[0], 0)]["first_try_correct"] == "True"
-        assert cell[(names[1], 0)]["correct"] == "False"
-        assert cell[(names[1], 0)]["last_answer"] == "[" + shape(wrong.answer) + "]"
-        assert cell[(names[2], 1)]["attempts"] == "1" and cell[(names[2], 1)]["correct"] == "True"
+
+        def col(name: str) -> str:  # headers in the page's language
+            return translate(f"classroom.csv.{name}", lang)
+
+        cell = {(r[col("name")], int(r[col("index")])): r for r in rows}
+        assert cell[(names[0], 1)][col("first_try_correct")] == "True", "items from 1"
+        assert cell[(names[1], 1)][col("correct")] == "False"
+        assert cell[(names[1], 1)][col("last_answer")] == "[" + shape(wrong.answer) + "]"
+        assert cell[(names[2], 2)][col("attempts")] == "1"
+        assert cell[(names[2], 2)][col("correct")] == "True"
 
         for tab in [teacher, *students]:
             assert tab.problems == []
         for tab in students:
             assert teacher_key not in tab.content()
+        assert teacher_key not in teacher.url and teacher_key not in teacher.inner_text("body")
         assert teacher_key not in log_path.read_text(errors="replace"), "no key in the log"
     finally:
         for ctx in contexts:
