@@ -14,22 +14,59 @@ One small style sheet and script, sent once per run from app.py (``render_a11y``
 - Focus is always visible; nothing animates for readers who asked for reduced motion;
   long links wrap; on a phone a row of metrics stays a row and wide tables scroll.
 
-The script only adds attributes to what React drew and re-applies them when React draws
-again (a MutationObserver); it never moves or removes Streamlit's nodes.
+- Focus stays on what is seen: a collapsed sidebar is ``inert`` (out of the Tab order at
+  every width); opening it moves focus into it, Escape closes it and gives focus back to
+  its button. Controls whose real input is hidden (toggles, radios, checkboxes) or whose
+  ring a parent clips (text boxes, select boxes) draw the ring on the box that is seen.
+- What Streamlit says to assistive technology in English ("Skip to main content", "Help
+  for …", "Expand sidebar", "progress", "Press Enter to submit form", "6 options
+  available.") is said in the page's language: ``sr_patterns`` from the catalogs.
+- One polite live region (``announce``) says what a press changed, and can move the focus
+  to the new content.
+
+The script only adds attributes (and swaps Streamlit's English strings) on what React drew
+and re-applies them when React draws again (a MutationObserver); it never moves or removes
+Streamlit's nodes. The live region is the lab's own node, outside React's tree.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 
 import streamlit as st
 
-from ui.i18n import current_language, t
+from ui.i18n import current_language, t, translate
 
 FOCUS_COLOUR = "#1a5fb4"  # 6.5:1 on white, 5.9:1 on the sidebar's grey: a visible ring
 
 A11Y_CSS = f"""
 :focus-visible {{ outline: 3px solid {FOCUS_COLOUR} !important; outline-offset: 2px; }}
+/* a toggle's, radio's or checkbox's input is hidden: its ring goes on the label that is seen */
+label:has(> input:focus-visible) {{
+  outline: 3px solid {FOCUS_COLOUR} !important; outline-offset: 2px; border-radius: 4px;
+}}
+/* a text box's or select box's own ring is cut to its 1 px border by the box around it */
+[data-baseweb="input"]:has(input:focus-visible), [data-baseweb="textarea"]:has(textarea:focus-visible),
+[data-baseweb="base-input"]:has(input:focus-visible),
+[data-baseweb="select"] > div:has(input:focus-visible) {{
+  outline: 3px solid {FOCUS_COLOUR} !important; outline-offset: 2px;
+}}
+[data-baseweb="input"] input:focus-visible, [data-baseweb="textarea"] textarea:focus-visible,
+[data-baseweb="select"] input:focus-visible {{ outline: none !important; }}
+/* the sidebar's collapse button is shown on hover only: also while the focus is in it */
+[data-testid="stSidebar"]:focus-within [data-testid="stSidebarCollapseButton"] {{
+  visibility: visible !important; display: inline-flex !important;
+}}
+/* a tab's ring is drawn inside it: the tab list clips what lies outside */
+[role="tab"]:focus-visible {{ outline-offset: -3px; }}
+/* the lab's live region: read out, not seen */
+.lab-sr-only {{
+  position: absolute !important; width: 1px; height: 1px; padding: 0; margin: -1px;
+  overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; border: 0;
+}}
+[data-testid="stElementContainer"]:has([data-lab-announce]) {{ display: none; }}
 .katex-display[tabindex="0"]:focus-visible {{ outline-offset: 0; }}
 [data-testid="stMarkdownContainer"] a {{ overflow-wrap: anywhere; }}
 /* a caption is drawn at 60 % opacity: its inline code takes the caption's near-black, since
@@ -72,11 +109,110 @@ _SCRIPT = r"""
   const w = window;
   w.__a11yLab = cfg;
   document.documentElement.lang = cfg.lang;
+  cfg.sr = cfg.sr.map(([re, to]) => [new RegExp(re), to]);
   if (w.__a11yLabObserver) { w.__a11yLabApply(); return; }
   const set = (el, name, value) => { if (el.getAttribute(name) !== value) el.setAttribute(name, value); };
+  const say = (text) => {  // Streamlit's English, in the page's language (or null)
+    for (const [re, to] of w.__a11yLab.sr) if (re.test(text)) return text.replace(re, to);
+    return null;
+  };
+  const live = () => {
+    let region = document.getElementById('lab-live');
+    if (!region) {
+      region = document.createElement('div');
+      region.id = 'lab-live';
+      region.className = 'lab-sr-only';
+      region.setAttribute('role', 'status');
+      region.setAttribute('aria-live', 'polite');
+      region.setAttribute('aria-atomic', 'true');
+      document.body.appendChild(region);
+    }
+    set(region, 'aria-label', w.__a11yLab.live);
+    return region;
+  };
+  const idle = () => document.querySelector('[data-testid=stApp]')?.getAttribute('data-test-script-state') === 'notRunning';
+  // Say ``text`` in the live region (again, even when it is the same text as last time);
+  // then, once the run is over, move the focus to ``focus`` (a selector) if given.
+  w.__labAnnounce = (text, focus) => {
+    const region = live();
+    region.textContent = '';
+    setTimeout(() => { region.textContent = text; }, 150);
+    if (!focus) return;
+    let tries = 0;
+    const move = () => {
+      const target = [...document.querySelectorAll(focus)].pop();
+      if (target && idle()) {
+        if (!target.matches('a, button, input, select, textarea, [tabindex]')) target.setAttribute('tabindex', '-1');
+        target.focus({ preventScroll: false });
+      } else if (tries++ < 100) setTimeout(move, 100);
+    };
+    setTimeout(move, 50);
+  };
+  const sidebar = { open: null };
+  const SIDEBAR = '[data-testid=stSidebar]';
+  const EXPAND = '[data-testid=stExpandSidebarButton]';
+  const COLLAPSE = '[data-testid=stSidebarCollapseButton] button';
+  const focusable = 'a[href], button:not([disabled]), input:not([disabled]), textarea, select, [tabindex]:not([tabindex="-1"])';
+  const placeSidebar = () => {
+    const bar = document.querySelector(SIDEBAR);
+    if (!bar) return;
+    const open = bar.getAttribute('data-collapsed') !== 'true';
+    if (open) { if (bar.hasAttribute('inert')) bar.removeAttribute('inert'); }
+    else if (!bar.hasAttribute('inert')) bar.setAttribute('inert', '');
+    if (sidebar.open === null || sidebar.open === open) { sidebar.open = open; return; }
+    sidebar.open = open;
+    const active = document.activeElement;
+    if (open && (!active || active === document.body || active.closest(EXPAND))) {
+      let tries = 0;  // its contents may be drawn a few frames after it opens
+      const enter = () => {
+        const first = [...bar.querySelectorAll(focusable)].find(e => e.checkVisibility({ visibilityProperty: true }));
+        if (first) first.focus();
+        if ((!first || document.activeElement !== first) && tries++ < 40) setTimeout(enter, 50);
+      };
+      enter();
+    } else if (!open && (!active || active === document.body || bar.contains(active))) {
+      document.querySelector(EXPAND)?.focus();
+    }
+  };
+  document.addEventListener('keydown', (e) => {
+    if (e.key !== 'Escape' || e.defaultPrevented) return;
+    const bar = document.querySelector(SIDEBAR);
+    if (!bar || bar.getAttribute('data-collapsed') === 'true') return;
+    const active = document.activeElement;
+    if (!bar.contains(active) || active.getAttribute('aria-expanded') === 'true') return;
+    const button = bar.querySelector(COLLAPSE) || document.querySelector(COLLAPSE);
+    if (button) { e.preventDefault(); button.click(); }
+  });
+  const translateText = (root) => {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const text = node.nodeValue.trim();
+      const said = text && say(text);
+      if (said && said !== text) node.nodeValue = said;
+    }
+  };
   const apply = () => {
     const c = w.__a11yLab;
     set(document.documentElement, 'lang', c.lang);
+    live();
+    placeSidebar();
+    if (c.sr.length) {
+      for (const name of ['aria-label', 'placeholder', 'title', 'aria-description']) {
+        for (const el of document.querySelectorAll(`[${name}]`)) {
+          if (el.closest('.js-plotly-plot')) continue;  // the toolbar has its own locale
+          const said = say(el.getAttribute(name));
+          if (said) set(el, name, said);
+        }
+      }
+      for (const el of document.querySelectorAll('[data-testid=stSkipToContent], [data-testid=InputInstructions], [aria-live]:not(#lab-live), [role=status]:not(#lab-live), [role=log]')) {
+        translateText(el);
+      }
+    }
+    // an icon beside a label's words is decoration: "memory icon" is not read out
+    for (const el of document.querySelectorAll('span[role=img][aria-label$=" icon"]')) {
+      const owner = el.parentElement?.closest('p, label, button, a, li, summary, [data-testid=stWidgetLabel], [data-testid=stMarkdownContainer], [data-testid=stAlertContainer], [role=option], [data-baseweb=select]');
+      if (owner && owner.textContent.replace(el.textContent, '').trim()) set(el, 'aria-hidden', 'true');
+    }
     for (const ul of document.querySelectorAll('[data-testid=stSidebarNavItems]')) {
       const sections = [...ul.children].filter(e => e.tagName === 'DIV');
       if (!sections.length) continue;
@@ -113,7 +249,10 @@ _SCRIPT = r"""
   const later = () => { if (!queued) { queued = true; requestAnimationFrame(() => { queued = false; apply(); }); } };
   w.__a11yLabApply = apply;
   w.__a11yLabObserver = new MutationObserver(later);
-  w.__a11yLabObserver.observe(document.body, { childList: true, subtree: true });
+  w.__a11yLabObserver.observe(document.body, {
+    childList: true, subtree: true, characterData: true,
+    attributes: true, attributeFilter: ['data-collapsed', 'aria-label', 'placeholder'],
+  });
   w.addEventListener('resize', later);
   apply();
 })();
@@ -127,12 +266,83 @@ def a11y_html(lang: str, labels: dict[str, str]) -> str:
     return f"<style>{A11Y_CSS}</style><script>{_SCRIPT % config}</script>"
 
 
+# Streamlit's own English strings for assistive technology (and a few seen ones), each a
+# catalog key whose English text is what Streamlit writes; "$1" stands for a part kept.
+SR_KEYS = (
+    "a11y.sr.skip",
+    "a11y.sr.sidebar",
+    "a11y.sr.collapse_sidebar",
+    "a11y.sr.expand_sidebar",
+    "a11y.sr.app_pages",
+    "a11y.sr.help_for",
+    "a11y.sr.open",
+    "a11y.sr.close",
+    "a11y.sr.link_to_heading",
+    "a11y.sr.progress",
+    "a11y.sr.clear_all",
+    "a11y.sr.clear_value",
+    "a11y.sr.remove",
+    "a11y.sr.option_available",
+    "a11y.sr.options_available",
+    "a11y.sr.no_options",
+    "a11y.sr.enter_submit",
+    "a11y.sr.enter_apply",
+    "a11y.sr.ctrl_enter_submit",
+    "a11y.sr.ctrl_enter_apply",
+    "a11y.sr.choose_option",
+    "a11y.sr.choose_options",
+    "a11y.sr.show_hide_columns",
+    "a11y.sr.download_csv",
+    "a11y.sr.search",
+    "a11y.sr.fullscreen",
+    "a11y.sr.main_menu",
+)
+
+
+def sr_patterns(lang: str) -> list[tuple[str, str]]:
+    """(JavaScript regex of Streamlit's English string, the text in ``lang``) pairs; none
+    for English. "$1" in a catalog text is the part of the string that is kept (a label,
+    a count)."""
+    if lang == "en":
+        return []
+    pairs = []
+    for key in SR_KEYS:
+        english = translate(key, "en")
+        pattern = re.escape(english).replace(re.escape("$1"), "(.+?)")
+        pairs.append((f"^{pattern}$", translate(key, lang)))
+    return pairs
+
+
 def render_a11y() -> None:
     """Call once per run, from the frame, after the language is known."""
+    lang = current_language()
     labels = {
         "upload": t("chrome.upload_button"),
         "formula": t("a11y.formula"),
         "code": t("a11y.code"),
         "table": t("a11y.table"),
+        "live": t("a11y.sr.live"),
+        "sr": sr_patterns(lang),
     }
-    st.html(a11y_html(current_language(), labels), unsafe_allow_javascript=True)
+    st.html(a11y_html(lang, labels), unsafe_allow_javascript=True)
+
+
+def announce(text: str, *, focus: str | None = None) -> None:
+    """Say ``text`` in the page's polite live region (a screen reader reads it out once),
+    and, when ``focus`` is a CSS selector, move the keyboard focus to the last element it
+    matches once the run is drawn (the feedback after Check, the class after Join).
+
+    Call it in the run that follows the press, only when something changed, and last in
+    the page or fragment (so no element after it moves); the same text said twice in a
+    row is read out twice (a second identical wrong answer).
+    """
+    n = next(_COUNTER)  # a new element each time, so its script runs again
+    args = json.dumps([text, focus], ensure_ascii=False).replace("<", "\\u003c")
+    st.html(
+        f'<span data-lab-announce="{n}" hidden></span>'
+        f"<script>window.__labAnnounce && window.__labAnnounce(...{args});</script>",
+        unsafe_allow_javascript=True,
+    )
+
+
+_COUNTER = itertools.count()
