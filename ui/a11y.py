@@ -44,17 +44,23 @@ FOCUS_COLOUR = "#1a5fb4"  # 6.5:1 on white, 5.9:1 on the sidebar's grey: a visib
 A11Y_CSS = f"""
 :focus-visible {{ outline: 3px solid {FOCUS_COLOUR} !important; outline-offset: 2px; }}
 /* a toggle's, radio's or checkbox's input is hidden: its ring goes on the label that is seen */
-label:has(> input:focus-visible) {{
+label:has(input:focus-visible), label[data-focus-visible] {{
   outline: 3px solid {FOCUS_COLOUR} !important; outline-offset: 2px; border-radius: 4px;
 }}
-/* a text box's or select box's own ring is cut to its 1 px border by the box around it */
-[data-baseweb="input"]:has(input:focus-visible), [data-baseweb="textarea"]:has(textarea:focus-visible),
-[data-baseweb="base-input"]:has(input:focus-visible),
-[data-baseweb="select"] > div:has(input:focus-visible) {{
+/* a text box's or select box's own ring is cut to its 1 px border by the box around it:
+   the ring is drawn inside the box's border, where nothing clips it */
+[data-testid$="RootElement"]:has(:is(input, textarea):focus-visible),
+[data-testid="stNumberInputContainer"]:has(input:focus-visible),
+.react-aria-ComboBox > div:has(input:focus-visible) {{
+  outline: 3px solid {FOCUS_COLOUR} !important; outline-offset: -3px;
+}}
+[data-testid$="RootElement"] :is(input, textarea):focus-visible,
+[data-testid="stNumberInputContainer"] input:focus-visible,
+.react-aria-ComboBox input:focus-visible {{ outline: none !important; }}
+/* a slider's range input is hidden: the ring goes round its thumb */
+[data-testid="stSlider"] div:has(> div > input[type="range"]:focus-visible) {{
   outline: 3px solid {FOCUS_COLOUR} !important; outline-offset: 2px;
 }}
-[data-baseweb="input"] input:focus-visible, [data-baseweb="textarea"] textarea:focus-visible,
-[data-baseweb="select"] input:focus-visible {{ outline: none !important; }}
 /* the sidebar's collapse button is shown on hover only: also while the focus is in it */
 [data-testid="stSidebar"]:focus-within [data-testid="stSidebarCollapseButton"] {{
   visibility: visible !important; display: inline-flex !important;
