@@ -302,6 +302,10 @@ SR_KEYS = (
     "a11y.sr.search",
     "a11y.sr.fullscreen",
     "a11y.sr.main_menu",
+    "a11y.sr.increment",
+    "a11y.sr.decrement",
+    "a11y.sr.selected_values",
+    "a11y.sr.file_upload",
 )
 
 
