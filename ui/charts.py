@@ -11,6 +11,7 @@ from streamlit.errors import StreamlitAPIException
 from ui.i18n import current_language, t
 from viz.summaries import (
     MAX_TRACES_SAID,
+    TABLE_COLUMNS,
     attention_peak,
     figure_facts,
     figure_table,
@@ -105,8 +106,10 @@ def _fact_sentence(fact: dict) -> str:
 def describe_figure(fig: go.Figure) -> str:
     """A one-sentence summary from the figure's own traces, in the reader's language: each
     heatmap's highest cell, each curve's or bar chart's peak (viz.summaries.figure_facts)."""
-    title = figure_title(fig) or t("a11y.chart")
     facts = figure_facts(fig)
+    # untitled: the measured quantity names the chart ("Mean: …", "Standard deviation: …")
+    quantities = {f.get("y_title") or f.get("quantity") for f in facts} - {None, ""}
+    title = figure_title(fig) or (quantities.pop() if len(quantities) == 1 else t("a11y.chart"))
     if not facts:
         return t("a11y.summary.empty", title=title)
     parts = [_fact_sentence(f) for f in facts[:MAX_TRACES_SAID]]
@@ -118,7 +121,7 @@ def describe_figure(fig: go.Figure) -> str:
 def attention_summary(where: str, weights, query_tokens, key_tokens) -> str:
     """The summary "Layer 2, head 3: 'it' attends most to 'animal' (0.62)", from the weights drawn."""
     peak = attention_peak(weights, list(query_tokens), list(key_tokens))
-    return t("a11y.summary.attention", where=where, **peak)
+    return t(f"a11y.summary.{peak.pop('kind', 'attention')}", where=where, **peak)
 
 
 def warmup_summary(steps, learning_rates) -> str:
@@ -156,4 +159,5 @@ def plotly_chart(
         where.caption(label)
         return
     if table.open:
-        table.dataframe(figure_table(fig), hide_index=True)
+        headers = {c: t(f"a11y.col.{c}") for c in TABLE_COLUMNS}
+        table.dataframe(figure_table(fig, headers), hide_index=True)
