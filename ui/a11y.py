@@ -67,6 +67,24 @@ label:has(input:focus-visible), label[data-focus-visible] {{
 }}
 /* a tab's ring is drawn inside it: the tab list clips what lies outside */
 [role="tab"]:focus-visible {{ outline-offset: -3px; }}
+/* every target at least 24 × 24 px (2.5.8): help "?", heading links, a multiselect's
+   "Remove" and "Open", the tab list's scroll arrows, the chart toolbar's buttons */
+[data-testid="stTooltipHoverTarget"] button, [data-testid="stHeaderActionElements"] a,
+[data-testid="stMultiSelect"] button, [data-testid^="stTabsScroll"] {{
+  min-width: 24px !important; min-height: 24px !important;
+  display: inline-flex; align-items: center; justify-content: center;
+}}
+[data-testid="stPlotlyChart"] .modebar-btn {{ min-height: 24px; min-width: 24px; }}
+/* On a phone (or at 200 % zoom) the chart toolbar covers titles and legends: it shows
+   while the chart is touched, hovered or has the keyboard focus, and never takes a tap
+   meant for what lies under it otherwise */
+@media (max-width: 640px), (hover: none) {{
+  [data-testid="stPlotlyChart"] .modebar-container {{ opacity: 0; pointer-events: none; }}
+  [data-testid="stPlotlyChart"]:hover .modebar-container,
+  [data-testid="stPlotlyChart"]:focus-within .modebar-container {{
+    opacity: 1; pointer-events: auto;
+  }}
+}}
 /* the lab's live region: read out, not seen */
 .lab-sr-only {{
   position: absolute !important; width: 1px; height: 1px; padding: 0; margin: -1px;
@@ -214,6 +232,18 @@ _SCRIPT = r"""
         translateText(el);
       }
     }
+    // A chart speaks through its name (the summary) and the table below it: the drawing's
+    // nodes (unnamed graphics, loose axis text) are hidden from assistive technology.
+    for (const svg of document.querySelectorAll('[data-testid=stPlotlyChart] svg.main-svg')) {
+      set(svg, 'aria-hidden', 'true');
+    }
+    // "show as a table": the table is named after the chart it stands for
+    for (const frame of document.querySelectorAll('[data-testid=stExpander] [data-testid=stDataFrame]')) {
+      const summary = frame.closest('[data-testid=stExpander]').querySelector('summary');
+      const words = summary && [...summary.querySelectorAll('[data-testid=stMarkdownContainer]')]
+        .map(e => e.innerText.trim()).join(' ');
+      if (words) { set(frame, 'role', 'group'); set(frame, 'aria-label', c.tableName.replace('{summary}', words)); }
+    }
     // an icon beside a label's words is decoration: "memory icon" is not read out
     for (const el of document.querySelectorAll('span[role=img][aria-label$=" icon"]')) {
       const owner = el.parentElement?.closest('p, label, button, a, li, summary, [data-testid=stWidgetLabel], [data-testid=stMarkdownContainer], [data-testid=stAlertContainer], [role=option], [data-baseweb=select]');
@@ -306,6 +336,8 @@ SR_KEYS = (
     "a11y.sr.decrement",
     "a11y.sr.selected_values",
     "a11y.sr.file_upload",
+    "a11y.sr.scroll_tabs_left",
+    "a11y.sr.scroll_tabs_right",
 )
 
 
@@ -332,6 +364,7 @@ def render_a11y() -> None:
         "code": t("a11y.code"),
         "table": t("a11y.table"),
         "live": t("a11y.sr.live"),
+        "tableName": t("a11y.table_name", summary="{summary}"),
         "sr": sr_patterns(lang),
     }
     st.html(a11y_html(lang, labels), unsafe_allow_javascript=True)

@@ -373,3 +373,119 @@ def test_asking_for_the_solution_is_said(browser, app_url):
         assert live_text(tab) == translate("practice.solution_shown", "ko")
     finally:
         context.close()
+
+
+# --- a phone ----------------------------------------------------------------------------------
+
+_SMALL_TARGETS_JS = """() => {
+  const out = [];
+  const controls = 'button, a[href], [role=button], [role=tab], [role=switch], [role=radio], select';
+  for (const el of document.querySelectorAll(controls)) {
+    if (el.closest('[inert]') || !el.checkVisibility({ visibilityProperty: true, opacityProperty: true })) continue;
+    if (el.matches('[data-testid=stSkipToContent]')) continue;  // seen only while focused
+    if (el.closest('label') && el.matches('input')) continue;   // its label is the target
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height) continue;
+    if (r.width < 23.5 || r.height < 23.5) {
+      out.push(`${el.getAttribute('aria-label') || el.innerText.trim().slice(0, 30) || el.tagName} ${r.width.toFixed(0)}×${r.height.toFixed(0)}`);
+    }
+  }
+  return [...new Set(out)];
+}"""
+
+# Text drawn in a chart (titles, legends, tick labels) that reaches past the chart's box.
+_OVERFLOW_JS = """() => {
+  const out = [];
+  for (const chart of document.querySelectorAll('[data-testid=stPlotlyChart]')) {
+    const box = chart.getBoundingClientRect();
+    if (!box.width) continue;
+    for (const text of chart.querySelectorAll('svg text')) {
+      if (!text.textContent.trim()) continue;
+      const r = text.getBoundingClientRect();
+      if (!r.width) continue;
+      if (r.left < box.left - 1 || r.right > box.right + 1) {
+        out.push(`${chart.getAttribute('aria-label').slice(0, 40)}: “${text.textContent.slice(0, 40)}”`);
+      }
+    }
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_on_a_phone_every_target_is_24_px_and_no_chart_text_leaves_its_chart(
+    browser, app_url, lang
+):
+    context, tab = open_page(browser, app_url, "", lang, 390, 844)
+    small, overflow = [], []
+    try:
+        for path in PAGES:
+            tab.goto(f"/{path}?lang={lang}")
+            settle(tab)
+            tab.wait_for_function(
+                "[...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
+                ".every(c => c.querySelector('.main-svg'))",
+                timeout=TIMEOUT_MS,
+            )
+            small += [f"/{path}: {s}" for s in tab.evaluate(_SMALL_TARGETS_JS)]
+            overflow += [f"/{path}: {s}" for s in tab.evaluate(_OVERFLOW_JS)]
+    finally:
+        context.close()
+    assert not small, "targets under 24 × 24 px:\n" + "\n".join(small)
+    assert not overflow, "chart text past its chart:\n" + "\n".join(overflow)
+
+
+# --- what a screen reader hears in the explorer's chart region --------------------------------
+
+HEARD = ROOT / "tests" / "artifacts" / "explorer-chart-heard.md"
+
+
+def test_the_explorers_chart_region_speaks_through_its_summary_and_table(browser, app_url):
+    """Recorded from Chromium's accessibility tree: the chart is one named figure (its
+    summary), its drawing says nothing, the table that stands for it follows."""
+    context, tab = open_page(browser, app_url, "explorer", "en", 1440, 900)
+    try:
+        chart = tab.locator("[data-testid=stPlotlyChart]").first
+        chart.wait_for(timeout=TIMEOUT_MS)
+        tab.wait_for_timeout(500)
+        # open "show as a table" below the first chart
+        expander = tab.locator("[data-testid=stExpander]", has=tab.locator("summary")).filter(
+            has_text=translate("a11y.show_table", "en")
+        )
+        expander.first.locator("summary").click()
+        settle(tab)
+        tab.locator("[data-testid=stExpander] [data-testid=stDataFrame]").first.wait_for(
+            timeout=TIMEOUT_MS
+        )
+        tab.wait_for_timeout(500)
+        heard = tab.evaluate(
+            """() => {
+              const chart = document.querySelector('[data-testid=stPlotlyChart]');
+              const svgs = [...chart.querySelectorAll('svg.main-svg')];
+              const frame = document.querySelector('[data-testid=stExpander] [data-testid=stDataFrame]');
+              return {figure: chart.getAttribute('aria-label'), role: chart.getAttribute('role'),
+                      hidden: svgs.every(s => s.getAttribute('aria-hidden') === 'true'),
+                      table: frame.getAttribute('aria-label')};
+            }"""
+        )
+        names = accessible_names(context, tab)
+    finally:
+        context.close()
+    assert heard["role"] == "figure" and heard["hidden"], heard
+    assert (
+        heard["table"]
+        == translate("a11y.table_name", "en", summary="").strip()
+        + " "
+        + (heard["table"].split(": ", 1)[1])
+    )
+    assert heard["table"].split(": ", 1)[1].startswith(heard["figure"].split(":")[0])
+    # no unnamed graphics: every image or graphics node a reader meets has a name
+    assert ("figure", heard["figure"]) in names
+    region = [
+        f"- {role}: “{name}”"
+        for role, name in names
+        if role in ("figure", "group", "DisclosureTriangle", "toolbar", "button")
+        and (name.startswith(heard["figure"].split(":")[0]) or role == "toolbar")
+    ]
+    HEARD.parent.mkdir(parents=True, exist_ok=True)
+    HEARD.write_text("\n".join(region) + "\n")
