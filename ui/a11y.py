@@ -237,6 +237,23 @@ _SCRIPT = r"""
     for (const svg of document.querySelectorAll('[data-testid=stPlotlyChart] svg.main-svg')) {
       set(svg, 'aria-hidden', 'true');
     }
+    // A heatmap's numbers are drawn only where every cell can hold its number (a phone's
+    // narrow cells made them overlap); the hover and the table still give each value.
+    for (const layer of document.querySelectorAll('[data-testid=stPlotlyChart] g.hm')) {
+      const labels = [...layer.querySelectorAll('.heatmap-label text')];
+      if (labels.length < 2 || labels[0].style.display === 'none') continue;
+      const boxes = labels.map(l => l.getBBox());
+      const gap = (values) => {
+        const sorted = [...new Set(values.map(v => Math.round(v)))].sort((a, b) => a - b);
+        let least = Infinity;
+        for (let i = 1; i < sorted.length; i++) least = Math.min(least, sorted[i] - sorted[i - 1]);
+        return least;
+      };
+      const wide = gap(boxes.map(b => b.x + b.width / 2)), high = gap(boxes.map(b => b.y + b.height / 2));
+      if (boxes.some(b => b.width > wide - 2 || b.height > high)) {
+        for (const l of labels) l.style.display = 'none';
+      }
+    }
     // "show as a table": the table is named after the chart it stands for
     for (const frame of document.querySelectorAll('[data-testid=stExpander] [data-testid=stDataFrame]')) {
       const summary = frame.closest('[data-testid=stExpander]').querySelector('summary');

@@ -180,7 +180,7 @@ def wrap_titles(fig: go.Figure) -> go.Figure:
     columns = len({tuple(a.domain or (0, 1)) for a in fig.select_xaxes()}) or 1
     for note in fig.layout.annotations or ():
         if note.text and note.xref == "paper" and note.yref == "paper" and not note.showarrow:
-            note.text = wrap_text(note.text, max(TITLE_UNITS // columns, 12))
+            note.text = wrap_text(note.text, max(int(TITLE_UNITS * 0.75 / columns), 8))
     return fig
 
 
