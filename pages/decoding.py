@@ -265,7 +265,7 @@ def show_step() -> None:
             current.probs.numpy(),
             vocab,
             current.token_id,
-            names=(t("decoding.dist.raw"), t("decoding.dist.used")),
+            names=(t("decoding.dist.raw"), t("decoding.dist.used"), t("decoding.dist.chosen")),
             axis=t("decoding.dist.axis"),
         ),
         key="dist_chart",

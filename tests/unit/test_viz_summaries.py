@@ -195,3 +195,19 @@ def test_table_values_are_rounded_as_drawn_and_never_negative_zero():
     assert rounded(5.89599263441337e-15) == 0.0 and str(rounded(-1e-9)) == "0.0"
     assert rounded(0.950739860534668) == 0.951 and rounded(32.000008) == 32.0
     assert rounded(7.0412e-4) == 7.04e-4
+
+
+def test_memory_axes_read_in_kib_mib_gib():
+    from viz.modern import memory_figure
+
+    memory = {
+        "n": [256, 4096],
+        "full_measured": [3e3, 2e9],
+        "tiled_measured": [3e3, 5e6],
+        "full_formula": [3e3, 2e9],
+        "output_bytes": [2e3, 4e6],
+    }
+    fig = memory_figure(memory, names={"full": "f", "tiled": "t"}, x_title="n", y_title="bytes")
+    ticks = list(fig.layout.yaxis.ticktext)
+    assert "1 MiB" in ticks and any(t.endswith("GiB") for t in ticks)
+    assert all(t.split()[-1] in ("B", "KiB", "MiB", "GiB") for t in ticks)
