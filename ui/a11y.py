@@ -14,6 +14,7 @@ One small style sheet and script, sent once per run from app.py (``render_a11y``
 - Focus is always visible; nothing animates for readers who asked for reduced motion;
   long links wrap; on a phone a row of metrics stays a row and wide tables scroll.
 
+- Heading levels follow each other without a gap (``aria-level`` on a heading that skips).
 - Focus stays on what is seen: a collapsed sidebar is ``inert`` (out of the Tab order at
   every width); opening it moves focus into it, Escape closes it and gives focus back to
   its button. Controls whose real input is hidden (toggles, radios, checkboxes) or whose
@@ -231,6 +232,18 @@ _SCRIPT = r"""
       for (const el of document.querySelectorAll('[data-testid=stSkipToContent], [data-testid=InputInstructions], [aria-live]:not(#lab-live), [role=status]:not(#lab-live), [role=log]')) {
         translateText(el);
       }
+    }
+    // Heading levels in order: a page's st.subheader (h3) right under its title (h1) is
+    // said as level 2, so a screen reader's list of headings skips no level.
+    const open = [];  // the headings this one sits under: [its own level, the level said]
+    for (const h of document.querySelectorAll('h1, h2, h3, h4, h5, h6')) {
+      if (!h.checkVisibility()) continue;
+      const own = Number(h.tagName[1]);
+      while (open.length && open[open.length - 1][0] >= own) open.pop();
+      const level = open.length ? open[open.length - 1][1] + 1 : Math.min(own, 1);
+      if (level !== own) set(h, 'aria-level', String(level));
+      else if (h.hasAttribute('aria-level')) h.removeAttribute('aria-level');
+      open.push([own, level]);
     }
     // A chart speaks through its name (the summary) and the table below it: the drawing's
     // nodes (unnamed graphics, loose axis text) are hidden from assistive technology.
