@@ -208,12 +208,27 @@ _SCRIPT = r"""
     const button = bar.querySelector(COLLAPSE) || document.querySelector(COLLAPSE);
     if (button) { e.preventDefault(); button.click(); }
   });
+  // What we replaced, so a switch back to English (React does not redraw a string it thinks
+  // it already wrote) restores Streamlit's own words: node -> {attribute: [english, said]}.
+  const replaced = new WeakMap();
+  const reword = (node, name, current, write) => {
+    const seen = replaced.get(node) || {};
+    const [english, said] = seen[name] || [];
+    const own = current === said ? english : current;  // React may have written anew
+    const now = say(own);
+    if (now !== null) {
+      seen[name] = [own, now];
+      replaced.set(node, seen);
+      if (current !== now) write(now);
+    } else if (current !== own) {
+      write(own);  // back to Streamlit's words
+    }
+  };
   const translateText = (root) => {
     const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      const text = node.nodeValue.trim();
-      const said = text && say(text);
-      if (said && said !== text) node.nodeValue = said;
+      if (!node.nodeValue.trim()) continue;
+      reword(node, 'text', node.nodeValue.trim(), (v) => { node.nodeValue = v; });
     }
   };
   const apply = () => {
@@ -221,17 +236,14 @@ _SCRIPT = r"""
     set(document.documentElement, 'lang', c.lang);
     live();
     placeSidebar();
-    if (c.sr.length) {
-      for (const name of ['aria-label', 'placeholder', 'title', 'aria-description']) {
-        for (const el of document.querySelectorAll(`[${name}]`)) {
-          if (el.closest('.js-plotly-plot')) continue;  // the toolbar has its own locale
-          const said = say(el.getAttribute(name));
-          if (said) set(el, name, said);
-        }
+    for (const name of ['aria-label', 'placeholder', 'title', 'aria-description']) {
+      for (const el of document.querySelectorAll(`[${name}]`)) {
+        if (el.closest('.js-plotly-plot')) continue;  // the toolbar has its own locale
+        reword(el, name, el.getAttribute(name), (v) => el.setAttribute(name, v));
       }
-      for (const el of document.querySelectorAll('[data-testid=stSkipToContent], [data-testid=InputInstructions], [aria-live]:not(#lab-live), [role=status]:not(#lab-live), [role=log]')) {
-        translateText(el);
-      }
+    }
+    for (const el of document.querySelectorAll('[data-testid=stSkipToContent], [data-testid=InputInstructions], [aria-live]:not(#lab-live), [role=status]:not(#lab-live), [role=log]')) {
+      translateText(el);
     }
     // Heading levels in order: a page's st.subheader (h3) right under its title (h1) is
     // said as level 2, so a screen reader's list of headings skips no level.

@@ -489,3 +489,24 @@ def test_the_explorers_chart_region_speaks_through_its_summary_and_table(browser
     ]
     HEARD.parent.mkdir(parents=True, exist_ok=True)
     HEARD.write_text("\n".join(region) + "\n")
+
+
+def test_switching_back_to_english_gives_streamlit_its_own_words_again(browser, app_url):
+    context, tab = open_page(browser, app_url, "decoding", "ko", 1440, 900)
+    try:
+        assert tab.get_attribute("[data-testid=stSidebar]", "aria-label") == translate(
+            "a11y.sr.sidebar", "ko"
+        )
+        tab.locator("[data-testid=stSidebar] button", has_text="English").click()
+        tab.locator("h1", has_text=translate("nav.decoding", "en")).first.wait_for(
+            timeout=TIMEOUT_MS
+        )
+        settle(tab)
+        assert tab.get_attribute("[data-testid=stSidebar]", "aria-label") == "Sidebar"
+        helps = tab.evaluate(
+            "[...document.querySelectorAll('[data-testid=stTooltipHoverTarget] button')]"
+            ".map(b => b.getAttribute('aria-label'))"
+        )
+        assert helps and all(h.startswith("Help for ") for h in helps), helps
+    finally:
+        context.close()
