@@ -284,7 +284,8 @@ _SCRIPT = r"""
       const summary = frame.closest('[data-testid=stExpander]').querySelector('summary');
       const words = summary && [...summary.querySelectorAll('[data-testid=stMarkdownContainer]')]
         .map(e => e.innerText.trim()).join(' ');
-      if (words) { set(frame, 'role', 'group'); set(frame, 'aria-label', c.tableName.replace('{summary}', words)); }
+      const said = words && words.replace(` (${c.showTable})`, '');
+      if (said) { set(frame, 'role', 'group'); set(frame, 'aria-label', c.tableName.replace('{summary}', said)); }
     }
     // an icon beside a label's words is decoration: "memory icon" is not read out
     for (const el of document.querySelectorAll('span[role=img][aria-label$=" icon"]')) {
@@ -407,6 +408,7 @@ def render_a11y() -> None:
         "table": t("a11y.table"),
         "live": t("a11y.sr.live"),
         "tableName": t("a11y.table_name", summary="{summary}"),
+        "showTable": t("a11y.show_table"),
         "sr": sr_patterns(lang),
     }
     st.html(a11y_html(lang, labels), unsafe_allow_javascript=True)
