@@ -93,6 +93,16 @@ label:has(input:focus-visible), label[data-focus-visible] {{
 }}
 [data-testid="stElementContainer"]:has([data-lab-announce]) {{ display: none; }}
 .katex-display[tabindex="0"]:focus-visible {{ outline-offset: 0; }}
+/* a formula wider than the screen shows that it scrolls: a shadow at each edge with more
+   to see (the white covers sit on the content and move with it) */
+.katex-display[tabindex="0"], [data-testid="stMain"] pre[tabindex="0"] {{
+  background:
+    linear-gradient(to right, #fff 30%, rgba(255, 255, 255, 0)) left / 40px 100% no-repeat local,
+    linear-gradient(to left, #fff 30%, rgba(255, 255, 255, 0)) right / 40px 100% no-repeat local,
+    radial-gradient(farthest-side at 0 50%, rgba(0, 0, 0, 0.35), transparent) left / 16px 100% no-repeat scroll,
+    radial-gradient(farthest-side at 100% 50%, rgba(0, 0, 0, 0.35), transparent) right / 16px 100% no-repeat scroll;
+  scrollbar-width: thin;
+}}
 [data-testid="stMarkdownContainer"] a {{ overflow-wrap: anywhere; }}
 /* a caption is drawn at 60 % opacity: its inline code takes the caption's near-black, since
    the code green at 60 % falls to 3:1 */

@@ -417,11 +417,15 @@ _OVERFLOW_JS = """() => {
   return out;
 }"""
 
+# A formula wider than its column that neither shows it scrolls nor can be scrolled by keyboard.
+_HIDDEN_SCROLL_JS = """() => [...document.querySelectorAll('[data-testid=stMain] .katex-display')]
+  .filter(d => d.scrollWidth > d.clientWidth + 1)
+  .filter(d => d.getAttribute('tabindex') !== '0' || !getComputedStyle(d).backgroundImage.includes('gradient'))
+  .map(d => d.textContent.slice(0, 40))"""
+
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_on_a_phone_every_target_is_24_px_and_no_chart_text_leaves_its_chart(
-    browser, app_url, lang
-):
+def test_on_a_phone_every_target_is_24_px_and_nothing_runs_off_unseen(browser, app_url, lang):
     context, tab = open_page(browser, app_url, "", lang, 390, 844)
     small, overflow = [], []
     try:
@@ -435,6 +439,9 @@ def test_on_a_phone_every_target_is_24_px_and_no_chart_text_leaves_its_chart(
             )
             small += [f"/{path}: {s}" for s in tab.evaluate(_SMALL_TARGETS_JS)]
             overflow += [f"/{path}: {s}" for s in tab.evaluate(_OVERFLOW_JS)]
+            overflow += [
+                f"/{path}: formula scrolls unseen: {s}" for s in tab.evaluate(_HIDDEN_SCROLL_JS)
+            ]
     finally:
         context.close()
     assert not small, "targets under 24 × 24 px:\n" + "\n".join(small)
