@@ -433,12 +433,18 @@ def announce(text: str, *, focus: str | None = None) -> None:
     the page or fragment (so no element after it moves); the same text said twice in a
     row is read out twice (a second identical wrong answer).
     """
-    n = next(_COUNTER)  # a new element each time, so its script runs again
-    args = json.dumps([text, focus], ensure_ascii=False).replace("<", "\\u003c")
-    st.html(
-        f'<span data-lab-announce="{n}" hidden></span>'
-        f"<script>window.__labAnnounce && window.__labAnnounce(...{args});</script>",
-        unsafe_allow_javascript=True,
+    st.html(announce_html(text, focus, next(_COUNTER)), unsafe_allow_javascript=True)
+
+
+def announce_html(text: str, focus: str | None, n: int) -> str:
+    """The element ``announce`` sends: ``n`` makes each one new, so its script runs again.
+    ``text`` may hold a student's tokens: JSON with "<" and ">" escaped cannot leave the
+    script."""
+    args = json.dumps([text, focus], ensure_ascii=False)
+    args = args.replace("<", "\\u003c").replace(">", "\\u003e")
+    return (
+        f'<span data-lab-announce="{int(n)}" hidden></span>'
+        f"<script>window.__labAnnounce && window.__labAnnounce(...{args});</script>"
     )
 
 

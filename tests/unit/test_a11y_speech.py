@@ -30,3 +30,11 @@ def test_help_and_counts_keep_their_label_and_number():
 
 def test_english_pages_keep_streamlit_s_own_words():
     assert sr_patterns("en") == []
+
+
+def test_an_announcement_cannot_close_its_script():
+    from ui.a11y import announce_html
+
+    html = announce_html("Step 1: ‘</script><b>’", ".st-key-x", 3)
+    assert html.count("</script>") == 1 and "<b>" not in html
+    assert 'data-lab-announce="3"' in html
