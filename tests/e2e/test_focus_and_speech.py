@@ -180,8 +180,11 @@ def test_the_focus_ring_is_seen_on_every_kind_of_control(browser, app_url, kind)
     context, tab = open_page(browser, app_url, path, "en", 1440, 900)
     try:
         control = tab.locator(target).first
-        control.focus()  # scrolls it into view, where it stays while we look
-        tab.evaluate("document.activeElement.blur()")
+        control.focus()
+        tab.evaluate(  # in the middle of the screen, so the ring all round is on it
+            "document.activeElement.scrollIntoView({block: 'center', inline: 'center'});"
+            "document.activeElement.blur()"
+        )
         tab.wait_for_timeout(300)
         # the box the reader sees around the control: the nearest one holding it
         box = tab.evaluate(
