@@ -55,7 +55,7 @@ stop:
 system-deps:
 	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y haproxy postgresql chromium fonts-noto-cjk
+		apt-get install -y haproxy postgresql chromium fonts-noto-cjk fonts-noto-color-emoji
 
 test: $(DEV_STAMP)
 	$(PY) -m ruff check .

@@ -126,6 +126,9 @@ pages = {
     ],
 }
 page = st.navigation(pages, expanded=True)  # every page listed: no "View more" fold
+# Each page's own title in the browser tab and for screen readers (WCAG 2.4.2), in the UI's
+# language: "Attention Explorer · Attention Lab".
+st.set_page_config(page_title=t("a11y.page_title", page=page.title))
 render_sidebar()
 translate_streamlit_chrome()  # Streamlit's own English controls: translated or removed
 render_a11y()  # <html lang>, navigation as lists, focus rings, reduced motion (ui/a11y.py)

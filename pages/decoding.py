@@ -10,6 +10,7 @@ from model.analysis.views import model_special_tokens
 from model.masks import future_mask
 from model.runtime.types import DecodeStep
 from model.tasks import reference_answer
+from ui.a11y import announce
 from ui.charts import plotly_chart
 from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t, translated_widget
@@ -23,6 +24,7 @@ require_frame()
 STRATEGIES = ("greedy", "beam", "sample")
 PLAY_SECONDS = 0.9  # one token per tick while playing: slow enough to follow
 STEP_KEY, PLAY_KEY = "step", "dec_playing"
+SAID_KEY = "_decoding_said_step"  # the step the live region last said
 
 
 st.title(t("decoding.title"))
@@ -178,6 +180,7 @@ play_col.button(
 def show_step() -> None:
     """Everything that depends on the step. A fragment: the buttons and the play timer rerun
     only this part, not the model or the rest of the page."""
+    live = st.empty()  # first and always there: what a step changed is said here
     if st.session_state.get(PLAY_KEY):
         if st.session_state[STEP_KEY] < n_steps:
             st.session_state[STEP_KEY] += 1
@@ -213,6 +216,15 @@ def show_step() -> None:
         st.query_params[STEP_KEY] = str(step)
     st.progress(step / n_steps, text=t("decoding.position", step=step, total=n_steps))
     generated = [s.token for s in steps[:step]]
+    # Said once when the step changes (not on the first drawing, nor on other reruns).
+    said = st.session_state.get(SAID_KEY)
+    st.session_state[SAID_KEY] = step
+    if said is not None and said != step:
+        with live:
+            if step:
+                announce(t("decoding.say_step", step=step, total=n_steps, token=generated[-1]))
+            else:
+                announce(t("decoding.say_start", total=n_steps))
     # Teacher forcing's "shifted right": the newest token is not yet an input.
     dec_input = lm.decoder_tokens(text, generated[:-1] if step else [])
     left, right = st.columns(2)
@@ -253,7 +265,7 @@ def show_step() -> None:
             current.probs.numpy(),
             vocab,
             current.token_id,
-            names=(t("decoding.dist.raw"), t("decoding.dist.used")),
+            names=(t("decoding.dist.raw"), t("decoding.dist.used"), t("decoding.dist.chosen")),
             axis=t("decoding.dist.axis"),
         ),
         key="dist_chart",

@@ -9,6 +9,7 @@ import streamlit as st
 import practice
 from practice.core import Exercise
 from practice.parse import AnswerError
+from ui.a11y import announce
 from ui.exercise import answer_widgets, show_prompt, show_solution, tx
 from ui.frame import require_frame
 from ui.i18n import t
@@ -27,8 +28,12 @@ require_frame()
 WRONG_TRIES_BEFORE_SOLUTION = 2  # the specific hint gets its chance first
 
 
+SAY_KEY = "_practice_say"  # what the last press changed, said once by the live region
+
+
 def on_check(ex: Exercise, feedback_key: str, key: tuple) -> None:
     """Read and check the answer before the rerun, so the score drawn above counts it."""
+    st.session_state[SAY_KEY] = "check"
     try:
         answer = read_answer(ex, raw_answer(ex))
     except AnswerError as err:
@@ -44,6 +49,7 @@ def on_check(ex: Exercise, feedback_key: str, key: tuple) -> None:
 
 def ask_solution(key: tuple) -> None:
     st.session_state.setdefault("practice_asked", set()).add(key)
+    st.session_state[SAY_KEY] = "solution"
 
 
 def move_on(index: int) -> None:
@@ -100,17 +106,22 @@ with st.container(border=True):
             t("practice.check"), type="primary", on_click=on_check, args=(ex, feedback_key, key)
         )
     fb = st.session_state.get(feedback_key)
+    said = []  # what the live region says after this press
+    # The feedback in its own box, so the focus can move there after Check.
+    feedback = st.container(key="practice_feedback")
     if isinstance(fb, AnswerError):
-        st.warning(
-            t(fb.key, **{k: md_literal(v) for k, v in fb.params.items()}),
-            icon=":material/edit_note:",
-        )
+        message = t(fb.key, **{k: md_literal(v) for k, v in fb.params.items()})
+        feedback.warning(message, icon=":material/edit_note:")
+        said.append(t(fb.key, **fb.params))
         fb = None
     elif fb is not None:
-        if fb.correct:
-            st.success(tx(fb.key, **fb.params), icon=":material/check_circle:")
-        else:
-            st.error(tx(fb.key, **fb.params), icon=":material/lightbulb:")
+        if fb.correct:  # its own text says so ("Correct!")
+            feedback.success(tx(fb.key, **fb.params), icon=":material/check_circle:")
+            said.append(tx(fb.key, **fb.params))
+        else:  # "Not right" in words: the red and the lightbulb alone do not say it
+            verdict = t("practice.not_right")
+            feedback.error(f"**{verdict}** {tx(fb.key, **fb.params)}", icon=":material/lightbulb:")
+            said.append(f"{verdict} {tx(fb.key, **fb.params)}")
     # The worked solution: once right, after a second wrong try, or when asked for; never on
     # the first wrong answer (its specific hint comes first).
     solved = fb is not None and fb.correct
@@ -119,6 +130,7 @@ with st.container(border=True):
     if solved or asked or wrong_tries >= WRONG_TRIES_BEFORE_SOLUTION:
         st.markdown(f"**{t('practice.solution')}**")
         show_solution(ex, index)
+        said.append(t("practice.solution_shown"))
     else:
         st.button(
             t("practice.show_solution"),
@@ -139,3 +151,11 @@ b1.button(
 b2.button(t("practice.new_set"), icon=":material/shuffle:", key="new_set", on_click=new_set)
 
 st.page_link("pages/find_the_bug.py", label=t("practice.to_bugs"), icon=":material/bug_report:")
+
+# Last on the page, so nothing below it moves: what the press changed, read out once, and
+# after Check the focus on the feedback.
+pressed = st.session_state.pop(SAY_KEY, None)
+if pressed == "check" and said:
+    announce(" ".join(said), focus=".st-key-practice_feedback")
+elif pressed == "solution":
+    announce(t("practice.solution_shown"))

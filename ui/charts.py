@@ -11,6 +11,7 @@ from streamlit.errors import StreamlitAPIException
 from ui.i18n import current_language, t
 from viz.summaries import (
     MAX_TRACES_SAID,
+    TABLE_COLUMNS,
     attention_peak,
     figure_facts,
     figure_table,
@@ -105,8 +106,10 @@ def _fact_sentence(fact: dict) -> str:
 def describe_figure(fig: go.Figure) -> str:
     """A one-sentence summary from the figure's own traces, in the reader's language: each
     heatmap's highest cell, each curve's or bar chart's peak (viz.summaries.figure_facts)."""
-    title = figure_title(fig) or t("a11y.chart")
     facts = figure_facts(fig)
+    # untitled: the measured quantity names the chart ("Mean: …", "Standard deviation: …")
+    quantities = {f.get("y_title") or f.get("quantity") for f in facts} - {None, ""}
+    title = figure_title(fig) or (quantities.pop() if len(quantities) == 1 else t("a11y.chart"))
     if not facts:
         return t("a11y.summary.empty", title=title)
     parts = [_fact_sentence(f) for f in facts[:MAX_TRACES_SAID]]
@@ -118,12 +121,67 @@ def describe_figure(fig: go.Figure) -> str:
 def attention_summary(where: str, weights, query_tokens, key_tokens) -> str:
     """The summary "Layer 2, head 3: 'it' attends most to 'animal' (0.62)", from the weights drawn."""
     peak = attention_peak(weights, list(query_tokens), list(key_tokens))
-    return t("a11y.summary.attention", where=where, **peak)
+    return t(f"a11y.summary.{peak.pop('kind', 'attention')}", where=where, **peak)
 
 
 def warmup_summary(steps, learning_rates) -> str:
     """The summary "Warm-up: the learning rate peaks at step 4,000 at 7.0e-4", from the curve drawn."""
     return t("a11y.summary.warmup", **series_peak(steps, learning_rates))
+
+
+TITLE_UNITS = 46  # a title line that fits a 390 px phone: Latin letters 1, Hangul 2
+LINE_PX = 22  # one more title line needs this much more room at the top
+
+
+def _text_units(text: str) -> int:
+    return sum(2 if ord(ch) >= 0x1100 else 1 for ch in text)
+
+
+def wrap_text(text: str, units: int = TITLE_UNITS) -> str:
+    """``text`` broken at spaces into lines of at most ``units`` (``<br>`` between them),
+    so a chart's title or axis title fits a phone's width instead of running off it."""
+    if "<br" in text or _text_units(text) <= units:
+        return text
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and _text_units(line) + 1 + _text_units(word) > units:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "<br>".join([*lines, line])
+
+
+def wrap_titles(fig: go.Figure) -> go.Figure:
+    """The figure's title and axis titles wrapped to a phone's width; the top margin (and
+    the height) grow by a line for each line the title gains."""
+    title = fig.layout.title
+    if title is not None and title.text:
+        wrapped = wrap_text(title.text)
+        extra = wrapped.count("<br>") * LINE_PX
+        if wrapped != title.text:  # once: a figure wrapped before keeps its margin
+            fig.layout.title.text = wrapped
+            top = fig.layout.margin.t if fig.layout.margin.t is not None else 100
+            fig.layout.margin.t = top + extra
+            if fig.layout.height:
+                fig.layout.height += extra
+
+    def share(axis) -> float:  # the part of the chart's width (or height) an axis spans
+        domain = axis.domain or (0, 1)
+        return max(float(domain[1]) - float(domain[0]), 0.2)
+
+    def wrap_axis(axis) -> None:
+        if axis.title is not None and axis.title.text:
+            axis.title.text = wrap_text(axis.title.text, int((TITLE_UNITS + 4) * share(axis)))
+
+    fig.for_each_xaxis(wrap_axis)
+    fig.for_each_yaxis(wrap_axis)
+    # subplot titles: as wide as their column
+    columns = len({tuple(a.domain or (0, 1)) for a in fig.select_xaxes()}) or 1
+    for note in fig.layout.annotations or ():
+        if note.text and note.xref == "paper" and note.yref == "paper" and not note.showarrow:
+            note.text = wrap_text(note.text, max(int(TITLE_UNITS * 0.75 / columns), 8))
+    return fig
 
 
 def plotly_chart(
@@ -142,6 +200,7 @@ def plotly_chart(
     ``key`` is required: a keyed chart keeps its zoom and selection across reruns.
     """
     summary = summary or describe_figure(fig)
+    wrap_titles(fig)
     fig.update_layout(font_family=FONT_STACK)
     where.plotly_chart(
         fig, key=key, config={**chart_config(key), **(config or {})}, alt=summary, **kwargs
@@ -156,4 +215,5 @@ def plotly_chart(
         where.caption(label)
         return
     if table.open:
-        table.dataframe(figure_table(fig), hide_index=True)
+        headers = {c: t(f"a11y.col.{c}") for c in TABLE_COLUMNS}
+        table.dataframe(figure_table(fig, headers), hide_index=True)

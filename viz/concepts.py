@@ -453,4 +453,6 @@ def band_figure(
         )
     fig.update_xaxes(title=_esc(x_title))
     fig.update_yaxes(title=_esc(y_title))
+    # a training run's result is where its curve ends: the summary says each series' last value
+    fig.update_layout(meta={"summary": "final"})
     return _titled_with_legend(fig, title, height)

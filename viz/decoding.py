@@ -67,12 +67,13 @@ def next_token_figure(
     chosen: int,
     *,
     k: int = 10,
-    names: tuple[str, str],
+    names: tuple[str, ...],
     axis: str,
 ) -> go.Figure:
     """The k most likely next tokens: probability before and after temperature / filtering.
 
     The chosen token is always shown (even outside the top k), red, hatched and in bold.
+    ``names``: the series before and after, and (optional) the drawn token's legend name.
     """
     before = np.asarray(before, dtype=np.float32)
     after = np.asarray(after, dtype=np.float32)
@@ -96,14 +97,24 @@ def next_token_figure(
         {
             "type": "bar",
             "x": x,
-            "y": after[top],
+            "y": [None if i == chosen else float(after[i]) for i in top],
             "name": html.escape(names[1]),
-            # the drawn token: red, hatched and labelled in bold (not by colour alone)
-            "marker": {
-                "color": [CHOSEN if i == chosen else OTHER for i in top],
-                "pattern": {"shape": ["/" if i == chosen else "" for i in top]},
-            },
+            "marker": {"color": OTHER},
+            "offsetgroup": "after",
             "customdata": labels,
+            "hovertemplate": hover,
+        },
+        {
+            # the drawn token: red, hatched and labelled in bold (not by colour alone), in
+            # the same slot as the other tokens' bars, with a legend entry of its own (one
+            # series' swatch took the first bar's look: hatched only if it was the drawn one)
+            "type": "bar",
+            "x": [top.index(chosen)],
+            "y": [float(after[chosen])],
+            "name": html.escape(names[2] if len(names) > 2 else names[1]),
+            "marker": {"color": CHOSEN, "pattern": {"shape": "/"}},
+            "offsetgroup": "after",
+            "customdata": [labels[top.index(chosen)]],
             "hovertemplate": hover,
         },
     ]

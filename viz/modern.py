@@ -561,8 +561,34 @@ def memory_figure(
         tickvals=list(memory["n"]),
         ticktext=[str(int(n)) for n in memory["n"]],
     )
-    fig.update_yaxes(title=_esc(y_title), type="log", dtick=1, exponentformat="SI")
+    ticks = binary_log_ticks(
+        [
+            v
+            for k in ("full_measured", "tiled_measured", "full_formula", "output_bytes")
+            for v in memory.get(k, ())
+            if v and v > 0
+        ]
+    )
+    # memory in KiB / MiB / GiB (powers of two, as memory is sold), not SI's "k, M"
+    fig.update_yaxes(
+        title=_esc(y_title),
+        type="log",
+        tickvals=ticks,
+        ticktext=[human_bytes(v).replace(".0 ", " ") for v in ticks],
+    )
     return _legend_top(fig, height)
+
+
+def binary_log_ticks(values, most: int = 6) -> list[float]:
+    """Powers of two spanning ``values`` on a log axis, at most ``most`` + 1 of them, every
+    one a whole number of B, KiB, MiB or GiB."""
+    if not values:
+        return []
+    lo, hi = math.floor(math.log2(min(values))), math.ceil(math.log2(max(values)))
+    step = 1
+    while (hi - lo) / step > most:
+        step += 1
+    return [2.0**k for k in range(lo - lo % step, hi + step, step)]
 
 
 # --- attention sinks -----------------------------------------------------------------------------

@@ -51,8 +51,40 @@ def attention_peak(weights, query_tokens: list[str], key_tokens: list[str]) -> d
     z = np.asarray(weights, dtype=float)
     if z.ndim != 2 or z.size == 0 or not np.isfinite(z).any():
         raise ValueError("attention_peak needs a non-empty [queries, keys] map with a value")
-    q, k = np.unravel_index(np.nanargmax(np.where(np.isfinite(z), z, np.nan)), z.shape)
-    return {"query": query_tokens[q], "key": key_tokens[k], "weight": f"{z[q, k]:.2f}"}
+    tied = _tied_cells(z)
+    q, k = tied[0]
+    weight = f"{z[q, k]:.2f}"
+    peak = {"query": query_tokens[q], "key": key_tokens[k], "weight": weight, "n": len(tied)}
+    if len(tied) > 1:  # a tie is named as a tie, never broken at random
+        peak["kind"] = "attention_tie"
+        if _whole_diagonal(tied, z.shape, query_tokens, key_tokens):
+            peak["kind"] = "attention_self"
+    return peak
+
+
+def _said_alike(top: float) -> float:
+    """How far below ``top`` a value still reads the same where it is said (``number``:
+    two decimals under 100, one above, two significant digits for tiny values)."""
+    size = abs(top)
+    if size < 1e-2:
+        return size * 0.05
+    return 0.005 if size < 100 else 0.05
+
+
+def _tied_cells(z: np.ndarray) -> list[tuple[int, int]]:
+    """Every finite cell that reads the same as the highest one, in reading order."""
+    finite = np.where(np.isfinite(z), z, -np.inf)
+    top = float(finite.max())
+    return [(int(r), int(c)) for r, c in np.argwhere(finite >= top - _said_alike(top))]
+
+
+def _whole_diagonal(cells, shape, rows, cols) -> bool:
+    """The tied cells are every row's own position (each token with itself), and no other."""
+    n = min(shape)
+    if len(cells) != n or n < 2:
+        return False
+    offset = shape[1] - shape[0] if shape[1] >= shape[0] else 0  # a causal block's diagonal
+    return all(c == r + offset for r, c in cells)
 
 
 def series_peak(xs, ys) -> dict:
@@ -99,6 +131,23 @@ def _trace_name(fig: go.Figure, trace, index: int) -> str:
     return titles[index] if index < len(titles) else ""
 
 
+def _is_band(trace) -> bool:
+    """A shaded band (min to max over seeds) around a series: part of it, not a series."""
+    return trace.type in ("scatter", "scattergl") and (
+        trace.fill in ("toself", "tonexty", "tonextx") or trace.hoverinfo == "skip"
+    )
+
+
+def _colorbar_title(fig: go.Figure, trace) -> str:
+    bar = getattr(trace, "colorbar", None)
+    if bar is not None and bar.title is not None and bar.title.text:
+        return plain(bar.title.text)
+    axis = fig.layout.coloraxis
+    if axis is not None and axis.colorbar is not None and axis.colorbar.title is not None:
+        return plain(axis.colorbar.title.text)
+    return ""
+
+
 def _is_mask_layer(trace) -> bool:
     """The grey 'masked' layer under a heatmap (viz.attention._mask_layer) says nothing."""
     if trace.type != "heatmap" or trace.colorscale is None:
@@ -125,25 +174,37 @@ def _heatmap_cells(fig, trace) -> tuple[np.ndarray, list[str], list[str]]:
 
 def figure_facts(fig: go.Figure) -> list[dict]:
     """One fact per drawn series: heatmaps their highest cell, curves and bars their peak."""
-    facts = []
+    facts: list[dict] = []
+    named: set[str] = set()
+    final = isinstance(fig.layout.meta, dict) and fig.layout.meta.get("summary") == "final"
     for i, trace in enumerate(fig.data):
-        if _is_mask_layer(trace) or trace.visible is False:
+        if _is_mask_layer(trace) or _is_band(trace) or trace.visible is False:
             continue
         name = _trace_name(fig, trace, len(facts))
+        if name and name in named:  # a series is named once
+            continue
+        named.add(name)
         if trace.type == "heatmap" and trace.z is not None:
             z, rows, cols = _heatmap_cells(fig, trace)
             if not np.isfinite(z).any():
                 continue
-            r, c = np.unravel_index(np.nanargmax(np.where(np.isfinite(z), z, np.nan)), z.shape)
-            facts.append(
-                {
-                    "kind": "heatmap",
-                    "name": name,
-                    "row": rows[r] if r < len(rows) else number(r),
-                    "col": cols[c] if c < len(cols) else number(c),
-                    "value": number(z[r, c]),
-                }
-            )
+            tied = _tied_cells(z)
+            r, c = tied[0]
+            fact = {
+                "kind": "heatmap",
+                "name": name,
+                "row": rows[r] if r < len(rows) else number(r),
+                "col": cols[c] if c < len(cols) else number(c),
+                "value": number(z[r, c]),
+                "n": len(tied),
+                "quantity": _colorbar_title(fig, trace),
+            }
+            if len(tied) > 1:  # a tie is named as a tie, never broken at random
+                square = rows == cols and _whole_diagonal(tied, z.shape, rows, cols)
+                fact["kind"] = "heatmap_diagonal" if square else "heatmap_tie"
+            if fact["quantity"]:
+                fact["kind"] += "_of"
+            facts.append(fact)
         elif trace.type in ("scatter", "scattergl", "bar") and trace.y is not None:
             ys = np.asarray(trace.y, dtype=object)
             xs = list(trace.x) if trace.x is not None else list(range(len(ys)))
@@ -153,19 +214,29 @@ def figure_facts(fig: go.Figure) -> list[dict]:
                 continue
             if not np.isfinite(yv).any():
                 continue
-            j = int(np.nanargmax(np.where(np.isfinite(yv), yv, np.nan)))
             xt = _tick_names(_axis(fig, trace, "x"))
-            facts.append(
-                {
-                    "kind": "bar" if trace.type == "bar" else "line",
-                    "name": name,
-                    "x": _label(xs[j], xt) if j < len(xs) else number(j),
-                    "y": number(yv[j]),
-                    "x_title": _axis_title(_axis(fig, trace, "x")),
-                    "y_title": _axis_title(_axis(fig, trace, "y")),
-                    "index": i,
-                }
-            )
+            fact = {
+                "kind": "bar" if trace.type == "bar" else "line",
+                "name": name,
+                "x_title": _axis_title(_axis(fig, trace, "x")),
+                "y_title": _axis_title(_axis(fig, trace, "y")),
+                "index": i,
+            }
+            if final and trace.type != "bar":  # where a curve ends: a training run's result
+                j = int(np.flatnonzero(np.isfinite(yv))[-1])
+                fact["kind"] = "final"
+            else:
+                j = int(np.nanargmax(np.where(np.isfinite(yv), yv, np.nan)))
+                finite = yv[np.isfinite(yv)]
+                same = int((finite >= yv[j] - _said_alike(yv[j])).sum())
+                if trace.type == "bar" and same == finite.size and same > 1:
+                    fact["kind"] = "bar_all"  # every bar the same: said so, none picked
+                elif same > 1:
+                    fact["kind"] += "_tie"
+                fact["n"] = same
+            fact["x"] = _label(xs[j], xt) if j < len(xs) else number(j)
+            fact["y"] = number(yv[j])
+            facts.append(fact)
     return facts
 
 
@@ -174,33 +245,67 @@ def figure_title(fig: go.Figure) -> str:
     return plain(title.text) if title is not None and title.text else ""
 
 
-def figure_table(fig: go.Figure) -> pd.DataFrame:
-    """The plotted numbers, one row per point or cell: series, x (column), y (row), value."""
+def rounded(value: float, digits: int = 3) -> float:
+    """A table's value as the chart reads it: ``digits`` significant digits after the point
+    for small numbers, never -0.0 (5.9e-15 is 0.0)."""
+    value = float(value)
+    if not np.isfinite(value):
+        return value
+    if abs(value) >= 1e-3 or value == 0:
+        value = round(value, max(digits, digits - int(np.floor(np.log10(abs(value) or 1))) - 1))
+        value = round(value, 6)
+    else:
+        value = 0.0 if abs(value) < 1e-6 else float(f"{value:.{digits - 1}e}")
+    return value + 0.0  # -0.0 becomes 0.0
+
+
+TABLE_COLUMNS = ("series", "x", "y", "value")
+
+
+def figure_table(fig: go.Figure, headers: dict[str, str] | None = None) -> pd.DataFrame:
+    """The plotted numbers, one row per point or cell: series, x (column), y (row), value,
+    rounded as the chart reads them.
+
+    Columns are headed by the chart's own axis and colour-bar titles where it has them, else
+    by ``headers`` (the reader's words for "series", "x", "y", "value")."""
+    headers = {**dict(zip(TABLE_COLUMNS, TABLE_COLUMNS, strict=True)), **(headers or {})}
     rows: list[tuple] = []
+    titles: dict[str, str] = {}
     for i, trace in enumerate(fig.data):
-        if _is_mask_layer(trace) or trace.visible is False:
+        if _is_mask_layer(trace) or _is_band(trace) or trace.visible is False:
             continue
+        if not titles:
+            titles = {
+                "x": _axis_title(_axis(fig, trace, "x")),
+                "y": _axis_title(_axis(fig, trace, "y")),
+                "value": _colorbar_title(fig, trace) if trace.type == "heatmap" else "",
+            }
+            if trace.type != "heatmap":  # a curve's y is its value
+                titles["value"], titles["y"] = titles["y"], ""
         name = _trace_name(fig, trace, i) or str(i + 1)
         if trace.type == "heatmap" and trace.z is not None:
             z, ys, xs = _heatmap_cells(fig, trace)
             for r in range(z.shape[0]):
                 for c in range(z.shape[1]):
                     if np.isfinite(z[r, c]):
-                        rows.append((name, xs[c], ys[r], float(z[r, c])))
+                        rows.append((name, xs[c], ys[r], rounded(z[r, c])))
         elif trace.y is not None and trace.type in ("scatter", "scattergl", "bar"):
             xt = _tick_names(_axis(fig, trace, "x"))
             ys = list(trace.y)
             xs = list(trace.x) if trace.x is not None else list(range(len(ys)))
             for x, y in zip(xs, ys, strict=False):
                 try:
-                    rows.append((name, _label(x, xt), "", float(y)))
+                    rows.append((name, _label(x, xt), "", rounded(y)))
                 except (TypeError, ValueError):
                     continue
         if len(rows) >= MAX_TABLE_ROWS:
             break
-    frame = pd.DataFrame(rows[:MAX_TABLE_ROWS], columns=["series", "x", "y", "value"])
+    frame = pd.DataFrame(rows[:MAX_TABLE_ROWS], columns=list(TABLE_COLUMNS))
     if (frame["y"] == "").all():
         frame = frame.drop(columns="y")
     if frame["series"].nunique() <= 1:
         frame = frame.drop(columns="series")
-    return frame
+    names = {c: titles.get(c) or headers[c] for c in TABLE_COLUMNS}
+    if len(set(names[c] for c in frame.columns)) < len(frame.columns):  # two alike: plain
+        names = {c: headers[c] for c in TABLE_COLUMNS}
+    return frame.rename(columns=names)

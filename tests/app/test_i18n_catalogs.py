@@ -21,6 +21,7 @@ SAME_IN_BOTH = {
     "sidebar.device_choice.cpu",  # "CPU" is what Korean speakers call it too
     "sidebar.device_choice.cuda",  # "GPU (CUDA)"
     "training.norm.pre",  # "pre-LN": the term itself; the help text says it in Korean
+    "a11y.page_title",  # "{page} · Attention Lab": the lab's name stays as it is
 }
 
 PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")

@@ -87,7 +87,9 @@ def test_every_kind_answered_wrong_then_right(kind, lang):
     params = dict(wrong.params)
     if ex.form == "cells":
         params["percent"] = ex.check(wrong.answer).params["percent"]
-    assert [e.value for e in at.error] == [said(wrong.key, lang, **params)]
+    # "Not right" in words first, then the specific hint (not colour alone)
+    not_right = translate("practice.not_right", lang)
+    assert [e.value for e in at.error] == [f"**{not_right}** {said(wrong.key, lang, **params)}"]
     assert at.metric[0].value == "0 / 1"
     at = enter(at, ex, ex.answer)
     ok(at)

@@ -31,8 +31,15 @@ _SETTLED_JS = """() => {
 _FOCUSED_JS = """() => {
   const el = document.activeElement;
   if (!el || el === document.body) return {tag: 'BODY', text: '', visible: false};
+  // the ring is on the control or on the box drawn for it (a toggle's label, a text or
+  // select box's frame, a slider's thumb); tests/e2e/test_focus_and_speech.py checks pixels
+  const boxes = [el, el.closest('label, [data-testid$=RootElement], .react-aria-ComboBox > div, '
+    + '[data-testid=stNumberInputContainer], div:has(> div > input[type=range])')].filter(Boolean);
+  const ring = boxes.some(b => {
+    const st = getComputedStyle(b);
+    return st.outlineStyle !== 'none' && parseFloat(st.outlineWidth) >= 2;
+  });
   const s = getComputedStyle(el);
-  const ring = s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2;
   const label = el.getAttribute('aria-label') || '';
   return {
     tag: el.tagName,

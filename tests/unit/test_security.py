@@ -23,8 +23,9 @@ OUR_HTML = {"head_view_html", "highlighted_text_html"}
 # The only st.html: our own style sheet (ui/chrome.py), built from catalog text, no user text.
 # Our own templates, each escaping what it embeds: the chrome style sheet and the
 # accessibility script (ui.a11y), whose JSON config escapes "<" and ">"; and the chart-code
-# warm-up (ui.warm), which embeds only a file name Streamlit ships, JSON-quoted.
-OUR_CSS = {"chrome_css", "a11y_html", "warm_html"}
+# warm-up (ui.warm), which embeds only a file name Streamlit ships, JSON-quoted; and the
+# live region's announcement (ui.a11y.announce_html), JSON with "<" and ">" escaped.
+OUR_CSS = {"chrome_css", "a11y_html", "warm_html", "announce_html"}
 
 
 def trees():

@@ -129,12 +129,16 @@ def test_the_drawn_token_is_marked_by_pattern_and_bold_label_not_by_colour_alone
     fig = next_token_figure(
         before, before, ["a", "b", "c"], 1, k=3, names=("before", "after"), axis="p"
     )
-    after = fig.data[1]
+    after, drawn = fig.data[1], fig.data[2]
     order = [int(i) for i in np.argsort(-before)]
     chosen_at = order.index(1)
-    assert [s for s in after.marker.pattern.shape] == [
-        "/" if i == chosen_at else "" for i in range(3)
-    ]
+    # the drawn token's bar is its own series, hatched, in the same slot as the others: the
+    # legend's swatch shows the hatch whichever token was drawn (not only the most likely)
+    assert list(drawn.x) == [chosen_at] and drawn.marker.pattern.shape == "/"
+    assert drawn.offsetgroup == after.offsetgroup and not after.marker.pattern.shape
+    assert after.y[chosen_at] is None and all(
+        after.y[i] is not None for i in (0, 2) if i != chosen_at
+    )
     ticks = fig.layout.xaxis.ticktext
     assert ticks[chosen_at] == "<b>b</b>" and [
         t for i, t in enumerate(ticks) if i != chosen_at

@@ -9,8 +9,15 @@ import pytest
 from model.schedule import noam_lr
 from ui.i18n import translate
 from viz.attention import attention_heatmap, heads_figure
-from viz.concepts import lines_figure
-from viz.summaries import attention_peak, figure_facts, figure_table, number, series_peak
+from viz.concepts import band_figure, grouped_bars, lines_figure, matrix_heatmap
+from viz.summaries import (
+    attention_peak,
+    figure_facts,
+    figure_table,
+    number,
+    rounded,
+    series_peak,
+)
 
 QUERIES = ["The", "animal", "was", "tired", "because", "it"]
 KEYS = QUERIES
@@ -47,7 +54,12 @@ def test_attention_peak_moves_with_the_data():
 def test_masked_cells_never_win():
     w = np.full((2, 2), np.nan)
     w[1, 0] = 0.3
-    assert attention_peak(w, ["a", "b"], ["c", "d"]) == {"query": "b", "key": "c", "weight": "0.30"}
+    assert attention_peak(w, ["a", "b"], ["c", "d"]) == {
+        "query": "b",
+        "key": "c",
+        "weight": "0.30",
+        "n": 1,
+    }
     with pytest.raises(ValueError):
         attention_peak(np.full((2, 2), np.nan), ["a", "b"], ["c", "d"])
 
@@ -78,8 +90,9 @@ def test_a_heatmap_figure_reports_its_own_strongest_cell_and_every_cell_in_its_t
     table = figure_table(fig)
     assert len(table) == 36
     top = table.loc[table["value"].idxmax()]
-    assert (top["y"], top["x"]) == ("it", "animal")
-    assert np.isclose(table["value"].sum(), w.sum())
+    # headed by the chart's own axis titles: the rows are queries, the columns keys
+    assert (top["query"], top["key"]) == ("it", "animal")
+    assert np.isclose(table["value"].sum(), w.sum(), atol=36 * 5e-4)  # rounded as drawn
 
 
 def test_masked_cells_are_left_out_of_the_table():
@@ -117,9 +130,84 @@ def test_bars_with_category_axes():
 
 def test_token_text_is_shown_as_typed():
     fig = attention_heatmap(np.eye(2), ["<b>", "a&b"], ["<b>", "a&b"])
-    assert set(figure_table(fig)["x"]) == {"<b>", "a&b"}
+    assert set(figure_table(fig)["key"]) == {"<b>", "a&b"}
 
 
 @pytest.mark.parametrize("value, text", [(0.615, "0.61"), (4000.0, "4,000"), (7e-4, "7.0e-04")])
 def test_numbers_are_short(value, text):
     assert number(value) == text
+
+
+def test_a_tie_for_the_strongest_link_is_named_as_a_tie():
+    tokens = ["i", "study", "math", "at", "school"]
+    peak = attention_peak(np.eye(5), tokens, tokens)
+    assert peak["kind"] == "attention_self" and peak["n"] == 5 and peak["weight"] == "1.00"
+    said = translate("a11y.summary.attention_self", "en", where="Layer 1", **peak)
+    assert said == "Layer 1: all 5 tokens attend most to themselves (1.00)."
+    w = np.full((2, 3), 0.1)
+    w[0, 0] = w[1, 2] = 0.8
+    peak = attention_peak(w, ["a", "b"], ["c", "d", "e"])
+    assert (peak["kind"], peak["n"], peak["query"], peak["key"]) == ("attention_tie", 2, "a", "c")
+
+
+def test_a_heatmap_whose_top_value_fills_the_diagonal_says_so():
+    z = np.full((32, 32), 3.0) + np.eye(32) * 29.0
+    z[16, 16] = 32.000008  # one cell a hair above the rest, as float32 sums give
+    fact = figure_facts(matrix_heatmap(z, [str(i) for i in range(32)], title="PE·PEᵀ"))[0]
+    assert (fact["kind"], fact["n"], fact["value"]) == ("heatmap_diagonal", 32, "32")
+
+
+def test_bars_that_all_read_the_same_pick_none_and_name_their_quantity():
+    fig = grouped_bars(["a", "b", "c"], {"after": [1.0, 1.0, 1.0]}, y_title="mean")
+    fact = figure_facts(fig)[0]
+    assert fact["kind"] == "bar_all" and fact["n"] == 3 and fact["y_title"] == "mean"
+    fig = grouped_bars(["a", "b"], {"before": [0.5, 2.0]}, y_title="standard deviation")
+    fact = figure_facts(fig)[0]
+    assert (fact["kind"], fact["x"], fact["y_title"]) == ("bar", "b", "standard deviation")
+
+
+def test_a_band_over_seeds_is_part_of_its_series_and_the_curve_ends_are_said():
+    bands = {
+        "with warm-up": {
+            "step": [1, 2, 3],
+            "mean": [4.0, 2.0, 0.77],
+            "min": [3, 1, 0.5],
+            "max": [5, 3, 1],
+        },
+        "without": {
+            "step": [1, 2, 3],
+            "mean": [4.0, 3.5, 3.34],
+            "min": [3, 3, 3],
+            "max": [5, 4, 4],
+        },
+    }
+    fig = band_figure(bands, x_title="step", y_title="loss")
+    facts = figure_facts(fig)
+    assert [(f["name"], f["kind"], f["y"]) for f in facts] == [
+        ("with warm-up", "final", "0.77"),
+        ("without", "final", "3.34"),
+    ]
+    table = figure_table(fig, {"series": "계열"})
+    assert list(table.columns) == ["계열", "step", "loss"] and len(table) == 6
+
+
+def test_table_values_are_rounded_as_drawn_and_never_negative_zero():
+    assert rounded(5.89599263441337e-15) == 0.0 and str(rounded(-1e-9)) == "0.0"
+    assert rounded(0.950739860534668) == 0.951 and rounded(32.000008) == 32.0
+    assert rounded(7.0412e-4) == 7.04e-4
+
+
+def test_memory_axes_read_in_kib_mib_gib():
+    from viz.modern import memory_figure
+
+    memory = {
+        "n": [256, 4096],
+        "full_measured": [3e3, 2e9],
+        "tiled_measured": [3e3, 5e6],
+        "full_formula": [3e3, 2e9],
+        "output_bytes": [2e3, 4e6],
+    }
+    fig = memory_figure(memory, names={"full": "f", "tiled": "t"}, x_title="n", y_title="bytes")
+    ticks = list(fig.layout.yaxis.ticktext)
+    assert "1 MiB" in ticks and any(t.endswith("GiB") for t in ticks)
+    assert all(t.split()[-1] in ("B", "KiB", "MiB", "GiB") for t in ticks)

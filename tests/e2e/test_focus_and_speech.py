@@ -1,0 +1,534 @@
+"""What a keyboard user sees and a screen-reader user hears, beyond what axe-core checks.
+
+- Focus stays on what is seen: with the sidebar collapsed (a phone, 200 % zoom) no Tab stop
+  lies in it or off the screen; opening it moves the focus into it, Escape closes it and
+  gives the focus back to its button.
+- The focus ring is seen on every kind of control: a screenshot of the control focused
+  differs from one unfocused by a ring at least 2 px wide, at 3:1 or more against what was
+  there before (pixels, not computed styles: a ring on a hidden input or cut by a parent
+  shows in the style and not on the screen).
+- Every page has its own title in its language, and a Korean page names nothing in English
+  for assistive technology (the browser's own accessibility tree, as a screen reader gets it).
+- The live region says what a press changed: a decoding step, a wrong answer (twice), the
+  worked solution; after Check the focus is on the feedback.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import practice
+from tests.e2e.test_accessibility import app_pages
+from ui.i18n import load_catalog, translate
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_MS = 120_000
+PAGES = app_pages()
+
+_SETTLED_JS = """() => {
+  const app = document.querySelector('[data-testid=stApp]');
+  return app && app.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-testid=stStatusWidget], [data-testid=stSkeleton]');
+}"""
+
+
+def settle(tab) -> None:
+    tab.locator("[data-testid=stMain] h1").first.wait_for(timeout=TIMEOUT_MS)
+    tab.wait_for_timeout(400)  # a rerun starts a moment after a press
+    tab.wait_for_function(_SETTLED_JS, timeout=TIMEOUT_MS)
+    tab.wait_for_timeout(300)  # the a11y script re-applies on the next animation frame
+
+
+def open_page(browser, app_url, path: str, lang: str, width: int, height: int, scale: float = 1):
+    context = browser.new_context(
+        viewport={"width": width, "height": height},
+        device_scale_factor=scale,
+        base_url=app_url,
+    )
+    context.set_default_navigation_timeout(TIMEOUT_MS)
+    tab = context.new_page()
+    tab.goto(f"/{path}{'&' if '?' in path else '?'}lang={lang}")
+    settle(tab)
+    return context, tab
+
+
+# --- focus on what is seen -------------------------------------------------------------------
+
+_FOCUS_JS = """() => {
+  const el = document.activeElement;
+  if (!el || el === document.body) return null;
+  const r = el.getBoundingClientRect();
+  return {
+    name: (el.getAttribute('aria-label') || el.innerText || el.value || el.tagName).trim().slice(0, 60),
+    inSidebar: !!el.closest('[data-testid=stSidebar]'),
+    expand: !!el.closest('[data-testid=stExpandSidebarButton]'),
+    seen: r.width > 0 && r.height > 0 && r.right > 0 && r.bottom > 0
+      && r.left < innerWidth && r.top < innerHeight,
+  };
+}"""
+
+# a phone, and a 1440 px desktop at 200 % zoom (720 CSS px wide, twice the pixels)
+SMALL_SCREENS = {"phone": (390, 844, 1), "zoom200": (720, 450, 2)}
+
+
+@pytest.mark.parametrize("screen", list(SMALL_SCREENS))
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_collapsed_sidebar_takes_no_tab_stop_and_escape_closes_it(browser, app_url, lang, screen):
+    width, height, scale = SMALL_SCREENS[screen]
+    context, tab = open_page(browser, app_url, "decoding", lang, width, height, scale)
+    try:
+        assert tab.get_attribute("[data-testid=stSidebar]", "data-collapsed") == "true"
+        stops = []
+        for _ in range(25):  # past the header and well into the page
+            tab.keyboard.press("Tab")
+            now = tab.evaluate(_FOCUS_JS)
+            if now is None:
+                continue
+            stops.append(now)
+            assert not now["inSidebar"], f"Tab stopped in the collapsed sidebar: {now}"
+        expand = [s for s in stops if s["expand"]]
+        assert expand, f"the expand button was never reached: {stops}"
+
+        tab.focus("[data-testid=stExpandSidebarButton]")
+        tab.keyboard.press("Enter")
+        tab.wait_for_function(
+            "document.querySelector('[data-testid=stSidebar]').dataset.collapsed === 'false'"
+        )
+        tab.wait_for_timeout(400)
+        now = tab.evaluate(_FOCUS_JS)
+        assert now and now["inSidebar"] and now["seen"], f"focus not in the open sidebar: {now}"
+        tab.keyboard.press("Tab")
+        now = tab.evaluate(_FOCUS_JS)
+        assert now and now["inSidebar"], f"the next Tab left the open sidebar: {now}"
+
+        tab.keyboard.press("Escape")
+        tab.wait_for_function(
+            "document.querySelector('[data-testid=stSidebar]').dataset.collapsed === 'true'"
+        )
+        tab.wait_for_timeout(400)
+        now = tab.evaluate(_FOCUS_JS)
+        assert now and now["expand"], f"Escape did not give the focus back to its button: {now}"
+        assert tab.evaluate(
+            "document.querySelector('[data-testid=stSidebar]').hasAttribute('inert')"
+        )
+    finally:
+        context.close()
+
+
+def _luminance(rgb: np.ndarray) -> np.ndarray:
+    c = rgb.astype(float) / 255
+    c = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return c @ np.array([0.2126, 0.7152, 0.0722])
+
+
+def _shot(tab, box) -> np.ndarray:
+    from PIL import Image
+
+    png = tab.screenshot(clip=box, animations="disabled", caret="hide")
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def ring_pixels(before: np.ndarray, after: np.ndarray) -> int:
+    """How many pixels changed at 3:1 or more against what was there before."""
+    lo, hi = (
+        np.minimum(_luminance(before), _luminance(after)),
+        np.maximum(_luminance(before), _luminance(after)),
+    )
+    return int(((hi + 0.05) / (lo + 0.05) >= 3).sum())
+
+
+# (page, what to focus: a selector, the box the reader sees around it: a selector or None)
+CONTROLS = {
+    "toggle": ("concept_warmup", "[data-testid=stCheckbox] input", "[data-testid=stCheckbox]"),
+    "radio": ("find_the_bug", "[data-testid=stRadio] input", "[data-testid=stRadio] label"),
+    "text input": (
+        "decoding",
+        "[data-testid=stTextInput] input",
+        "[data-testid=stTextInputRootElement]",
+    ),
+    "select box": (
+        "decoding",
+        "[data-testid=stSidebar] [data-testid=stSelectbox] input",
+        ".react-aria-ComboBox > div",
+    ),
+    "button": ("practice", "[data-testid=stMain] [data-testid=stBaseButton-secondary]", None),
+    "slider": (
+        "concept_positional",
+        "[data-testid=stSlider] input[type=range]",
+        "div:has(> div > input[type=range])",
+    ),
+    "tab": ("concept_positional", "[data-testid=stTabs] [role=tab]", None),
+    "link": ("practice", "[data-testid=stMain] [data-testid=stPageLink-NavLink]", None),
+    "multiselect": (
+        "concept_positional",
+        "[data-testid=stMultiSelect] input",
+        ".react-aria-ComboBox > div",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(CONTROLS))
+def test_the_focus_ring_is_seen_on_every_kind_of_control(browser, app_url, kind):
+    path, target, seen = CONTROLS[kind]
+    context, tab = open_page(browser, app_url, path, "en", 1440, 900)
+    try:
+        control = tab.locator(target).first
+        control.focus()
+        tab.evaluate(  # in the middle of the screen, so the ring all round is on it
+            "document.activeElement.scrollIntoView({block: 'center', inline: 'center'});"
+            "document.activeElement.blur()"
+        )
+        tab.wait_for_timeout(300)
+        # the box the reader sees around the control: the nearest one holding it
+        box = tab.evaluate(
+            """([target, seen]) => {
+              const el = document.querySelector(target);
+              const box = ((seen && el.closest(seen)) || el).getBoundingClientRect();
+              return {x: box.x, y: box.y, width: box.width, height: box.height};
+            }""",
+            [target, seen],
+        )
+        pad = 8
+        clip = {
+            "x": max(0, box["x"] - pad),
+            "y": max(0, box["y"] - pad),
+            "width": box["width"] + 2 * pad,
+            "height": box["height"] + 2 * pad,
+        }
+        before = _shot(tab, clip)
+        # no pointer has been used in this tab, so a focused control shows :focus-visible
+        tab.evaluate("(t) => document.querySelector(t).focus({preventScroll: true})", target)
+        tab.wait_for_timeout(200)
+        assert tab.evaluate("document.activeElement.matches(':focus-visible')")
+        after = _shot(tab, clip)
+        perimeter = 2 * (box["width"] + box["height"])
+        # a ring 2 px wide all round: at least 2 × the perimeter at 3:1 (a 1 px border or a
+        # ring on a hidden input changes far fewer pixels)
+        assert ring_pixels(before, after) >= 2 * perimeter * 0.9, (
+            f"{kind}: {ring_pixels(before, after)} pixels changed at 3:1, "
+            f"a 2 px ring round {box['width']:.0f}×{box['height']:.0f} needs {2 * perimeter:.0f}"
+        )
+    finally:
+        context.close()
+
+
+# --- what a screen reader hears ----------------------------------------------------------------
+
+# Roles whose name is content, not the interface's words: table cells hold tokens.
+CONTENT_ROLES = {"StaticText", "InlineTextBox", "row", "gridcell", "cell", "rowheader", "LineBreak"}
+ENGLISH_WORD = re.compile(r"[A-Za-z]{3,}")
+QUOTED = re.compile(r"‘[^’]*’")  # a token or a sentence the reader typed, quoted
+
+
+def allowed_english() -> set[str]:
+    """English the Korean UI says on purpose: terms in the Korean catalogs (PNG, FlashAttention,
+    Attention Lab) and the English example sentences that are the models' input."""
+    words: set[str] = set()
+    for text in load_catalog("ko").values():
+        words.update(w.lower() for w in ENGLISH_WORD.findall(text))
+    for path in (ROOT / "assets").rglob("*.json"):
+        if "i18n" in path.parts:
+            continue
+        words.update(w.lower() for w in ENGLISH_WORD.findall(path.read_text(encoding="utf-8")))
+    return words
+
+
+def accessible_names(context, tab) -> list[tuple[str, str]]:
+    """(role, name) of every node a screen reader is given, from Chromium's accessibility tree."""
+    cdp = context.new_cdp_session(tab)
+    nodes = cdp.send("Accessibility.getFullAXTree")["nodes"]
+    by_id = {n["nodeId"]: n for n in nodes}
+    out = []
+    stack = [nodes[0]["nodeId"]]  # the root; walked depth first, in reading order
+    while stack:
+        node = by_id.get(stack.pop())
+        if node is None:
+            continue
+        stack.extend(reversed(node.get("childIds", [])))
+        if node.get("ignored"):
+            continue
+        role = node.get("role", {}).get("value", "")
+        name = (node.get("name") or {}).get("value", "")
+        if name and role not in CONTENT_ROLES:
+            out.append((role, name))
+    return out
+
+
+def test_every_korean_page_names_nothing_in_english_and_has_its_own_title(browser, app_url):
+    allowed = allowed_english()
+    context, tab = open_page(browser, app_url, "", "ko", 1440, 900)
+    english, titles = [], {}
+    try:
+        for path in PAGES:
+            tab.goto(f"/{path}?lang=ko")
+            settle(tab)
+            titles[path] = tab.title()
+            for role, name in accessible_names(context, tab):
+                said = QUOTED.sub("", name)
+                words = [w for w in ENGLISH_WORD.findall(said) if w.lower() not in allowed]
+                if words:
+                    english.append(f"/{path}: {role} “{name[:80]}” ({', '.join(words[:4])})")
+    finally:
+        context.close()
+    assert not english, "English names on Korean pages:\n" + "\n".join(sorted(set(english)))
+    lab = translate("a11y.page_title", "ko", page="").strip(" ·")
+    assert len(set(titles.values())) == len(PAGES), f"pages share a title: {titles}"
+    assert all(title.endswith(lab) for title in titles.values()), titles
+    assert titles["explorer"] == translate(
+        "a11y.page_title", "ko", page=translate("nav.explorer", "ko")
+    )
+
+
+def test_an_english_page_is_titled_after_itself(browser, app_url):
+    context, tab = open_page(browser, app_url, "explorer", "en", 1440, 900)
+    try:
+        assert tab.title() == "Attention Explorer · Attention Lab"
+    finally:
+        context.close()
+
+
+def live_text(tab, previous: str | None = None) -> str:
+    """The live region's text once it has been said (it is emptied, then filled)."""
+    tab.wait_for_function(
+        """(previous) => {
+          const live = document.getElementById('lab-live');
+          return live && live.textContent && live.dataset.seen !== 'yes';
+        }""",
+        arg=previous,
+        timeout=TIMEOUT_MS,
+    )
+    return tab.evaluate(
+        """() => { const live = document.getElementById('lab-live');
+                   live.dataset.seen = 'yes'; return live.textContent; }"""
+    )
+
+
+def _mark_unseen(tab) -> None:
+    """Forget what the live region said, so the next announcement (even the same text) is new."""
+    tab.evaluate(
+        """() => { const live = document.getElementById('lab-live');
+                   live.dataset.seen = 'yes';
+                   new MutationObserver((_, o) => { if (live.textContent) { delete live.dataset.seen; o.disconnect(); } })
+                     .observe(live, {childList: true, characterData: true, subtree: true}); }"""
+    )
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_decoding_step_is_said_with_its_token(browser, app_url, lang):
+    context, tab = open_page(browser, app_url, "decoding", lang, 1440, 900)
+    try:
+        assert tab.locator("#lab-live[aria-live=polite]").count() == 1
+        _mark_unseen(tab)
+        tab.get_by_role("button", name=translate("decoding.step", lang)).click()
+        said = live_text(tab)
+        template = re.escape(
+            translate("decoding.say_step", lang, step=1, total="TOTAL", token="TOKEN")
+        )
+        pattern = template.replace("TOTAL", r"\d+").replace("TOKEN", "(.+)")
+        match = re.fullmatch(pattern, said)
+        assert match, f"{said!r} is not the step's sentence"
+        # the token said is the one the page shows as chosen
+        shown = tab.locator("[data-testid=stMain] code").all_inner_texts()
+        assert match.group(1) in shown, (match.group(1), shown)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_wrong_answers_the_solution_and_the_focus_after_check_are_said(browser, app_url, lang):
+    seed, topic = 2026, "layernorm"  # set 2026 opens on the layernorm kind (numbers)
+    context, tab = open_page(
+        browser, app_url, f"practice?seed={seed}&topic={topic}", lang, 1440, 900
+    )
+    not_right = translate("practice.not_right", lang)
+    ex = practice.make(*practice.item(seed, topic, 0))
+    wrong = ", ".join(f"{v + 1:.3f}" for v in ex.answer[0])
+    try:
+        check = tab.get_by_role("button", name=translate("practice.check", lang))
+        field = translate("practice.field.out", lang, step="").strip()[:8]
+        tab.locator(f"[data-testid=stForm] input[aria-label^='{field}']").first.fill(wrong)
+        _mark_unseen(tab)
+        check.click()
+        first = live_text(tab)
+        # a wrong answer says so in words, and the focus is on the feedback
+        assert first.startswith(not_right), first
+        tab.wait_for_function(
+            "document.activeElement && document.activeElement.closest('.st-key-practice_feedback')"
+        )
+        # the same wrong answer again: said again, now with the worked solution
+        _mark_unseen(tab)
+        check.click()
+        second = live_text(tab)
+        assert second.startswith(first.split(".")[0]), (first, second)
+        assert second.endswith(translate("practice.solution_shown", lang)), second
+        # and the feedback seen says it in words too, not only in red
+        assert tab.locator(".st-key-practice_feedback").get_by_text(not_right).count()
+    finally:
+        context.close()
+
+
+def test_asking_for_the_solution_is_said(browser, app_url):
+    context, tab = open_page(browser, app_url, "practice", "ko", 1440, 900)
+    try:
+        _mark_unseen(tab)
+        tab.get_by_role("button", name=translate("practice.show_solution", "ko")).click()
+        assert live_text(tab) == translate("practice.solution_shown", "ko")
+    finally:
+        context.close()
+
+
+# --- a phone ----------------------------------------------------------------------------------
+
+_SMALL_TARGETS_JS = """() => {
+  const out = [];
+  const controls = 'button, a[href], [role=button], [role=tab], [role=switch], [role=radio], select';
+  for (const el of document.querySelectorAll(controls)) {
+    if (el.closest('[inert]') || !el.checkVisibility({ visibilityProperty: true, opacityProperty: true })) continue;
+    if (el.matches('[data-testid=stSkipToContent]')) continue;  // seen only while focused
+    if (el.closest('label') && el.matches('input')) continue;   // its label is the target
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height) continue;
+    if (r.width < 23.5 || r.height < 23.5) {
+      out.push(`${el.getAttribute('aria-label') || el.innerText.trim().slice(0, 30) || el.tagName} ${r.width.toFixed(0)}×${r.height.toFixed(0)}`);
+    }
+  }
+  return [...new Set(out)];
+}"""
+
+# Text drawn in a chart (titles, legends, tick labels) that reaches past the chart's box.
+_OVERFLOW_JS = """() => {
+  const out = [];
+  for (const chart of document.querySelectorAll('[data-testid=stPlotlyChart]')) {
+    const box = chart.getBoundingClientRect();
+    if (!box.width) continue;
+    for (const text of chart.querySelectorAll('svg text')) {
+      if (!text.textContent.trim()) continue;
+      const r = text.getBoundingClientRect();
+      if (!r.width) continue;
+      if (r.left < box.left - 1 || r.right > box.right + 1) {
+        out.push(`${chart.getAttribute('aria-label').slice(0, 40)}: “${text.textContent.slice(0, 40)}”`);
+      }
+    }
+  }
+  return out;
+}"""
+
+# A formula wider than its column that neither shows it scrolls nor can be scrolled by keyboard.
+_HIDDEN_SCROLL_JS = """() => [...document.querySelectorAll('[data-testid=stMain] .katex-display')]
+  .filter(d => d.scrollWidth > d.clientWidth + 1)
+  .filter(d => d.getAttribute('tabindex') !== '0' || !getComputedStyle(d).backgroundImage.includes('gradient'))
+  .map(d => d.textContent.slice(0, 40))"""
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_on_a_phone_every_target_is_24_px_and_nothing_runs_off_unseen(browser, app_url, lang):
+    context, tab = open_page(browser, app_url, "", lang, 390, 844)
+    small, overflow = [], []
+    try:
+        for path in PAGES:
+            tab.goto(f"/{path}?lang={lang}")
+            settle(tab)
+            tab.wait_for_function(
+                "[...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
+                ".every(c => c.querySelector('.main-svg'))",
+                timeout=TIMEOUT_MS,
+            )
+            small += [f"/{path}: {s}" for s in tab.evaluate(_SMALL_TARGETS_JS)]
+            overflow += [f"/{path}: {s}" for s in tab.evaluate(_OVERFLOW_JS)]
+            overflow += [
+                f"/{path}: formula scrolls unseen: {s}" for s in tab.evaluate(_HIDDEN_SCROLL_JS)
+            ]
+    finally:
+        context.close()
+    assert not small, "targets under 24 × 24 px:\n" + "\n".join(small)
+    assert not overflow, "chart text past its chart:\n" + "\n".join(overflow)
+
+
+# --- what a screen reader hears in the explorer's chart region --------------------------------
+
+HEARD = ROOT / "tests" / "artifacts" / "explorer-chart-heard.md"
+
+
+def test_the_explorers_chart_region_speaks_through_its_summary_and_table(browser, app_url):
+    """Recorded from Chromium's accessibility tree: the chart is one named figure (its
+    summary), its drawing says nothing, the table that stands for it follows."""
+    context, tab = open_page(browser, app_url, "explorer", "en", 1440, 900)
+    try:
+        chart = tab.locator("[data-testid=stPlotlyChart]").first
+        chart.wait_for(timeout=TIMEOUT_MS)
+        tab.wait_for_timeout(500)
+        # open "show as a table" below the first chart
+        expander = tab.locator("[data-testid=stExpander]", has=tab.locator("summary")).filter(
+            has_text=translate("a11y.show_table", "en")
+        )
+        expander.first.locator("summary").click()
+        settle(tab)
+        tab.locator("[data-testid=stExpander] [data-testid=stDataFrame]").first.wait_for(
+            timeout=TIMEOUT_MS
+        )
+        tab.wait_for_timeout(500)
+        heard = tab.evaluate(
+            """() => {
+              const chart = document.querySelector('[data-testid=stPlotlyChart]');
+              const svgs = [...chart.querySelectorAll('svg.main-svg')];
+              const frame = document.querySelector('[data-testid=stExpander] [data-testid=stDataFrame]');
+              return {figure: chart.getAttribute('aria-label'), role: chart.getAttribute('role'),
+                      hidden: svgs.every(s => s.getAttribute('aria-hidden') === 'true'),
+                      table: frame.getAttribute('aria-label')};
+            }"""
+        )
+        names = accessible_names(context, tab)
+    finally:
+        context.close()
+    assert heard["role"] == "figure" and heard["hidden"], heard
+    assert heard["table"] == translate("a11y.table_name", "en", summary=heard["figure"])
+    # no unnamed graphics: every image or graphics node a reader meets has a name
+    assert ("figure", heard["figure"]) in names
+    # from the figure to the table's column headers, in the tree's order
+    start = names.index(("figure", heard["figure"]))
+    table = names.index(("group", heard["table"]))
+    after = [n for n in names[table + 1 :] if n[0] == "columnheader"][:6]
+    region = [f"- {role}: “{name}”" for role, name in names[start : table + 1] + after]
+    assert any(role == "columnheader" for role, _ in after), names[table:]
+    # between them only the toolbar's named buttons and the expander: no graphics, no loose
+    # axis text (an unnamed node would not be listed; a named one would show its role here)
+    between = {role for role, _ in names[start + 1 : table]}
+    assert between <= {"button", "DisclosureTriangle"}, names[start:table]
+    HEARD.parent.mkdir(parents=True, exist_ok=True)
+    HEARD.write_text("\n".join(region) + "\n")
+
+
+def test_switching_back_to_english_gives_streamlit_its_own_words_again(browser, app_url):
+    context, tab = open_page(browser, app_url, "decoding", "ko", 1440, 900)
+    try:
+        assert tab.get_attribute("[data-testid=stSidebar]", "aria-label") == translate(
+            "a11y.sr.sidebar", "ko"
+        )
+        tab.locator("[data-testid=stSidebar] button", has_text="English").click()
+        tab.locator("h1", has_text=translate("nav.decoding", "en")).first.wait_for(
+            timeout=TIMEOUT_MS
+        )
+        settle(tab)
+        assert tab.get_attribute("[data-testid=stSidebar]", "aria-label") == "Sidebar"
+        korean = translate("a11y.sr.help_for", "ko").replace("$1", "").strip()
+        tab.wait_for_function(  # the script re-applies on the next frames after React's redraw
+            """(korean) => ![...document.querySelectorAll('[data-testid=stTooltipHoverTarget] button')]
+                 .some(b => (b.getAttribute('aria-label') || '').includes(korean))""",
+            arg=korean,
+            timeout=10_000,
+        )
+        helps = tab.evaluate(
+            "[...document.querySelectorAll('[data-testid=stTooltipHoverTarget] button')]"
+            ".map(b => b.getAttribute('aria-label'))"
+        )
+        assert any(h.startswith("Help for ") for h in helps), helps
+        assert not any(korean in h for h in helps), helps
+    finally:
+        context.close()
