@@ -1,6 +1,6 @@
 """A live `streamlit run app.py` and headless Debian Chromium for the browser tests.
 
-Chromium comes from apt (`apt-get install -y chromium fonts-noto-cjk`), never from
+Chromium comes from apt (`apt-get install -y chromium fonts-noto-cjk fonts-noto-color-emoji`), never from
 `playwright install`, which downloads a browser. Without it the tests skip and say why.
 """
 
@@ -52,7 +52,7 @@ def browser():
     if not CHROMIUM.exists():
         pytest.skip(
             f"browser tests need Debian's Chromium at {CHROMIUM}: "
-            "apt-get install -y chromium fonts-noto-cjk"
+            "apt-get install -y chromium fonts-noto-cjk fonts-noto-color-emoji"
         )
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="browser tests need the playwright package (requirements-dev)"
