@@ -25,6 +25,7 @@ from classroom import (
 )
 from classroom.core import MAX_ITEMS, MAX_NAME, clean_name, summarize
 from practice.parse import AnswerError
+from ui.a11y import announce
 from ui.charts import plotly_chart
 from ui.classroom import (
     CHECK_KEY,
@@ -66,6 +67,7 @@ require_frame()
 
 REFRESH_S = 2  # the dashboard's live part reruns this often (a fragment, not the page)
 GENERIC_MISTAKES = ("practice.feedback.wrong", "practice.feedback.unreadable")
+SAY_KEY = "_class_say"  # what the last press changed, said once by the live region
 
 
 def pressed(flag: str) -> None:
@@ -160,6 +162,7 @@ def open_student(student_key: str) -> None:
     st.query_params.pop("class", None)
     st.query_params["student"] = student_key
     st.session_state.pop("class_index", None)
+    st.session_state[SAY_KEY] = "joined"
     st.rerun()
 
 
@@ -312,7 +315,7 @@ def student_view(room: Classroom, student_key: str) -> None:
 
     ex = patient(room.exercise, student_key, index)
     states = patient(room.progress, student_key)
-    with st.container(border=True):
+    with st.container(border=True, key="class_exercise"):
         st.subheader(
             t(
                 "practice.exercise_title",
@@ -338,21 +341,37 @@ def student_view(room: Classroom, student_key: str) -> None:
             if was_pressed(sent, "sent"):
                 if submit(room, student_key, index, ex):
                     states = patient(room.progress, student_key)
+                    st.session_state[SAY_KEY] = "saved"
             elif unsaved_answer(ex, raw_answer(ex), states[index].last_answer):
                 st.warning(t("classroom.student.unsaved"), icon=":material/cloud_off:")
         state = states[index]
+        said = []
         if state.feedback is not None:
             fb = state.feedback
-            if fb.correct:
-                st.success(tx(fb.key, **fb.params), icon=":material/check_circle:")
-            else:
-                st.error(tx(fb.key, **fb.params), icon=":material/lightbulb:")
-            st.caption(t("classroom.student.attempts", n=state.attempts))
+            with st.container(key="class_feedback"):
+                if fb.correct:
+                    said.append(tx(fb.key, **fb.params))
+                    st.success(said[-1], icon=":material/check_circle:")
+                else:
+                    verdict, hint = t("practice.not_right"), tx(fb.key, **fb.params)
+                    said.append(f"{verdict} {hint}")
+                    st.error(f"**{verdict}** {hint}", icon=":material/lightbulb:")
+                st.caption(t("classroom.student.attempts", n=state.attempts))
         solution(room, student_key, index, ex, state, klass)
     answered = sum(s.attempts > 0 for s in states)
     answered_slot.progress(answered / n, text=t("classroom.student.answered", done=answered, n=n))
     if not klass.closed:
         press_guard()
+    # Last on the page: what the press changed, read out once by the live region, with the
+    # keyboard focus moved to it (the feedback after Check, the exercise after Join).
+    say = st.session_state.pop(SAY_KEY, None)
+    if say == "saved" and said:
+        announce(f"{t('classroom.said.saved')} {' '.join(said)}", focus=".st-key-class_feedback")
+    elif say == "joined":
+        announce(
+            t("classroom.said.joined", title=klass.title, name=me.name, i=index + 1, n=n),
+            focus=".st-key-class_exercise",
+        )
 
 
 def submit(room: Classroom, student_key: str, index: int, ex) -> bool:

@@ -95,7 +95,11 @@ def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang):
     # The hint as shown is markdown-escaped (a token "<bos>" reads "\<bos\>"), and the class's
     # seed, so its first exercise, differs per run: compared unescaped.
     shown = [e.value for e in again.error][0].replace("\\", "")
-    assert shown.startswith(translate(fb.key, lang, **fb.params).replace("\\", "")[:15])
+    verdict = f"**{translate('practice.not_right', lang)}** "
+    assert shown.startswith(verdict), "wrong is said in words, not by red alone"
+    assert shown[len(verdict) :].startswith(
+        translate(fb.key, lang, **fb.params).replace("\\", "")[:15]
+    )
     assert teacher_key not in everything(again)
 
     teacher = open_class(lang=lang, **{"class": code, "teacher": teacher_key})
@@ -272,3 +276,33 @@ def test_the_csv_is_safe_in_a_spreadsheet_counts_items_from_1_and_speaks_the_ui_
         assert frame[name][0] == "'" + hostile[0], "kept, as text"
     korean = pd.read_csv(io.BytesIO(results_csv(results, "ko")), encoding="utf-8-sig")
     assert "이름" in korean.columns
+
+
+def spoken(at: AppTest) -> list[str]:
+    """What the page's live region is handed this run (ui.a11y.announce), as sent."""
+    return [h.proto.body for h in at.get("html") if "<span data-lab-announce=" in h.proto.body]
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_join_and_check_are_read_out_and_focus_moves_to_what_changed(lang):
+    room = Classroom()
+    code, _ = room.create_class("Spoken", topic="mha_shapes", n_items=2)
+    at = open_class(lang=lang, **{"class": code})
+    at.text_input(key="join_name").set_value("Ada")
+    [join] = [b for b in at.button if b.label == translate("classroom.join.button", lang)]
+    at = join.click().run()
+    ok(at)
+    [said] = spoken(at)
+    joined = translate("classroom.said.joined", lang, title="Spoken", name="Ada", i=1, n=2)
+    assert joined in said and ".st-key-class_exercise" in said
+    assert not spoken(at.run()), "said once, not on every rerun"
+
+    student_key = at.query_params["student"]
+    ex = room.exercise(student_key, 0)
+    at.text_input(key="answer_shape").set_value(", ".join(map(str, ex.wrong[0].answer)))
+    [check] = [b for b in at.button if b.proto.is_form_submitter]
+    at = check.click().run()
+    assert not at.exception
+    [said] = spoken(at)
+    assert translate("classroom.said.saved", lang) in said
+    assert translate("practice.not_right", lang) in said and ".st-key-class_feedback" in said
