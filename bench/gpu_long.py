@@ -200,6 +200,8 @@ def checks(result: dict) -> list[dict]:
 def report(result: dict) -> str:
     """The checks as a table a person reads at a glance (the JSON keeps every number)."""
     lines = [f"device: {result['device']}, torch {result['torch']}", ""]
+    if result.get("small"):
+        lines[-1] = "(--small: tiny sizes on the CPU, to see the script run; targets are for a GPU)"
     width = max((len(c["what"]) for c in result["checks"]), default=10)
     for c in result["checks"]:
         value = "n/a" if c["value"] is None else f"{c['value']:.3f}"
@@ -239,6 +241,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor(),
         "torch": torch.__version__,
+        "small": bool(args.small),
         "long": long_inputs(device, long_dtype, lengths, long_dims, repeats),
     }
     gc.collect()  # the 1B model is gone with long_inputs' frame
