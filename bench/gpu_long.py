@@ -13,7 +13,10 @@ transformers' own forward, on random weights built from a config (nothing downlo
    forward asked for its attentions (the launch-bound regime), in float32 and bfloat16.
 
 Each measurement is the median of interleaved calls after a warm-up; the JSON names the
-device. The whole script stays under 6 minutes on an H100 / H200.
+device and lists under "checks" each of issue 34's targets beside its measured ratio, and
+the script ends by printing them as a table (value, target, met / MISSED), then every
+time and peak it measured (our fast forward included, so the Trace's own cost shows).
+The whole script stays under 6 minutes on an H100 / H200.
 """
 
 from __future__ import annotations
@@ -128,6 +131,7 @@ def long_inputs(device, dtype, lengths, dims, repeats) -> list[dict]:
                     if memory["ours_fast"] is not None and memory["ours_traced"] is not None
                     else None
                 ),
+                "traced_vs_fast_time": t["ours_traced"] / t["ours_fast"],
                 "overview_1024_s": overview_s,
                 "window_512_rows_s": window_s,
             }
@@ -142,6 +146,7 @@ def short_input(device, dtype, dims, n, repeats) -> dict:
     id_list = ids[0].tolist()
     calls = {
         "ours_traced": lambda: traced(ours, ids, id_list),
+        "ours_fast": lambda: ours(ids),  # what the record and the Trace add, beside
         "transformers_eager": lambda: reference(input_ids=ids, output_attentions=True),
     }
     with torch.inference_mode():
@@ -151,9 +156,69 @@ def short_input(device, dtype, dims, n, repeats) -> dict:
         "tokens": n,
         **{f"{k}_ms": 1e3 * v for k, v in t.items()},
         "traced_speed_vs_eager": t["transformers_eager"] / t["ours_traced"],
+        "traced_vs_fast_time": t["ours_traced"] / t["ours_fast"],
     }
     print(json.dumps(row), flush=True)
     return row
+
+
+# Issue 34's GPU targets: (row list, ratio key, "<=" or ">=", bound, what it compares)
+TARGETS = (
+    ("long", "traced_vs_sdpa_time", "<=", 1.1, "traced time / transformers SDPA time"),
+    (
+        "long",
+        "traced_peak_vs_fast_plus_record",
+        "<=",
+        1.3,
+        "traced peak beyond weights / (fast peak + record)",
+    ),
+    ("long", "overview_1024_s", "<=", 0.5, "one head's 1,024 x 1,024 overview, seconds"),
+    ("short", "traced_speed_vs_eager", ">=", 0.9, "transformers eager time / traced time"),
+)
+
+
+def checks(result: dict) -> list[dict]:
+    """Each target beside its measured value: one row per measurement and target."""
+    rows = []
+    for part, key, op, bound, meaning in TARGETS:
+        for row in result.get(part, []):
+            value = row.get(key)
+            ok = None if value is None else (value <= bound if op == "<=" else value >= bound)
+            rows.append(
+                {
+                    "what": row["what"],
+                    "ratio": key,
+                    "meaning": meaning,
+                    "value": value,
+                    "target": f"{op} {bound}",
+                    "met": ok,
+                }
+            )
+    return rows
+
+
+def report(result: dict) -> str:
+    """The checks as a table a person reads at a glance (the JSON keeps every number)."""
+    lines = [f"device: {result['device']}, torch {result['torch']}", ""]
+    if result.get("small"):
+        lines[-1] = "(--small: tiny sizes on the CPU, to see the script run; targets are for a GPU)"
+    width = max((len(c["what"]) for c in result["checks"]), default=10)
+    for c in result["checks"]:
+        value = "n/a" if c["value"] is None else f"{c['value']:.3f}"
+        verdict = {True: "met", False: "MISSED", None: "?"}[c["met"]]
+        lines.append(
+            f"{c['what']:<{width}}  {c['meaning']:<50} {value:>8}  "
+            f"(target {c['target']})  {verdict}"
+        )
+    for row in result.get("long", []) + result.get("short", []):
+        times = ", ".join(f"{k[:-3]} {v:.1f} ms" for k, v in row.items() if k.endswith("_ms"))
+        lines.append(f"{row['what']}: {times}")
+        peaks = [f"{k[:-9]} {v:.0f} MiB" for k, v in row.items() if k.endswith("_peak_mib") and v]
+        if peaks:
+            lines.append(
+                f"    peak beyond weights: {', '.join(peaks)}; record {row['record_mib']:.0f} MiB"
+            )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -176,6 +241,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor(),
         "torch": torch.__version__,
+        "small": bool(args.small),
         "long": long_inputs(device, long_dtype, lengths, long_dims, repeats),
     }
     gc.collect()  # the 1B model is gone with long_inputs' frame
@@ -189,9 +255,11 @@ def main(argv: list[str] | None = None) -> dict:
         ],
     }
     result["seconds"] = time.perf_counter() - started
+    result["checks"] = checks(result)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2)
+    print(report(result))
     print(f"done in {result['seconds']:.0f} s")
     return result
 

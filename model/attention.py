@@ -83,10 +83,10 @@ def _fast_attention(
 ) -> torch.Tensor:
     """torch's fused kernel, made to agree with the traced path on fully masked rows.
 
-    k and v may have fewer heads than q (grouped-query attention: the kernel shares them
-    without copying). A MaskSpec of plain causal attention over unpadded tokens reaches the
-    kernel as ``is_causal``, with no [Lq, Lk] mask built at all (FlashAttention on a GPU)."""
-    gqa = k.shape[-3] != q.shape[-3]
+    k and v may have fewer heads than q (grouped-query attention: FlashAttention shares
+    them without copying; see ``_sdpa``). A MaskSpec of plain causal attention over
+    unpadded tokens reaches the kernel as ``is_causal``, with no [Lq, Lk] mask built at all
+    (FlashAttention on a GPU)."""
     if isinstance(mask, MaskSpec):
         spec, mask = mask, None
         if spec.query_valid is None and spec.key_valid is None and bias is None:
@@ -95,27 +95,41 @@ def _fast_attention(
             if plain and (not spec.causal or spec.lq == 1):
                 mask = None
             elif plain and spec.offset == 0 and spec.lq == spec.lk:
-                return F.scaled_dot_product_attention(
-                    q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa
-                )
+                return _sdpa(q, k, v, None, dropout_p, is_causal=True)
             else:
                 mask = spec.dense(device=q.device)
         else:
             mask = spec.dense(device=q.device)
     if mask is None:
-        return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias, dropout_p=dropout_p, enable_gqa=gqa
-        )
+        return _sdpa(q, k, v, bias, dropout_p)
     mask = mask.to(torch.bool)
     row_ok = mask.any(dim=-1, keepdim=True)  # [..., Lq, 1]
     # Let rows with no allowed key attend everything (no NaN inside the kernel), then zero them.
     allowed = mask | ~row_ok
     if bias is not None:  # one float mask: the bias where allowed, -inf where not
         allowed = bias.to(q.dtype).masked_fill(~allowed, float("-inf"))
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=allowed, dropout_p=dropout_p, enable_gqa=gqa
-    )
+    out = _sdpa(q, k, v, allowed, dropout_p)
     return out.masked_fill(~row_ok, 0.0)
+
+
+def _sdpa(q, k, v, attn_mask, dropout_p: float, is_causal: bool = False) -> torch.Tensor:
+    """F.scaled_dot_product_attention, sharing k / v heads where it pays.
+
+    On CUDA only FlashAttention (float16 / bfloat16, no mask tensor) shares key/value heads
+    itself (``enable_gqa``); any other case with enable_gqa falls to the math kernel (a
+    dozen launches, the whole [Lq, Lk] matrix), so there k and v are expanded to every query
+    head (two copies) and the memory-efficient kernel runs instead: float32 at 64 tokens of
+    a Qwen2.5-0.5B-size model. On the CPU the fused kernel takes enable_gqa in any dtype."""
+    groups = q.shape[-3] // k.shape[-3]
+    gqa = groups > 1
+    if gqa and q.is_cuda and (attn_mask is not None or q.dtype not in _FLASH_DTYPES):
+        k, v, gqa = repeat_kv(k, groups), repeat_kv(v, groups), False
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, enable_gqa=gqa
+    )
+
+
+_FLASH_DTYPES = (torch.float16, torch.bfloat16)
 
 
 @dataclass
@@ -421,12 +435,12 @@ class MultiHeadAttention(nn.Module):
         lq, lk = q.shape[2], k.shape[2]
         # Self-attention: the queries are the last lq of the lk positions (all of them
         # without a cache).
-        q_pos = torch.arange(lk - lq, lk, device=q.device)
         if self.rope:
             cos, sin = self._rope(lk - lq, q)
             q = rotate(q, cos, sin, self.rope_layout)
         bias = None
-        if self.alibi:
+        if self.alibi:  # (positions built only here: one launch less per layer otherwise)
+            q_pos = torch.arange(lk - lq, lk, device=q.device)
             bias = alibi_bias(self.n_heads, q_pos, torch.arange(lk, device=q.device)).to(q.dtype)
         groups = self.n_heads // self.n_kv_heads if share else 1
         return q, repeat_kv(k, groups), repeat_kv(v, groups), bias  # k, v: [B, H, Lk, d_k]
@@ -458,7 +472,9 @@ class MultiHeadAttention(nn.Module):
             heads = _fast_attention(q, k, v, mask, p, bias)
             if head_mask is not None:
                 heads = heads * head_mask.to(heads.dtype).view(1, -1, 1, 1)
-            qk = QK(q.detach(), k.detach(), self.alibi) if record else None
+            qk = None
+            if record:  # detached only where autograd tracks them (training, not a trace)
+                qk = QK(*(t.detach() if t.requires_grad else t for t in (q, k)), self.alibi)
             return self.out_proj(self.merge_heads(heads)), qk
         q, k, v, bias = self.project(query, key, value, cache, static_kv)
         if isinstance(mask, MaskSpec):

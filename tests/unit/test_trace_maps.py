@@ -52,3 +52,19 @@ def test_block_edges_cover_every_position_once_in_at_most_size_blocks():
 def test_overview_refuses_an_unknown_reduction(trace):
     with pytest.raises(ValueError, match="max"):
         trace.attention_overview("encoder", 0, 0, reduce="median")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_predictions_in_bands_equal_one_softmax_over_every_position(dtype):
+    from model.trace import TOP_K, Predictions
+
+    torch.manual_seed(0)
+    logits = (torch.randn(3000, 6000) * 3).to(dtype)  # 18M cells: two bands on a CPU
+    ids = torch.randint(0, 6000, (3000,))
+    pred = Predictions.from_logits(logits, ids.tolist())
+    probs = torch.softmax(logits.float(), dim=-1)
+    top = probs.topk(TOP_K, dim=-1)
+    assert torch.equal(pred.top_ids, top.indices)
+    torch.testing.assert_close(pred.top_probs, top.values, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(pred.next_probs, probs[:-1].gather(1, ids[1:, None])[:, 0])
+    assert pred.top_probs.dtype == torch.float32 and pred.next_probs.shape == (2999,)
