@@ -23,10 +23,12 @@ from classroom import (
     StoreUnavailableError,
     redacted,
 )
-from deploy.ports import BALANCER_SECRET_ENV
 from ui.i18n import t
 
 PAGE_PATH = "classroom"
+# The variable through which deploy.serve gives each replica the balancer's secret (named again
+# here, not imported: deploy sits above ui; a test holds the two names equal).
+BALANCER_SECRET_ENV = "ATTENTION_LAB_BALANCER_SECRET"
 # Every store call a page makes: 10 tries, 0.5, 1, 2, then 4 s apart (about 30 s in all, a
 # PostgreSQL restart or a short outage), each one said on the page, before giving up plainly.
 STORE_TRIES = 10
@@ -266,23 +268,30 @@ def press_guard() -> None:
     replica died with it, before or after storing it) is sent again once the browser has
     reconnected: Streamlit's frontend does not, and its new session never hears of it. The
     press carries its id in the form (hidden_press_id), so sending it again stores it once."""
-    st.html(
-        _RESEND_JS % {"check": CHECK_KEY, "after": RESEND_AFTER_MS, "nonce": uuid.uuid4().hex},
-        unsafe_allow_javascript=True,
-    )
+    st.html(resend_html(uuid.uuid4().hex), unsafe_allow_javascript=True)
+
+
+def resend_html(nonce: str) -> str:
+    """press_guard's script; ``nonce`` makes each one new, so the browser runs it again."""
+    return _RESEND_JS % {"check": CHECK_KEY, "after": RESEND_AFTER_MS, "nonce": nonce}
 
 
 def hidden_press_id() -> None:
     """Inside the answer form: the press's id, kept by the browser with the typed answer.
     A new id is given once an answer is stored (renew_press_id); a press the server never
     answered is sent again with the same one, even to another replica."""
-    st.html(f"<style>.st-key-{SID_KEY} {{display: none}}</style>")
+    st.html(press_id_css())
     start = {}
     if st.session_state.pop("class_sid_renew", False):
         st.session_state[SID_KEY] = uuid.uuid4().hex
     elif SID_KEY not in st.session_state:
         start = {"value": uuid.uuid4().hex}  # a default: an id the browser holds wins
     st.text_input("id", key=SID_KEY, label_visibility="collapsed", **start)
+
+
+def press_id_css() -> str:
+    """The press id's box is the browser's, not the student's: hidden."""
+    return f"<style>.st-key-{SID_KEY} {{display: none}}</style>"
 
 
 def renew_press_id() -> None:
@@ -351,12 +360,16 @@ def remember_in_browser(name: str, value: str | None) -> None:
     if done.get(name) == value:
         return
     done[name] = value
+    st.html(cookie_html(name, value), unsafe_allow_javascript=True)
+
+
+def cookie_html(name: str, value: str | None) -> str:
+    """A script that keeps ``name=value`` in this browser's cookie jar (or forgets it, for
+    None) and removes itself; "<" and ">" escaped, so nothing can leave the script."""
     age = REMEMBER_DAYS * 86400 if value else 0
     cookie = json.dumps(f"{name}={value or ''}; path=/; max-age={age}; samesite=strict")
-    st.html(
-        f"<script>document.cookie = {cookie}; document.currentScript?.remove();</script>",
-        unsafe_allow_javascript=True,
-    )
+    cookie = cookie.replace("<", "\\u003c").replace(">", "\\u003e")
+    return f"<script>document.cookie = {cookie}; document.currentScript?.remove();</script>"
 
 
 def remembered(name: str) -> str | None:

@@ -107,7 +107,8 @@ def test_a_long_input_shows_its_overview_with_caption_and_a_window_with_token_la
     heatmap = window["data"][-1]
     assert len(heatmap["y"]) == 160 and len(heatmap["x"]) == 100
     assert heatmap["y"][0].endswith("#3900") and heatmap["x"][-1].endswith("#3099")
-    assert "queries 3900–4059, keys 3000–3099" in window["layout"]["title"]["text"]
+    title = window["layout"]["title"]["text"].replace("<br>", " ")  # titles wrap on phones
+    assert "queries 3900–4059, keys 3000–3099" in title
 
 
 def test_a_zoom_range_longer_than_the_window_is_cut_with_a_note(long_folder):

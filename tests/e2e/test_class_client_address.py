@@ -71,3 +71,12 @@ def test_only_the_balancers_own_forwarded_address_is_believed(tmp_path):
         haproxy.terminate()
         haproxy.wait(timeout=10)
         replica.shutdown()
+
+
+def test_the_replica_reads_the_secret_from_the_variable_deploy_serve_sets():
+    """ui.classroom names the variable again (deploy sits above ui): a rename on one side
+    alone would leave every replica trusting no balancer and slowing the whole class."""
+    from deploy.ports import BALANCER_SECRET_ENV as given
+    from ui.classroom import BALANCER_SECRET_ENV as read
+
+    assert read == given

@@ -25,7 +25,15 @@ OUR_HTML = {"head_view_html", "highlighted_text_html"}
 # accessibility script (ui.a11y), whose JSON config escapes "<" and ">"; and the chart-code
 # warm-up (ui.warm), which embeds only a file name Streamlit ships, JSON-quoted; and the
 # live region's announcement (ui.a11y.announce_html), JSON with "<" and ">" escaped.
-OUR_CSS = {"chrome_css", "a11y_html", "warm_html", "announce_html"}
+OUR_CSS = {
+    "chrome_css",
+    "a11y_html",
+    "warm_html",
+    "announce_html",
+    "resend_html",
+    "press_id_css",
+    "cookie_html",
+}
 
 
 def trees():
@@ -112,6 +120,13 @@ def test_no_text_is_rendered_as_raw_html():
             assert ours or func not in ("st.html", "components.html", "st.components.v1.html"), (
                 where(path, call)
             )
+
+
+def test_a_remembered_key_cannot_close_its_cookie_script():
+    from ui.classroom import cookie_html
+
+    html = cookie_html("lab_student_X", "</script><b>")
+    assert html.count("</script>") == 1 and "<b>" not in html
 
 
 def test_iframes_show_only_our_own_escaping_templates():
