@@ -23,9 +23,10 @@ def wait_for_mask_rows(page, rows: int) -> None:
 def press_step(page, lang: str, expected_step: int, total_pattern: str) -> None:
     page.get_by_role("button", name=translate("decoding.step", lang), exact=True).click()
     text = translate("decoding.position", lang, step=expected_step, total="__")
-    page.get_by_text(re.compile(re.escape(text).replace("__", total_pattern))).wait_for(
-        timeout=TIMEOUT_MS
-    )
+    # the step's own line (the live region says it too, for screen readers)
+    page.get_by_test_id("stProgress").get_by_text(
+        re.compile(re.escape(text).replace("__", total_pattern))
+    ).wait_for(timeout=TIMEOUT_MS)
 
 
 def test_stepping_through_a_sentence_grows_the_mask_one_row_per_step(

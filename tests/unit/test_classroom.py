@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sys
+import types
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -128,7 +130,10 @@ def _class_worker(url, code, names, n_items, barrier, results):
         results.put(sum(pool.map(work, names)))
 
 
-def test_forty_students_from_two_processes_keep_every_answer_once(url):
+def test_forty_students_from_two_processes_keep_every_answer_once(url, monkeypatch):
+    # A spawned child first re-runs this process's __main__; an AppTest earlier in the same
+    # worker leaves app.py there, which has no business running in a store worker.
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     room = Classroom(url)
     n_items = 3
     code, teacher_key = room.create_class("Busy", seed=11, n_items=n_items)
