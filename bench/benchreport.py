@@ -313,6 +313,53 @@ def _ms(x: float) -> str:
     return f"{x:,.0f} ms" if x >= 10 else f"{x:.1f} ms"
 
 
+def gpu_section(folder: Path | None = None) -> list[str]:
+    """The newest GPU run recorded in docs/gpu/ (the GPU is lent, not on this machine: its
+    results are kept as measured, with the device and the date, and shown in every report)."""
+    runs = sorted((folder or ROOT / "docs" / "gpu").glob("*.json"))
+    if not runs:
+        return []
+    g = json.loads(runs[-1].read_text(encoding="utf-8"))
+    out = [
+        "",
+        f"## On one GPU: {g['device']}, {g['date']} (recorded, `{runs[-1].name}`)",
+        "",
+        f"{g['software']}. Commands: " + "; ".join(f"`{c}`" for c in g["commands"]) + ".",
+        "",
+        "| what | measure | value | target | |",
+        "|---|---|---:|---|---|",
+    ]
+    for c in g["gpu_long"]["checks"]:
+        verdict = "met" if c["met"] else "**missed**"
+        out.append(
+            f"| {c['what']} | {c['meaning']} | {c['value']:.3f} | {c['target']} | {verdict} |"
+        )
+    out += ["", "| what | ours traced | ours fast | transformers | peak beyond weights |"]
+    out += ["|---|---:|---:|---:|---|"]
+    for row in g["gpu_long"]["long"]:
+        out.append(
+            f"| {row['what']} | {row['ours_traced_ms']:.1f} ms | {row['ours_fast_ms']:.1f} ms "
+            f"| {row['transformers_sdpa_ms']:.1f} ms (SDPA) | traced "
+            f"{row['ours_traced_peak_mib']:,.0f} MiB, fast {row['ours_fast_peak_mib']:,.0f} MiB, "
+            f"record {row['record_mib']:,.0f} MiB |"
+        )
+    for row in g["gpu_long"]["short"]:
+        out.append(
+            f"| {row['what']} | {row['ours_traced_ms']:.1f} ms | {row['ours_fast_ms']:.1f} ms "
+            f"| {row['transformers_eager_ms']:.1f} ms (eager) | |"
+        )
+    tests, readme = g["gpu_tests"], g["readme_examples"]
+    out += [
+        "",
+        f"`-m gpu`: {tests['passed']} of {tests['selected']} passed; {tests['failed']} failed: "
+        f"{tests['failed_why']}. README examples there: {readme['passed']} passed, "
+        f"{readme['failed']} failed ({readme['failed_why']}).",
+    ]
+    if g.get("head_scan"):
+        out += ["", *head_scan.head_scan_table(g["head_scan"])]
+    return out
+
+
 def markdown(r: dict) -> str:
     m = r["machine"]
     out = [
@@ -438,6 +485,7 @@ def markdown(r: dict) -> str:
             "",
             *model_bench.long_trace_table(long_trace),
         ]
+    out += gpu_section()
     scan = r.get("head_scan")
     if scan:
         out += [

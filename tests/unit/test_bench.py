@@ -238,3 +238,17 @@ def test_the_head_scan_section_times_the_whole_scan_and_renders():
     old["head_scan"] = r
     text = markdown(old)
     assert "## Finding the mechanisms in a 0.5B folder" in text and "| 4 | 32 | 8 |" in text
+
+
+def test_the_report_shows_the_recorded_gpu_run_with_each_target_met_or_missed(tmp_path):
+    from bench.benchreport import gpu_section
+
+    assert gpu_section(tmp_path) == []  # nothing recorded: no section, no made-up figures
+    recorded = sorted((Path(bench.__file__).resolve().parents[1] / "docs" / "gpu").glob("*.json"))
+    assert recorded, "the GPU run of 2026-11-26 is kept in docs/gpu/"
+    g = json.loads(recorded[-1].read_text(encoding="utf-8"))
+    text = "\n".join(gpu_section(recorded[-1].parent))
+    assert g["date"] in text and g["device"] in text
+    for check in g["gpu_long"]["checks"]:
+        verdict = "met" if check["met"] else "**missed**"
+        assert f"| {check['value']:.3f} | {check['target']} | {verdict} |" in text
