@@ -595,7 +595,12 @@ def live_dashboard(room: Classroom, code: str, teacher_key: str) -> None:
     st.markdown(f"#### {t('classroom.teacher.grid_title')}")
     st.caption(t("classroom.teacher.grid_help"))
     grid = results.assign(
-        who=results["student"].astype(str) + ". " + results["name"].str.slice(0, 40),
+        # the name isolated (U+2068 ... U+2069): a right-to-left name must not carry its
+        # number to the wrong side ("3. مرحبا", not ".3 مرحبا")
+        who=results["student"].astype(str)
+        + ". \u2068"
+        + results["name"].str.slice(0, 40)
+        + "\u2069",
         cell=[grid_cell(r) for r in results.itertuples()],
     ).pivot(index=["student", "who"], columns="index", values="cell")
     grid.columns = [str(i + 1) for i in grid.columns]
