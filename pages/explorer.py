@@ -31,7 +31,6 @@ from ui.maps import (
     chosen_reader,
     head_maps,
     is_long,
-    layers_heads,
     pooled_map,
     zoom_window,
 )
@@ -39,10 +38,8 @@ from ui.models import (
     FOLDER,
     get_model,
     get_trace,
-    load_model,
     model_choices,
     model_label,
-    selected_device,
     selected_model,
     trace_with,
 )
@@ -465,7 +462,6 @@ def second_map(v: Shown, mode: str):
             or ""
         )[0]
         other = get_trace(text2, new_tokens=v.new_tokens) if text2 else None
-        lm2 = v.lm
         label = textwrap.shorten(text2, 40, placeholder="…")  # a chart title: plain
     else:
         others = [m for m in model_choices() if m not in (FOLDER, v.model_name)]
@@ -473,7 +469,6 @@ def second_map(v: Shown, mode: str):
             st.selectbox, t("explorer.compare_model"), others, key="model2", format_func=model_label
         )
         other = trace_with(model2, v.text)
-        lm2 = load_model(model2, selected_device()) if other is not None else None
         label = model_label(model2)
     if other is None:
         st.info(t("explorer.compare_need_input"), icon=":material/edit:")
@@ -482,7 +477,7 @@ def second_map(v: Shown, mode: str):
         st.info(t("explorer.compare_no_kind"), icon=":material/info:")
         return None
     base2, shown2, _ = shown_trace(other, v.specials, v.merge, v.hide, v.renorm)
-    layers2, heads2 = layers_heads(lm2, shown2, v.kind)
+    layers2, heads2, _, _ = shown2.shape(v.kind)
     if v.layer >= layers2 or v.head >= heads2:
         st.info(t("explorer.compare_no_layer"), icon=":material/info:")
         return None
@@ -733,7 +728,7 @@ with c1:
         required=True,
         format_func=lambda k: t(f"common.kind.{k}"),
     )
-n_layers, n_heads = layers_heads(lm, trace, kind)
+n_layers, n_heads, _, _ = trace.shape(kind)  # from the record: no map computed
 # A long input is read map by map (ui.maps): rollout, merging and hiding need every map whole.
 long_input = is_long(*(len(toks) for toks in trace.tokens(kind)))
 with c2:

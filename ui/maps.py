@@ -28,12 +28,6 @@ def is_long(n_queries: int, n_keys: int) -> bool:
     return max(n_queries, n_keys) > LONG_ABOVE
 
 
-def layers_heads(lm, trace: Trace, kind: str) -> tuple[int, int]:
-    """(layers, heads) of one attention kind, from the model, without stacking any map."""
-    layers, heads, _, _ = trace.shape(kind)
-    return int(layers), int(heads)
-
-
 def head_maps(
     trace: Trace, kind: str, layer: int, n_heads: int, rows=None, cols=None
 ) -> torch.Tensor:

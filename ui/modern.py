@@ -21,7 +21,6 @@ from model.attention import MultiHeadAttention
 from model.runtime.decoding import greedy_decode
 from model.training.lengths import load_results
 from ui.concepts import minilm_position_table
-from ui.maps import layers_heads
 from ui.models import load_model
 from viz.modern import (
     length_figure,
@@ -146,7 +145,7 @@ def sinks(device: str, text: str) -> tuple[list[str], np.ndarray] | None:
     lm = load_model("minilm", device)
     trace = lm.trace(text)
     tokens = trace.src_tokens
-    layers, heads = layers_heads(lm, trace, "encoder")
+    layers, heads, _, _ = trace.shape("encoder")
     # Each head's weight on each key averaged over queries, one map at a time: [L, H, 1, n]
     # (sink_share averages over queries itself, so one row is the same to it).
     per_key = torch.stack(
