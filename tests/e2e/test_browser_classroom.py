@@ -107,9 +107,10 @@ def test_a_class_from_the_teachers_link_to_the_csv(
             tab.goto(f"/classroom?class={code}&lang={lang}")
             tab.get_by_label(translate("classroom.join.name", lang)).fill(name)
             tab.get_by_role("button", name=translate("classroom.join.button", lang)).click()
-            tab.get_by_text(translate("classroom.student.position", lang, i=1, n=2)).wait_for(
-                timeout=TIMEOUT_MS
-            )
+            # exact: the live region says it too, inside "You joined … Exercise 1 of 2 is …"
+            tab.get_by_text(
+                translate("classroom.student.position", lang, i=1, n=2), exact=True
+            ).wait_for(timeout=TIMEOUT_MS)
             idle(tab)
             assert "student=" in tab.url and teacher_key not in tab.url
             assert teacher_key not in tab.content(), "no teacher key on a student's page"
@@ -134,14 +135,14 @@ def test_a_class_from_the_teachers_link_to_the_csv(
         answer(students[2], lang, shape(ex0.answer))
         students[2].get_by_test_id("stAlert").get_by_text(correct).wait_for(timeout=TIMEOUT_MS)
         students[2].get_by_role("button", name=translate("classroom.student.next", lang)).click()
-        students[2].get_by_text(translate("classroom.student.position", lang, i=2, n=2)).wait_for(
-            timeout=TIMEOUT_MS
-        )
+        students[2].get_by_text(
+            translate("classroom.student.position", lang, i=2, n=2), exact=True
+        ).wait_for(timeout=TIMEOUT_MS)
         idle(students[2])
         students[2].reload()
-        students[2].get_by_text(translate("classroom.student.position", lang, i=2, n=2)).wait_for(
-            timeout=TIMEOUT_MS
-        )
+        students[2].get_by_text(
+            translate("classroom.student.position", lang, i=2, n=2), exact=True
+        ).wait_for(timeout=TIMEOUT_MS)
         idle(students[2])
         answer(students[2], lang, shape(ex1.answer))
         students[2].get_by_test_id("stAlert").get_by_text(correct).wait_for(timeout=TIMEOUT_MS)
