@@ -313,6 +313,24 @@ def _ms(x: float) -> str:
     return f"{x:,.0f} ms" if x >= 10 else f"{x:.1f} ms"
 
 
+def trace_parts_table(parts: dict) -> list[str]:
+    """bench.gpu_trace_parts' runs side by side: each variant's time / transformers' SDPA."""
+    runs = [(name, run) for name, run in parts.items() if isinstance(run, dict)]
+    out = [
+        f"Where the traced time goes (`bench.gpu_trace_parts`). {parts['why']}",
+        "",
+        "| tokens | variant | " + " | ".join(name.replace("_", " ") for name, _ in runs) + " |",
+        "|---|---|" + "---:|" * len(runs),
+    ]
+    for i, row in enumerate(runs[-1][1]["rows"]):
+        variants = dict.fromkeys(v for _, run in runs for v in run["rows"][i]["vs_sdpa"])
+        for v in (v for v in variants if v != "transformers_sdpa"):
+            cells = [run["rows"][i]["vs_sdpa"].get(v) for _, run in runs]
+            shown = " | ".join("" if c is None else f"{c:.3f}" for c in cells)
+            out.append(f"| {row['tokens']:,} | {v.replace('_', ' ')} / SDPA | {shown} |")
+    return out
+
+
 def gpu_section(folder: Path | None = None) -> list[str]:
     """The newest GPU run recorded in docs/gpu/ (the GPU is lent, not on this machine: its
     results are kept as measured, with the device and the date, and shown in every report)."""
@@ -349,12 +367,13 @@ def gpu_section(folder: Path | None = None) -> list[str]:
             f"| {row['transformers_eager_ms']:.1f} ms (eager) | |"
         )
     tests, readme = g["gpu_tests"], g["readme_examples"]
-    out += [
-        "",
-        f"`-m gpu`: {tests['passed']} of {tests['selected']} passed; {tests['failed']} failed: "
-        f"{tests['failed_why']}. README examples there: {readme['passed']} passed, "
-        f"{readme['failed']} failed ({readme['failed_why']}).",
-    ]
+    line = f"`-m gpu`: {tests['passed']} of {tests['selected']} passed"
+    line += f"; {tests['failed']} failed: {tests['failed_why']}." if tests["failed"] else "."
+    line += f" README examples there: {readme['passed']} passed"
+    line += f", {readme['failed']} failed ({readme['failed_why']})." if readme["failed"] else "."
+    out += ["", line]
+    if g.get("trace_parts"):
+        out += ["", *trace_parts_table(g["trace_parts"])]
     if g.get("head_scan"):
         out += ["", *head_scan.head_scan_table(g["head_scan"])]
     return out

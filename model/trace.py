@@ -43,9 +43,11 @@ class StackBudgetError(MemoryError):
 def _token_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token mean and (biased, as LayerNorm uses) std over the feature axis: [B, L].
 
-    Two passes, mean then mean square of the deviations: on CPU ten times faster than
-    torch.var's reduction, which cost the traced path 5% of a 0.5B model's forward."""
-    if x.is_cuda:  # one fused kernel; on a GPU each launch counts at short lengths
+    On a GPU one fused kernel (torch.std_mean: 50 us for a 1B model's hidden state at
+    8,192 tokens on an H200, where a sum and a norm took three times that). On a CPU two
+    passes, mean then mean square of the deviations: ten times faster than torch.var's
+    reduction, which cost the traced path 5% of a 0.5B model's forward."""
+    if x.is_cuda:
         std, mean = torch.std_mean(x, dim=-1, correction=0)
         return mean, std
     mean = x.mean(dim=-1, keepdim=True)
@@ -173,6 +175,11 @@ class Recorder:
                 _cut_mask(self.masks.get(kind), index, lq, lk),
                 qks[0].alibi,
             )
+        # First every kernel of the predictions, queued behind the forward's (no copy to
+        # the CPU before them: see Predictions.on_device).
+        predictions = None
+        if logits is not None:
+            predictions = Predictions.on_device(logits[index, : (nt or ns)], ids)
         # Every small per-token statistic crosses to the CPU in one copy per stack (one
         # transfer each would make a GPU wait for its queue hundreds of times), stacked
         # whole and cut once (a cut per statistic was ~200 dispatches at 24 layers).
@@ -189,9 +196,8 @@ class Recorder:
             stack: torch.stack(rs)[:, index, : stack_len[stack]].float().cpu()
             for stack, rs in self.residual.items()
         }
-        predictions = None
-        if logits is not None:
-            predictions = Predictions.from_logits(logits[index, : (nt or ns)], ids)
+        if predictions is not None:
+            predictions = predictions.cpu()
         return Trace(
             list(src_tokens),
             list(tgt_tokens),
@@ -263,6 +269,30 @@ class AttentionRecord:
         )
 
 
+def top_k(x: torch.Tensor, k: int, width: int = 128, chunked: bool | None = None) -> torch.Tensor:
+    """Indices of the k largest values of each row of x [n, V], largest first.
+
+    On a GPU, torch.topk's radix passes over a whole 32,000-token row took 2.6 ms at 8,192
+    positions. The k largest values lie in the k chunks (``width`` columns each) with the
+    largest maxima (a chunk holding one of them has a maximum at least that large, and at
+    most k chunks can), so: chunk maxima (one pass), the best k chunks, then top-k among
+    their k·width values. Ties may pick other indices of equal value, as topk's may.
+    ``chunked``: that way or torch.topk's (None: chunks on a GPU only, where it was timed)."""
+    n, vocab = x.shape
+    full = vocab // width
+    chunked = x.is_cuda if chunked is None else chunked
+    if not chunked or full <= k or x.stride(1) != 1:
+        return x.topk(k, dim=-1).indices
+    maxima = x.as_strided((n, full, width), (x.stride(0), width, 1)).amax(dim=-1)
+    if full * width < vocab:  # the last, shorter chunk
+        maxima = torch.cat([maxima, x[:, full * width :].amax(dim=-1, keepdim=True)], dim=1)
+    chunks = maxima.topk(k, dim=-1).indices  # [n, k]
+    cols = (chunks[:, :, None] * width + torch.arange(width, device=x.device)).view(n, -1)
+    outside = cols >= vocab  # past the end of a shorter last chunk
+    values = x.gather(1, cols.clamp(max=vocab - 1)).masked_fill_(outside, float("-inf"))
+    return cols.gather(1, values.topk(k, dim=-1).indices)
+
+
 @dataclass
 class Predictions:
     """What a page reads of the logits, not [L, vocab]: each position's ``TOP_K`` most likely
@@ -275,35 +305,48 @@ class Predictions:
 
     @classmethod
     def from_logits(cls, logits: torch.Tensor, ids: list[int] | None = None) -> Predictions:
-        """From logits [L, vocab], a band of rows at a time: log-probabilities in float32
-        (upcast inside the kernel, no float32 copy of the logits), the top-k of the logits
-        themselves (softmax keeps their order), and exp of the few values kept. A whole [L, vocab] float32 softmax would be 1 GB at 8,192 x
-        32,000 (the H200 run: 1.4 GiB more peak than the fused forward)."""
-        k = min(TOP_K, logits.shape[-1])
-        # Bands of 16M cells (64 MB of float32, twice that where the upcast is a copy:
-        # about 500 rows of a 32k vocabulary); the results stay on the device, copied once.
-        step = max(1, 2**24 // max(1, logits.shape[-1]))
+        """From logits [L, vocab] (see ``on_device``), copied to the CPU."""
+        return cls.on_device(logits, ids).cpu()
+
+    @classmethod
+    def on_device(cls, logits: torch.Tensor, ids: list[int] | None = None) -> Predictions:
+        """The predictions, left on the logits' device: every kernel is queued and nothing
+        waits for the GPU, so their launches overlap the forward's queued work (a copy to
+        the CPU first made the GPU idle while Python launched them: 2-3 ms at 8,192 tokens).
+
+        The top-k of the logits themselves (softmax keeps their order; ``top_k``), over
+        every row at once; log-probabilities in float32 a band of rows at a time (upcast
+        inside the kernel, no float32 copy of the logits: a whole [L, vocab] float32 softmax
+        would be 1 GB at 8,192 x 32,000), of which only the kept values are read."""
+        n, vocab = logits.shape
+        top_ids = top_k(logits, min(TOP_K, vocab))
         following = None
-        if ids is not None:
-            following = torch.as_tensor(
-                ids[1 : logits.shape[0]], dtype=torch.long, device=logits.device
-            )
-        top_ids, top_probs, nxt = [], [], []
-        for a in range(0, logits.shape[0], step):
-            band = logits[a : a + step]
-            logp = torch.log_softmax(band, dim=-1, dtype=torch.float32)
-            # the same order as the probabilities', in the logits' dtype: half the bytes
-            # for topk's radix passes over a bfloat16 vocabulary
-            i = band.topk(k, dim=-1).indices
-            top_ids.append(i)
-            top_probs.append(logp.gather(1, i).exp_())
+        if ids is not None:  # pinned and non-blocking: a plain copy would wait for the GPU
+            host = torch.tensor(ids[1:n], dtype=torch.long)
+            if logits.is_cuda:
+                host = host.pin_memory()
+            following = host.to(logits.device, non_blocking=True)
+        # Bands of 16M cells (64 MB of float32: about 500 rows of a 32k vocabulary).
+        step = max(1, 2**24 // max(1, vocab))
+        top_lp, next_lp = [], []
+        for a in range(0, n, step):
+            logp = torch.log_softmax(logits[a : a + step], dim=-1, dtype=torch.float32)
+            top_lp.append(logp.gather(1, top_ids[a : a + step]))
             if following is not None:
                 f = following[a : a + step]
-                nxt.append(logp[: len(f)].gather(1, f[:, None])[:, 0].exp_())
+                next_lp.append(logp[: len(f)].gather(1, f[:, None])[:, 0])
         return cls(
-            torch.cat(top_ids).cpu(),
-            torch.cat(top_probs).cpu(),
-            torch.cat(nxt).cpu() if following is not None else None,
+            top_ids,
+            torch.cat(top_lp).exp_(),
+            torch.cat(next_lp).exp_() if following is not None else None,
+        )
+
+    def cpu(self) -> Predictions:
+        """These predictions on the CPU."""
+        return Predictions(
+            self.top_ids.cpu(),
+            self.top_probs.cpu(),
+            None if self.next_probs is None else self.next_probs.cpu(),
         )
 
 

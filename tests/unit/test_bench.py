@@ -252,3 +252,6 @@ def test_the_report_shows_the_recorded_gpu_run_with_each_target_met_or_missed(tm
     for check in g["gpu_long"]["checks"]:
         verdict = "met" if check["met"] else "**missed**"
         assert f"| {check['value']:.3f} | {check['target']} | {verdict} |" in text
+    for row in g.get("trace_parts", {}).get("as_landed", {}).get("rows", []):
+        traced = row["vs_sdpa"]["ours_traced"]  # the landed traced path beside SDPA
+        assert f"| {row['tokens']:,} | ours traced / SDPA |" in text and f"{traced:.3f} |" in text

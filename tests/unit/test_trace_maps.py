@@ -68,3 +68,24 @@ def test_predictions_in_bands_equal_one_softmax_over_every_position(dtype):
     torch.testing.assert_close(pred.top_probs, top.values, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(pred.next_probs, probs[:-1].gather(1, ids[1:, None])[:, 0])
     assert pred.top_probs.dtype == torch.float32 and pred.next_probs.shape == (2999,)
+
+
+def test_top_k_by_chunks_finds_the_same_k_largest_as_torch_topk():
+    """The GPU's way (the best chunks' maxima first), run here by asking for it: same values,
+    best first, for a vocabulary that is and one that is not a multiple of the chunk width,
+    with ties, -inf and a winner alone in the short last chunk."""
+    from model.trace import top_k
+
+    torch.manual_seed(1)
+    for vocab in (32000, 6007, 1300):
+        x = (torch.randn(300, vocab) * 3).to(torch.bfloat16)  # bfloat16: many ties
+        x[0, -1] = 100.0  # the largest in the last, shorter chunk
+        x[1, :200] = float("-inf")
+        x[2] = 1.0  # every value tied
+        got = top_k(x, 10, chunked=True)
+        want = x.topk(10, dim=-1)
+        assert torch.equal(x.gather(1, got), want.values)
+        assert all(len(set(row.tolist())) == 10 for row in got)  # ten different tokens
+        assert got[0, 0] == vocab - 1
+        second = torch.stack([x.flip(0), x])[1, 3:]  # a view past the storage's start
+        assert torch.equal(second.gather(1, top_k(second, 10, chunked=True)), want.values[3:])
