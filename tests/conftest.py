@@ -73,10 +73,33 @@ def assign_xdist_groups(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
+def name_groups_in_ids(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each grouped test's id ends in ``@group``: what xdist's loadgroup scheduler reads.
+
+    xdist 3.8 appends it by setting ``item._nodeid``, which pytest 9.2 no longer reads (a
+    node's id is ``item._id``), so no group held: the balancer tests ran on two workers at
+    once, two HAProxies on one admin socket (CI of stop 39: "r1 still UP after its death",
+    read from the other worker's balancer). Done here, for the pytest that has ``_id``."""
+    # config.option.loadgroup: set in xdist's workers only (the controller collects too)
+    if not items or not getattr(config.option, "loadgroup", False):
+        return
+    if not hasattr(items[0], "_id"):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = sorted({str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args})
+        if names and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
+
+
+# tryfirst: before xdist's own hook, which reads the marks set here.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip `gpu` tests, with the reason shown, where PyTorch sees no CUDA device; tie tests
     that share an expensive fixture to one worker."""
     assign_xdist_groups(items)
+    name_groups_in_ids(config, items)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
