@@ -319,7 +319,8 @@ def test_chromium_reconnects_through_the_balancer_when_its_replica_dies(
 
     def at_step(step: int):
         pattern = position.replace("§", str(step)).replace("¶", r"\d+")
-        return page.get_by_text(re.compile(pattern))
+        # the progress bar's own line (the live region says "Step n of N: ..." too)
+        return page.get_by_test_id("stProgress").get_by_text(re.compile(pattern))
 
     def button(name: str):
         return page.get_by_role("button", name=translate(f"decoding.{name}", "en"), exact=True)

@@ -61,9 +61,10 @@ def test_a_llama_folder_in_the_explorer_decoding_and_mechanisms(
     )
     page.get_by_role("button", name=translate("decoding.step", lang), exact=True).click()
     position = translate("decoding.position", lang, step=1, total="__")
-    page.get_by_text(re.compile(re.escape(position).replace("__", r"\d+"))).wait_for(
-        timeout=TIMEOUT_MS
-    )
+    # the progress bar's own line (the live region says "Step 1 of N: ..." too)
+    page.get_by_test_id("stProgress").get_by_text(
+        re.compile(re.escape(position).replace("__", r"\d+"))
+    ).wait_for(timeout=TIMEOUT_MS)
     settled(page)
     screenshot_whole_page(page, artifacts_dir / f"decoder-folder-decoding-{lang}.png")
 
