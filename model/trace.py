@@ -519,6 +519,22 @@ class Trace:
             max_cells=2**25 if on_gpu else 2**22,  # a band's cells (x4 bytes, x a few)
         )
 
+    def attention_overviews(
+        self, kind: str, layer: int, size: int = 1024, reduce: str = "max"
+    ) -> Overview:
+        """Every head of one layer pooled as ``attention_overview`` pools one: values
+        [heads, blocks, blocks], the heads computed together a band of rows at a time."""
+        self._check(kind, layer, 0)
+        _, heads, n_q, n_k = self.shape(kind)
+        on_gpu = self.records[kind].q[0].is_cuda if kind in self.records else False
+        return pool_map(
+            lambda rows: self._device_map(kind, layer, None, rows, None),
+            block_edges(n_q, size),
+            block_edges(n_k, size),
+            reduce,
+            max_cells=max(1, (2**25 if on_gpu else 2**22) // heads),
+        )
+
     def _check(self, kind: str, layer: int, head: int) -> None:
         layers, heads, _, _ = self.shape(kind)
         if not (0 <= layer < layers and 0 <= head < heads):
@@ -637,8 +653,9 @@ def block_edges(n: int, size: int) -> list[int]:
 
 @dataclass
 class Overview:
-    """A map pooled block by block: values [len(row_edges)-1, len(col_edges)-1], block i
-    covering query positions row_edges[i]..row_edges[i+1]-1 (likewise for keys)."""
+    """A map pooled block by block: values [len(row_edges)-1, len(col_edges)-1] (after any
+    leading axis, such as heads), block i covering query positions row_edges[i]..
+    row_edges[i+1]-1 (likewise for keys)."""
 
     values: torch.Tensor
     row_edges: list[int]
@@ -651,35 +668,55 @@ def pool_map(
 ) -> Overview:
     """Pool a map a band of query rows at a time, so the whole map is never held.
 
-    read_rows(slice) -> float32 [rows, keys] on any device; a band spans as many row blocks
-    as fit in ``max_cells`` cells, pooled where it was computed (one transfer of the pooled
-    result). reduce is "max" or "mean" over each block (mean of equal-width row means, so
-    exact)."""
+    read_rows(slice) -> float32 [..., rows, keys] on any device (leading axes, such as a
+    layer's heads, are pooled alike); a band spans as many row blocks as fit in
+    ``max_cells`` cells per leading index, pooled where it was computed (one transfer of the
+    pooled result). reduce is "max" or "mean" over each block: a mean is the mean of
+    equal-width row means, two matrix products with the blocks' averaging matrices (a
+    scatter over every cell was most of a 4,096-token overview's time on a CPU)."""
     if reduce not in ("max", "mean"):
         raise ValueError(f"reduce must be 'max' or 'mean', not {reduce!r}")
     n_rb, n_cb = len(row_edges) - 1, len(col_edges) - 1
     n_k = col_edges[-1] - col_edges[0]
     col_sizes = torch.tensor([b - a for a, b in zip(col_edges[:-1], col_edges[1:])])
     col_owner = torch.repeat_interleave(torch.arange(n_cb), col_sizes)  # key -> column block
-    how = "amax" if reduce == "max" else "mean"
-    out = torch.empty(n_rb, n_cb)
+    col_mean = None  # [Lk, n_cb]: 1/size where a key is in the block
+    out = None
     i = 0
     while i < n_rb:
         j = i + 1  # blocks i..j-1 in this band
         while j < n_rb and (row_edges[j + 1] - row_edges[i]) * max(n_k, 1) <= max_cells:
             j += 1
-        band = read_rows(slice(row_edges[i], row_edges[j]))  # [rows, Lk]
+        band = read_rows(slice(row_edges[i], row_edges[j]))  # [..., rows, Lk]
         sizes = torch.tensor([row_edges[r + 1] - row_edges[r] for r in range(i, j)])
         row_owner = torch.repeat_interleave(torch.arange(j - i), sizes).to(band.device)
-        by_rows = torch.zeros(j - i, band.shape[1], device=band.device).scatter_reduce(
-            0, row_owner[:, None].expand_as(band), band, how, include_self=False
-        )  # [blocks, Lk]
         if col_owner.device != band.device:  # once: the key -> block map lives by the band
             col_owner = col_owner.to(band.device)
-        owner = col_owner[None].expand_as(by_rows)
-        pooled = torch.zeros(j - i, n_cb, device=band.device).scatter_reduce(
-            1, owner, by_rows, how, include_self=False
-        )
-        out[i:j] = pooled.cpu()
+        if reduce == "mean":
+            if col_mean is None:
+                col_mean = torch.zeros(n_k, n_cb, device=band.device)
+                col_mean[torch.arange(n_k, device=band.device), col_owner] = (
+                    1.0 / col_sizes.to(band.device, torch.float32)
+                )[col_owner]
+            row_mean = torch.zeros(j - i, band.shape[-2], device=band.device)
+            row_mean[row_owner, torch.arange(band.shape[-2], device=band.device)] = (
+                1.0 / sizes.to(band.device, torch.float32)
+            )[row_owner]
+            pooled = row_mean @ band.float() @ col_mean  # [..., blocks, n_cb]
+        else:
+            flat = band.reshape(-1, *band.shape[-2:])  # [lead, rows, Lk]
+            owner = row_owner[None, :, None].expand_as(flat)
+            by_rows = torch.zeros(flat.shape[0], j - i, flat.shape[-1], device=band.device)
+            by_rows = by_rows.scatter_reduce(1, owner, flat, "amax", include_self=False)
+            owner = col_owner[None, None].expand_as(by_rows)
+            pooled = torch.zeros(*by_rows.shape[:2], n_cb, device=band.device).scatter_reduce(
+                2, owner, by_rows, "amax", include_self=False
+            )
+            pooled = pooled.reshape(*band.shape[:-2], j - i, n_cb)
+        if out is None:
+            out = torch.empty(*band.shape[:-2], n_rb, n_cb)
+        out[..., i:j, :] = pooled.cpu()
         i = j
+    if out is None:  # no query rows at all
+        out = torch.empty(n_rb, n_cb)
     return Overview(out, list(row_edges), list(col_edges), reduce)

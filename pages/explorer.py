@@ -31,6 +31,7 @@ from ui.maps import (
     chosen_reader,
     head_maps,
     is_long,
+    pooled_heads,
     pooled_map,
     zoom_window,
 )
@@ -243,15 +244,14 @@ def show_heads(v: Shown) -> None:
     if heads_pooled(q_tokens, k_tokens, HEADS_MAX_SIDE):
         n = max(len(q_tokens), len(k_tokens))
         st.caption(t("explorer.heads_pooled", n=n, k=max(2, round(n / HEADS_MAX_SIDE))))
-        pooled = [
-            pooled_map(v.shown, v.kind, v.layer, "head", h, v.n_heads, "mean", HEADS_MAX_SIDE)
-            for h in range(v.n_heads)
-        ]
+        values, row_edges, col_edges = pooled_heads(
+            v.shown, v.kind, v.layer, "mean", HEADS_MAX_SIDE
+        )
         figure = heads_figure(
-            np.stack([values for values, _, _ in pooled]),
+            values,
             q_tokens,
             k_tokens,
-            edges=pooled[0][1:],
+            edges=(row_edges, col_edges),
             **common,
         )
     else:
@@ -276,15 +276,7 @@ def show_model(v: Shown) -> None:
         mask = v.mask
     else:  # each head pooled on its own, block means of the cells the mask allows
         tiles = np.stack(
-            [
-                np.stack(
-                    [
-                        pooled_map(v.shown, v.kind, layer, "head", h, v.n_heads, "mean", side)[0]
-                        for h in range(v.n_heads)
-                    ]
-                )
-                for layer in range(v.n_layers)
-            ]
+            [pooled_heads(v.shown, v.kind, layer, "mean", side)[0] for layer in range(v.n_layers)]
         )
         mask = None  # already NaN where a whole block is masked
     plotly_chart(

@@ -78,13 +78,28 @@ def pooled_map(
         n_q, n_k = (len(toks) for toks in trace.tokens(kind))
         read = chosen_reader(trace, kind, layer, aggregate, head, n_heads)
         ov = pool_map(read, block_edges(n_q, size), block_edges(n_k, size), reduce)
+    return _over_allowed(trace, kind, ov), list(ov.row_edges), list(ov.col_edges)
+
+
+def pooled_heads(
+    trace: Trace, kind: str, layer: int, reduce: str = "mean", size: int = OVERVIEW_SIZE
+) -> tuple[np.ndarray, list[int], list[int]]:
+    """``pooled_map`` of every head of one layer at once: values [heads, blocks, blocks]
+    (the heads computed together, the mask's counts once)."""
+    ov = trace.attention_overviews(kind, layer, size=size, reduce=reduce)
+    return _over_allowed(trace, kind, ov), list(ov.row_edges), list(ov.col_edges)
+
+
+def _over_allowed(trace: Trace, kind: str, ov) -> np.ndarray:
+    """Pooled values [..., blocks, blocks] as a reader of the map expects: a mean over the
+    cells the mask allows, NaN where it allows none."""
     counts = allowed_counts(trace.mask(kind), ov.row_edges, ov.col_edges)
     values = ov.values.numpy().astype(np.float32)
-    if reduce == "mean":  # the mean over allowed cells, as a reader of the map expects
+    if ov.reduce == "mean":
         cells = np.outer(np.diff(ov.row_edges), np.diff(ov.col_edges))
         values = (values * cells / np.maximum(counts, 1)).astype(np.float32)
-    values[counts == 0] = np.nan
-    return values, list(ov.row_edges), list(ov.col_edges)
+    values[..., counts == 0] = np.nan
+    return values
 
 
 def _clamped(key: str, n: int, default: tuple[int, int]) -> None:

@@ -3,6 +3,7 @@ picture follows what is drawn). These hold the two against the model's own stack
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -89,3 +90,33 @@ def test_top_k_by_chunks_finds_the_same_k_largest_as_torch_topk():
         assert got[0, 0] == vocab - 1
         second = torch.stack([x.flip(0), x])[1, 3:]  # a view past the storage's start
         assert torch.equal(second.gather(1, top_k(second, 10, chunked=True)), want.values[3:])
+
+
+@pytest.mark.parametrize("reduce", ["max", "mean"])
+def test_pooling_every_head_at_once_in_bands_equals_pooling_each_full_map(reduce):
+    """pool_map over [heads, rows, keys] bands (the whole-model grid's way) against each
+    head's full map pooled block by block, with uneven blocks and several bands."""
+    from model.trace import pool_map
+
+    torch.manual_seed(3)
+    maps = torch.rand(5, 203, 157)
+    rows, cols = block_edges(203, 9), block_edges(157, 7)
+    ov = pool_map(lambda r: maps[:, r], rows, cols, reduce, max_cells=157 * 50)
+    assert ov.values.shape == (5, 9, 7)
+    for h in range(5):
+        for i, (a, b) in enumerate(zip(rows[:-1], rows[1:])):
+            for j, (c, d) in enumerate(zip(cols[:-1], cols[1:])):
+                block = maps[h, a:b, c:d]
+                want = block.amax() if reduce == "max" else block.mean()
+                assert ov.values[h, i, j].item() == pytest.approx(want.item(), rel=1e-5)
+
+
+def test_a_layers_heads_pooled_together_equal_each_head_pooled_alone(trace):
+    from ui.maps import pooled_heads, pooled_map
+
+    for reduce in ("max", "mean"):
+        together, rows, cols = pooled_heads(trace, "cross", 1, reduce, size=3)
+        for h in range(together.shape[0]):
+            alone, rows_h, cols_h = pooled_map(trace, "cross", 1, "head", h, 0, reduce, 3)
+            assert (rows, cols) == (rows_h, cols_h)
+            np.testing.assert_allclose(together[h], alone, rtol=1e-5, equal_nan=True)
