@@ -631,7 +631,9 @@ def class_chaos_markdown(r: dict | str) -> str:
         f"| {r['presses']} | {r['stored']} | {r['told_not_saved']} | {r['lost']} "
         f"| {r['duplicates']} |",
     ]
-    lines += [f"- {p}" for p in r.get("problems", [])]
+    if r.get("problems"):
+        lines += ["", "Presses not accounted for once:", ""]
+        lines += [f"- {p}" for p in r["problems"]]
     if r.get("machine"):  # run alone (--chaos-only): the machine and its load as measured
         m, (before, after) = r["machine"], r["load_average"]
         lines += [
