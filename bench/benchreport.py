@@ -611,6 +611,9 @@ def markdown(r: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+CHAOS_TITLE = "## No press lost: students in Chromium through faults (bench.classchaos)"
+
+
 def class_chaos(students: int) -> dict | str:
     """bench.classchaos: students in Chromium pressing Check through faults (needs Chromium,
     HAProxy and PostgreSQL's binaries; what is missing is said instead)."""
@@ -634,7 +637,7 @@ def class_chaos_markdown(r: dict | str) -> str:
     """The browser-mode class run: every press of Check accounted for."""
     from bench import classchaos
 
-    head = "## No press lost: students in Chromium through faults (bench.classchaos)"
+    head = CHAOS_TITLE
     if isinstance(r, str):
         return f"{head}\n\nNot run: {r}.\n"
     lines = [
@@ -647,6 +650,17 @@ def class_chaos_markdown(r: dict | str) -> str:
         f"| {r['presses']} | {r['stored']} | {r['told_not_saved']} | {r['lost']} "
         f"| {r['duplicates']} |",
     ]
+    if r.get("problems"):
+        lines += ["", "Presses not accounted for once:", ""]
+        lines += [f"- {p}" for p in r["problems"]]
+    if r.get("machine"):  # run alone (--chaos-only): the machine and its load as measured
+        m, (before, after) = r["machine"], r["load_average"]
+        lines += [
+            "",
+            f"Run alone (`python -m bench.benchreport --chaos-only`) on {m['cores']} cores "
+            f"({m['cpu']}), one Chromium with a context per student, the students in turn; "
+            f"load average (1, 5, 15 min) before {before}, after {after}.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -1049,6 +1063,11 @@ def main(argv: list[str] | None = None) -> dict:
         help="students in Chromium through faults (bench.classchaos); 0 skips",
     )
     parser.add_argument(
+        "--chaos-only",
+        action="store_true",
+        help="run only the students in Chromium through faults; replace its section of the report",
+    )
+    parser.add_argument(
         "--class-only",
         action="store_true",
         help="run only the class simulation; replace its section of the report",
@@ -1066,6 +1085,8 @@ def main(argv: list[str] | None = None) -> dict:
         return class_only(args)
     if args.long_only:
         return long_only(args)
+    if args.chaos_only:
+        return chaos_only(args)
     result = run(args)
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(markdown(result), encoding="utf-8")
@@ -1074,37 +1095,45 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
-def long_only(args) -> dict:
-    """Only the long document in the explorer, into the existing report and json."""
-    section_data = long_input(args)
-    report, data = Path(args.report), Path(args.json)
+def one_section(args, key: str, data, section: str, title: str) -> dict:
+    """``data`` under ``key`` and ``section`` under ``title`` of the existing report and json,
+    every other section kept as it was recorded."""
+    report, stored = Path(args.report), Path(args.json)
     old = (
         report.read_text(encoding="utf-8") if report.exists() else "# Attention Lab — benchmarks\n"
     )
-    section = "\n".join(long_bench.markdown(section_data)).lstrip("\n") + "\n"
-    report.write_text(replace_class_section(old, section, long_bench.TITLE), encoding="utf-8")
-    result = json.loads(data.read_text(encoding="utf-8")) if data.exists() else {}
-    result["long_input"] = section_data
-    data.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    report.write_text(replace_class_section(old, section, title), encoding="utf-8")
+    result = json.loads(stored.read_text(encoding="utf-8")) if stored.exists() else {}
+    result[key] = data
+    stored.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
     print(section)
     return result
 
 
+def long_only(args) -> dict:
+    """Only the long document in the explorer, into the existing report and json."""
+    data = long_input(args)
+    section = "\n".join(long_bench.markdown(data)).lstrip("\n") + "\n"
+    return one_section(args, "long_input", data, section, long_bench.TITLE)
+
+
 def class_only(args) -> dict:
     """Only the class simulation, into the existing report and json (other sections kept)."""
-    section_data = class_simulation(args.class_students or 30, args.class_duration)
-    section_data["machine"] = machine()
-    section_data["class_only"] = True
-    report, data = Path(args.report), Path(args.json)
-    old = (
-        report.read_text(encoding="utf-8") if report.exists() else "# Attention Lab — benchmarks\n"
-    )
-    report.write_text(replace_class_section(old, class_markdown(section_data)), encoding="utf-8")
-    result = json.loads(data.read_text(encoding="utf-8")) if data.exists() else {}
-    result["class"] = section_data
-    data.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
-    print(class_markdown(section_data))
-    return result
+    data = class_simulation(args.class_students or 30, args.class_duration)
+    data["machine"] = machine()
+    data["class_only"] = True
+    return one_section(args, "class", data, class_markdown(data), CLASS_TITLE)
+
+
+def chaos_only(args) -> dict:
+    """Only the students in Chromium through faults (bench.classchaos), into the existing
+    report and json, with the machine and its load, as the run was measured."""
+    load_before = load_average()
+    data = class_chaos(args.chaos_students or 10)
+    if isinstance(data, dict):
+        data["machine"] = machine()
+        data["load_average"] = [load_before, load_average()]
+    return one_section(args, "class_chaos", data, class_chaos_markdown(data), CHAOS_TITLE)
 
 
 if __name__ == "__main__":

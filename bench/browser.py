@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -32,21 +33,16 @@ from bench.classsim import cpu_seconds
 from bench.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
 
 WAIT_MS = 120_000
-PAGES = (
-    "",
-    "explorer",
-    "decoding",
-    "training",
-    "concept_attention",
-    "concept_positional",
-    "concept_layernorm",
-    "concept_warmup",
-    "concept_family",
-    "modern",
-    "mechanisms",
-    "practice",
-    "find_the_bug",
-)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def app_pages() -> tuple[str, ...]:
+    """Every page's address (home: ""), read from app.py's navigation, so every page is
+    measured, the class page and any new one included."""
+    return ("", *re.findall(r'url_path="([^"]+)"', (ROOT / "app.py").read_text(encoding="utf-8")))
+
+
+PAGES = app_pages()
 EXPLORER_VIEWS = ("heatmap", "heads", "model", "lines", "focus", "stages", "stats")
 TEXT = (
     "the student reads the lecture notes about attention and then opens the lab to see "

@@ -32,6 +32,7 @@ from ui.classroom import (
     client,
     hidden_press_id,
     join_link,
+    keep_drafts,
     patient,
     plain,
     press_guard,
@@ -362,6 +363,8 @@ def student_view(room: Classroom, student_key: str) -> None:
     answered_slot.progress(answered / n, text=t("classroom.student.answered", done=answered, n=n))
     if not klass.closed:
         press_guard()
+        boxes = stored_widgets(ex, state.last_answer)
+        keep_drafts(klass.code, student_key, index, "class_exercise", boxes, state.attempts)
     # Last on the page: what the press changed, read out once by the live region, with the
     # keyboard focus moved to it (the feedback after Check, the exercise after Join).
     say = st.session_state.pop(SAY_KEY, None)

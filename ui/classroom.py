@@ -309,6 +309,98 @@ def press_id(index: int, answer: object) -> str:
     return f"{sid}:{digest}"
 
 
+# ---- what a student typed but has not sent yet: kept by the browser -------------------------
+
+DRAFT_PREFIX = "lab-draft|"
+DRAFT_DAYS = 30  # a draft older than this is forgotten
+_DRAFT_JS = """<script>
+(() => {
+  const w = window, c = %(config)s;
+  let store = null;
+  try { store = w.localStorage; } catch (err) { return; }  // storage blocked: no drafts
+  if (!store) return;
+  w.__labDraft = c;  // the item the page shows now; the typing below is kept under it
+  const boxOf = (input) => {
+    const holder = input.closest('[class*="st-key-answer_"]');
+    const name = holder && [...holder.classList].find((k) => k.startsWith("st-key-answer_"));
+    return name ? name.slice(7) : null;
+  };
+  if (!w.__labDraftWatch) {
+    w.__labDraftWatch = true;
+    document.addEventListener("input", (e) => {
+      const d = w.__labDraft, input = e.target;
+      if (!d || !(input instanceof HTMLInputElement) || !input.closest(d.form)) return;
+      const box = boxOf(input);
+      if (!box) return;
+      const draft = {text: input.value, base: d.base, at: Date.now()};
+      try { store.setItem(d.prefix + box, JSON.stringify(draft)); } catch (err) {}
+    }, true);
+  }
+  const read = (key) => {
+    try { return JSON.parse(store.getItem(key)); } catch (err) { return null; }
+  };
+  const old = Date.now() - c.days * 86400000;
+  for (let i = store.length - 1; i >= 0; i--) {
+    const key = store.key(i);
+    if (!key || !key.startsWith(c.all)) continue;
+    const draft = read(key);
+    // forgotten: a draft of an answer stored since (its item's count of stored answers moved
+    // on: Check was confirmed), or one left for a month
+    const stale = key.startsWith(c.prefix) && draft && draft.base !== c.base;
+    if (!draft || stale || !(draft.at > old)) store.removeItem(key);
+  }
+  const setValue = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, "value").set;
+  let tries = 0;
+  const restore = () => {
+    const inputs = [...document.querySelectorAll(c.form + " input[type=text]")];
+    const boxes = inputs.map((input) => [input, boxOf(input)]).filter(([, box]) => box);
+    if (!boxes.length) {
+      if (tries++ < 100) setTimeout(restore, 100);  // drawn a moment after this script
+      return;
+    }
+    for (const [input, box] of boxes) {
+      const draft = read(c.prefix + box);
+      if (!draft || typeof draft.text !== "string" || input.value === draft.text) continue;
+      // only into a box that shows what the server has (empty or the stored answer), never
+      // over what the student is typing now; the React way, so Streamlit hears of it
+      if (input.value !== "" && input.value !== (c.stored[box] ?? "")) continue;
+      setValue.call(input, draft.text);
+      input.dispatchEvent(new Event("input", {bubbles: true}));
+    }
+  };
+  restore();
+})();
+</script><!-- %(nonce)s -->"""
+
+
+def keep_drafts(code: str, student_key: str, index: int, holder: str, stored, attempts: int):
+    """Draw with the student's answer form. The browser keeps what is typed in its boxes but
+    not yet sent (localStorage, per class, student, item and box) and puts it back when the
+    page is shown again (a reload, a discarded phone tab, a return to the item) into a box
+    that shows only what the server has. A draft is forgotten once its item has a newer
+    stored answer (``attempts`` moved on). The key holds nothing the personal link does not.
+    ``holder``: the key of the container that holds the item's form; ``stored``: the boxes'
+    stored values (stored_widgets)."""
+    st.html(
+        draft_html(code, student_key, index, holder, stored, attempts, uuid.uuid4().hex),
+        unsafe_allow_javascript=True,
+    )
+
+
+def draft_html(code, student_key, index, holder, stored, attempts, nonce: str) -> str:
+    """keep_drafts' script; JSON config with "<" and ">" escaped, so nothing leaves it."""
+    config = {
+        "all": DRAFT_PREFIX,
+        "prefix": f"{DRAFT_PREFIX}{code}|{student_key}|{index}|",
+        "form": f".st-key-{holder} [data-testid=stForm]",
+        "base": int(attempts),
+        "stored": {k: v for k, v in stored.items() if isinstance(v, str)},
+        "days": DRAFT_DAYS,
+    }
+    text = json.dumps(config, ensure_ascii=True).replace("<", "\\u003c").replace(">", "\\u003e")
+    return _DRAFT_JS % {"config": text, "nonce": nonce}
+
+
 # ---- the results as a file a spreadsheet opens safely ---------------------------------------
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

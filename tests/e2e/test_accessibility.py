@@ -10,11 +10,11 @@ docs/accessibility.md when the whole matrix ran), which the README links.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
+from bench.browser import app_pages
 from ui.i18n import LANGUAGES
 
 pytestmark = pytest.mark.browser
@@ -27,12 +27,7 @@ EXTRA_RULES = {"heading-order": {"enabled": True}}  # best-practice, not a WCAG 
 FAILING = {"moderate", "serious", "critical"}
 
 
-def app_pages() -> list[str]:
-    """Every page's address, read from app.py's navigation, so a new page is checked too."""
-    return ["", *re.findall(r'url_path="([^"]+)"', (ROOT / "app.py").read_text())]
-
-
-PAGES = app_pages()
+PAGES = list(app_pages())  # every page's address, from app.py: a new page is checked too
 
 # Drawn: the script run is over, nothing is still loading, every chart has its SVG.
 _SETTLED_JS = """() => {

@@ -183,3 +183,64 @@ def test_a_class_from_the_teachers_link_to_the_csv(
     finally:
         for ctx in contexts:
             ctx.close()
+
+
+def drafts(tab) -> dict[str, str]:
+    """The answer drafts this browser keeps (ui.classroom.keep_drafts), by storage key."""
+    return tab.evaluate(
+        "() => Object.fromEntries(Object.keys(localStorage)"
+        ".filter((k) => k.startsWith('lab-draft|')).map((k) => [k, localStorage.getItem(k)]))"
+    )
+
+
+@pytest.mark.parametrize("lang,width", CASES)
+def test_a_typed_answer_not_yet_checked_survives_a_reload(
+    browser, class_server, artifacts_dir, screenshot_whole_page, lang, width
+):
+    url, room, _ = class_server
+    code, _ = room.create_class(f"Drafts {lang}", topic=TOPIC, seed=7, n_items=2)
+    student_key = room.join(code, f"Draft {lang}")
+    ex = room.exercise(student_key, 0)
+    typed = ",".join(str(v) for v in ex.answer)  # as typed; stored, it reads "2, 4, ..."
+    ctx, tab = new_tab(browser, url, width)
+    try:
+        position = translate("classroom.student.position", lang, i=1, n=2)
+        box = tab.get_by_role("textbox", name=translate("practice.field.shape", lang), exact=True)
+
+        def show_again() -> None:
+            tab.get_by_text(position, exact=True).wait_for(timeout=TIMEOUT_MS)
+            idle(tab)
+            box.wait_for()
+
+        tab.goto(f"/classroom?student={student_key}&lang={lang}")
+        show_again()
+        box.fill(typed)  # typed only: no Enter, no Check
+        tab.reload()
+        show_again()
+        tab.wait_for_function(
+            "([name, want]) => [...document.querySelectorAll('input')]"
+            ".some((i) => i.getAttribute('aria-label') === name && i.value === want)",
+            arg=[translate("practice.field.shape", lang), typed],
+            timeout=TIMEOUT_MS,
+        )
+        assert box.input_value() == typed, "the typed answer is back in its box"
+        assert room.progress(student_key)[0].attempts == 0, "typed, never sent: nothing stored"
+        screenshot_whole_page(tab, artifacts_dir / f"class-draft-{lang}-{width}.png")
+
+        # Check sends the restored text (Streamlit heard of it) and stores it ...
+        tab.get_by_role("button", name=translate("practice.check", lang)).click()
+        correct = translate("practice.feedback.correct", lang)
+        tab.get_by_test_id("stAlert").get_by_text(correct).wait_for(timeout=TIMEOUT_MS)
+        idle(tab)
+        state = room.progress(student_key)[0]
+        assert state.attempts == 1 and list(state.last_answer) == list(ex.answer)
+        assert drafts(tab) == {}, "the draft is forgotten once its answer is stored"
+        # ... and a further reload shows the stored answer, not the draft as it was typed.
+        tab.reload()
+        show_again()
+        tab.get_by_test_id("stAlert").get_by_text(correct).wait_for(timeout=TIMEOUT_MS)
+        assert box.input_value() == shape(ex.answer) != typed
+        assert drafts(tab) == {}
+        assert tab.problems == []
+    finally:
+        ctx.close()

@@ -108,6 +108,15 @@ def test_the_browser_section_tables_every_page_and_every_view_by_size():
     assert "Not measured: no Chromium" in "\n".join(browser_markdown("no Chromium at /x"))
 
 
+def test_the_first_visit_after_a_start_is_measured_for_every_page_the_class_page_included():
+    from bench.browser import PAGES
+
+    root = Path(__file__).resolve().parents[2]
+    files = {p.stem for p in (root / "pages").glob("*.py")} - {"home"}
+    assert "" in PAGES and "classroom" in PAGES
+    assert set(PAGES) - {""} == files, "one first visit per page of the app"
+
+
 def test_the_browser_section_shows_first_pages_after_start_and_warm_moves():
     from bench.benchreport import browser_markdown
     from bench.browser import summary

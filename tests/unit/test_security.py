@@ -24,7 +24,8 @@ OUR_HTML = {"head_view_html", "highlighted_text_html"}
 # Our own templates, each escaping what it embeds: the chrome style sheet and the
 # accessibility script (ui.a11y), whose JSON config escapes "<" and ">"; and the chart-code
 # warm-up (ui.warm), which embeds only a file name Streamlit ships, JSON-quoted; and the
-# live region's announcement (ui.a11y.announce_html), JSON with "<" and ">" escaped.
+# live region's announcement (ui.a11y.announce_html), JSON with "<" and ">" escaped; and
+# the class page's draft keeper (ui.classroom.draft_html), the same escaped JSON.
 OUR_CSS = {
     "chrome_css",
     "a11y_html",
@@ -33,6 +34,7 @@ OUR_CSS = {
     "resend_html",
     "press_id_css",
     "cookie_html",
+    "draft_html",
 }
 
 
@@ -127,6 +129,14 @@ def test_a_remembered_key_cannot_close_its_cookie_script():
 
     html = cookie_html("lab_student_X", "</script><b>")
     assert html.count("</script>") == 1 and "<b>" not in html
+
+
+def test_a_stored_answer_cannot_close_the_draft_script():
+    from ui.classroom import draft_html
+
+    stored = {"answer_tokens": "</script><img src=x onerror=alert(1)>"}
+    html = draft_html("ABC123", "k", 0, "class_exercise", stored, 1, "n")
+    assert html.count("</script>") == 1 and "<img" not in html
 
 
 def test_iframes_show_only_our_own_escaping_templates():

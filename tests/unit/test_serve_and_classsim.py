@@ -128,6 +128,27 @@ def test_the_class_section_sits_beside_the_rest_of_the_report():
     assert "Not measured: HAProxy is not installed." in skipped
 
 
+def test_the_browser_class_run_alone_replaces_only_its_section_and_keeps_the_counts(
+    tmp_path, monkeypatch
+):
+    counts = {"presses": 30, "stored": 27, "told_not_saved": 3, "lost": 0, "duplicates": 0}
+    run = {**counts, "students": 10, "seconds": 412.5, "problems": []}
+    monkeypatch.setattr(benchreport, "class_chaos", lambda students: {**run, "asked": students})
+    report, data = tmp_path / "benchmarks.md", tmp_path / "benchmarks.json"
+    report.write_text("# Bench\n\n## Memory\n\nsome\n", encoding="utf-8")
+    data.write_text('{"memory": {"rss": 1}}', encoding="utf-8")
+    for _ in range(2):  # run again: the section is replaced, not added twice
+        benchreport.main(["--chaos-only", "--report", str(report), "--json", str(data)])
+    text = report.read_text(encoding="utf-8")
+    assert text.startswith("# Bench\n\n## Memory\n\nsome\n")
+    assert text.count(benchreport.CHAOS_TITLE) == 1
+    assert "| 30 | 27 | 3 | 0 | 0 |" in text and "10 students in Chromium" in text
+    assert "--chaos-only" in text and "load average" in text
+    stored = json.loads(data.read_text(encoding="utf-8"))
+    assert stored["memory"] == {"rss": 1}
+    assert stored["class_chaos"]["asked"] == 10 and stored["class_chaos"]["lost"] == 0
+
+
 def test_the_class_section_says_which_targets_the_two_replica_run_met():
     fast, slow = _run(2, 0.4), _run(2, 2.0)
     slow["errors"] = ["student 3: explorer: no heatmap came"]
