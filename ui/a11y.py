@@ -267,7 +267,7 @@ _SCRIPT = r"""
       else if (h.hasAttribute('aria-level')) h.removeAttribute('aria-level');
       open.push([own, level]);
     }
-    // A chart speaks through its name (the summary) and the table below it: the drawing's
+    // A chart speaks through its name (the summary) and the table before it: the drawing's
     // nodes (unnamed graphics, loose axis text) are hidden from assistive technology.
     for (const svg of document.querySelectorAll('[data-testid=stPlotlyChart] svg.main-svg')) {
       set(svg, 'aria-hidden', 'true');

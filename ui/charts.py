@@ -195,23 +195,32 @@ def plotly_chart(
 ) -> None:
     """st.plotly_chart with the app's font stack and toolbar, drawn in ``where`` (a column),
     and its text alternative: ``summary`` (else one computed from the figure's traces) as
-    the chart's accessible name, and below it an expander that shows the plotted numbers.
+    the chart's accessible name, and above the chart an expander that shows the plotted
+    numbers. The expander comes first so that the keyboard, and a screen reader, meet the
+    summary and the table before the chart's toolbar (the drawing itself says nothing).
 
     ``key`` is required: a keyed chart keeps its zoom and selection across reruns.
     """
     summary = summary or describe_figure(fig)
     wrap_titles(fig)
     fig.update_layout(font_family=FONT_STACK)
+    render_table_disclosure(fig, summary, key=key, where=where)
     where.plotly_chart(
         fig, key=key, config={**chart_config(key), **(config or {})}, alt=summary, **kwargs
     )
+
+
+def render_table_disclosure(fig: go.Figure, summary: str, *, key: str, where=st) -> None:
+    """The chart's summary with "(Show as a table)": an expander whose table holds the plotted numbers,
+    built only while open (a closed table costs nothing on a rerun); inside another
+    expander, where Streamlit allows none, the summary as a caption."""
     escaped = _MARKDOWN_SPECIALS.sub(r"\\\1", summary)  # tokens are text, not markdown
     label = f"{escaped} ({t('a11y.show_table')})"
-    try:  # only built while open: a closed table costs nothing on a rerun
+    try:
         table = where.expander(
             label, icon=":material/table_view:", key=f"{key}__table", on_change="rerun"
         )
-    except StreamlitAPIException:  # inside another expander: the summary as a caption
+    except StreamlitAPIException:
         where.caption(label)
         return
     if table.open:

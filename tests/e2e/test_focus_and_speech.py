@@ -457,8 +457,9 @@ HEARD = ROOT / "tests" / "artifacts" / "explorer-chart-heard.md"
 
 
 def test_the_explorers_chart_region_speaks_through_its_summary_and_table(browser, app_url):
-    """Recorded from Chromium's accessibility tree: the chart is one named figure (its
-    summary), its drawing says nothing, the table that stands for it follows."""
+    """Recorded from Chromium's accessibility tree: the summary ("show as a table") and the
+    table that stand for the chart come first, then the chart as one named figure whose
+    drawing says nothing, and its toolbar."""
     context, tab = open_page(browser, app_url, "explorer", "en", 1440, 900)
     try:
         chart = tab.locator("[data-testid=stPlotlyChart]").first
@@ -491,18 +492,84 @@ def test_the_explorers_chart_region_speaks_through_its_summary_and_table(browser
     assert heard["table"] == translate("a11y.table_name", "en", summary=heard["figure"])
     # no unnamed graphics: every image or graphics node a reader meets has a name
     assert ("figure", heard["figure"]) in names
-    # from the figure to the table's column headers, in the tree's order
-    start = names.index(("figure", heard["figure"]))
+    # in the tree's order: the disclosure (the summary), the table, then the chart with
+    # its toolbar
+    show = f"{heard['figure']} ({translate('a11y.show_table', 'en')})"
+    disclosure = next(i for i, (_, name) in enumerate(names) if name == show)
     table = names.index(("group", heard["table"]))
-    after = [n for n in names[table + 1 :] if n[0] == "columnheader"][:6]
-    region = [f"- {role}: “{name}”" for role, name in names[start : table + 1] + after]
-    assert any(role == "columnheader" for role, _ in after), names[table:]
-    # between them only the toolbar's named buttons and the expander: no graphics, no loose
-    # axis text (an unnamed node would not be listed; a named one would show its role here)
-    between = {role for role, _ in names[start + 1 : table]}
-    assert between <= {"button", "DisclosureTriangle"}, names[start:table]
+    figure = names.index(("figure", heard["figure"]))
+    assert disclosure < table < figure, names[disclosure : figure + 1]
+    # between the table and the chart only the table's toolbar and column headers: no
+    # graphics, no loose axis text (an unnamed node would not be listed; a named one would
+    # show its role here)
+    inside = names[table + 1 : figure]
+    assert {role for role, _ in inside} == {"button", "columnheader"}, inside
+    toolbar = []
+    for role, name in names[figure + 1 :]:
+        if role != "button":
+            break
+        toolbar.append((role, name))
+    assert toolbar, names[figure:]
+    region = [f"- {role}: “{name}”" for role, name in names[disclosure : figure + 1] + toolbar]
     HEARD.parent.mkdir(parents=True, exist_ok=True)
     HEARD.write_text("\n".join(region) + "\n")
+
+
+# Where the focus is in a chart's region: the "show as a table" disclosure, the table in
+# it, or the chart's toolbar; with the number of the chart it belongs to (the disclosure
+# and its table sit just before their chart).
+_CHART_STOP_JS = """() => {
+  const el = document.activeElement;
+  if (!el || el === document.body || el.closest('[data-testid=stSidebar]')) return null;
+  const charts = [...document.querySelectorAll('[data-testid=stPlotlyChart]')];
+  const chart = el.closest('[data-testid=stPlotlyChart]');
+  if (chart) return {part: el.closest('.modebar') ? 'toolbar' : 'chart', chart: charts.indexOf(chart)};
+  const expander = el.closest('[data-testid=stExpander]');
+  if (!expander) return null;
+  let next = expander.closest('[data-testid=stElementContainer], [data-testid=stLayoutWrapper]');
+  next = next && next.nextElementSibling;
+  const own = next && next.querySelector('[data-testid=stPlotlyChart]');
+  if (!own) return null;
+  const part = el.closest('summary') ? 'disclosure' : el.closest('[data-testid=stDataFrame]') ? 'table' : 'other';
+  return {part, chart: charts.indexOf(own)};
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_tab_meets_a_charts_summary_and_table_before_its_toolbar(browser, app_url, lang):
+    """Item 4 of issue 37: the summary (the disclosure's label) and the table speak for
+    the chart, so the keyboard reaches them first and the chart's toolbar after them."""
+    context, tab = open_page(browser, app_url, "explorer", lang, 1440, 900)
+    try:
+        tab.locator("[data-testid=stPlotlyChart] .modebar-btn").first.wait_for(
+            state="attached", timeout=TIMEOUT_MS
+        )
+        first = None
+        for _ in range(80):  # through the sidebar and the explorer's controls
+            tab.keyboard.press("Tab")
+            first = tab.evaluate(_CHART_STOP_JS)
+            if first is not None:
+                break
+        assert first == {"part": "disclosure", "chart": 0}, f"first stop in the chart: {first}"
+        label = tab.evaluate("document.activeElement.innerText")
+        assert translate("a11y.show_table", lang) in label, label
+        tab.keyboard.press("Enter")  # open the table, by keyboard
+        tab.locator("[data-testid=stExpander] [data-testid=stDataFrame]").first.wait_for(
+            timeout=TIMEOUT_MS
+        )
+        settle(tab)
+        assert tab.evaluate(_CHART_STOP_JS) == first, "the focus left the disclosure on open"
+        parts = ["disclosure"]
+        for _ in range(30):
+            tab.keyboard.press("Tab")
+            now = tab.evaluate(_CHART_STOP_JS)
+            if now is None or now["chart"] != 0:
+                break
+            if parts[-1] != now["part"]:
+                parts.append(now["part"])
+        assert parts == ["disclosure", "table", "toolbar"], parts
+    finally:
+        context.close()
 
 
 def test_switching_back_to_english_gives_streamlit_its_own_words_again(browser, app_url):
