@@ -12,7 +12,8 @@ One small style sheet and script, sent once per run from app.py (``render_a11y``
 - Buttons whose text our style sheet replaces (the uploader's "Upload") keep a name, and
   labels lose the icon shortcodes (":material/translate:") Streamlit leaves in aria-label.
 - Focus is always visible; nothing animates for readers who asked for reduced motion;
-  long links wrap; on a phone a row of metrics stays a row and wide tables scroll.
+  long links wrap; on a phone a row of metrics stays a row and wide tables scroll; charts
+  side by side line up below summaries of different lengths.
 
 - Heading levels follow each other without a gap (``aria-level`` on a heading that skips).
 - Focus stays on what is seen: a collapsed sidebar is ``inert`` (out of the Tab order at
@@ -85,6 +86,13 @@ label:has(input:focus-visible), label[data-focus-visible] {{
   [data-testid="stPlotlyChart"]:focus-within .modebar-container {{
     opacity: 1; pointer-events: auto;
   }}
+}}
+/* charts side by side: a chart's "show as a table" and the chart itself go to the foot of
+   their column, so the charts of a row line up however long each summary above them is */
+[data-testid="stColumn"] [data-testid="stVerticalBlock"] > [data-testid="stLayoutWrapper"]:has(
+  > [data-testid="stExpander"]):has(
+  + [data-testid="stElementContainer"]:last-child [data-testid="stPlotlyChart"]) {{
+  margin-top: auto;
 }}
 /* the lab's live region: read out, not seen */
 .lab-sr-only {{

@@ -103,13 +103,18 @@ def _fact_sentence(fact: dict) -> str:
     return " ".join(text.split())  # an empty axis title leaves no double space
 
 
-def describe_figure(fig: go.Figure) -> str:
+def describe_figure(fig: go.Figure, title: str | None = None) -> str:
     """A one-sentence summary from the figure's own traces, in the reader's language: each
-    heatmap's highest cell, each curve's or bar chart's peak (viz.summaries.figure_facts)."""
+    heatmap's highest cell, each curve's or bar chart's peak (viz.summaries.figure_facts).
+    ``title`` names a chart whose title is written beside it rather than in it."""
     facts = figure_facts(fig)
     # untitled: the measured quantity names the chart ("Mean: …", "Standard deviation: …")
     quantities = {f.get("y_title") or f.get("quantity") for f in facts} - {None, ""}
-    title = figure_title(fig) or (quantities.pop() if len(quantities) == 1 else t("a11y.chart"))
+    title = (
+        title
+        or figure_title(fig)
+        or (quantities.pop() if len(quantities) == 1 else t("a11y.chart"))
+    )
     if not facts:
         return t("a11y.summary.empty", title=title)
     parts = [_fact_sentence(f) for f in facts[:MAX_TRACES_SAID]]
