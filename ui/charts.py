@@ -157,19 +157,45 @@ def wrap_text(text: str, units: int = TITLE_UNITS) -> str:
     return "<br>".join([*lines, line])
 
 
+# A title anchored at the chart's top edge (y=1 in the container, yanchor "top") has its
+# first line's cap height at the edge: the letters above it (l, k, Hangul) were cut, and a
+# title of several lines starts 11 px higher still (measured in Streamlit's plotly.js).
+# These paddings keep the whole first line inside the chart.
+TOP_PAD_PX = {1: 8, 2: 20}  # lines: 1, or 2 and more
+
+
+def _grow_top(fig: go.Figure, px: int) -> None:
+    """``px`` more room above the plot; the figure grows with it, so the plot keeps its size."""
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else 100
+    fig.layout.margin.t = top + px
+    if fig.layout.height:
+        fig.layout.height += px
+
+
+def _keep_title_inside(fig: go.Figure) -> None:
+    """A title at the top edge is padded down to fit (TOP_PAD_PX), with the room for it."""
+    title = fig.layout.title
+    if not (title.yref == "container" and title.yanchor == "top" and title.y == 1):
+        return
+    need = TOP_PAD_PX[2 if "<br" in title.text else 1]
+    have = title.pad.t or 0
+    if have < need:
+        fig.layout.title.pad.t = need
+        _grow_top(fig, need - have)
+
+
 def wrap_titles(fig: go.Figure) -> go.Figure:
     """The figure's title and axis titles wrapped to a phone's width; the top margin (and
-    the height) grow by a line for each line the title gains."""
+    the height) grow by a line for each line the title gains, and a title at the top edge
+    is padded so that its first line is not cut."""
     title = fig.layout.title
     if title is not None and title.text:
         wrapped = wrap_text(title.text)
         extra = wrapped.count("<br>") * LINE_PX
         if wrapped != title.text:  # once: a figure wrapped before keeps its margin
             fig.layout.title.text = wrapped
-            top = fig.layout.margin.t if fig.layout.margin.t is not None else 100
-            fig.layout.margin.t = top + extra
-            if fig.layout.height:
-                fig.layout.height += extra
+            _grow_top(fig, extra)
+        _keep_title_inside(fig)
 
     def share(axis) -> float:  # the part of the chart's width (or height) an axis spans
         domain = axis.domain or (0, 1)

@@ -3,6 +3,8 @@
 - Focus stays on what is seen: with the sidebar collapsed (a phone, 200 % zoom) no Tab stop
   lies in it or off the screen; opening it moves the focus into it, Escape closes it and
   gives the focus back to its button.
+- At 200 % zoom every page reflows: no sideways scroll, no text past its chart, every Tab
+  stop on the screen once focused.
 - The focus ring is seen on every kind of control: a screenshot of the control focused
   differs from one unfocused by a ring at least 2 px wide, at 3:1 or more against what was
   there before (pixels, not computed styles: a ring on a hidden input or cut by a parent
@@ -402,18 +404,20 @@ _SMALL_TARGETS_JS = """() => {
   return [...new Set(out)];
 }"""
 
-# Text drawn in a chart (titles, legends, tick labels) that reaches past the chart's box.
+# Text drawn in a chart (titles, legends, tick labels) that reaches past the chart's box,
+# on any side: a title above the top edge is cut as surely as a label past the right one.
 _OVERFLOW_JS = """() => {
   const out = [];
   for (const chart of document.querySelectorAll('[data-testid=stPlotlyChart]')) {
     const box = chart.getBoundingClientRect();
     if (!box.width) continue;
     for (const text of chart.querySelectorAll('svg text')) {
-      if (!text.textContent.trim()) continue;
+      if (!text.textContent.trim() || !text.checkVisibility()) continue;
       const r = text.getBoundingClientRect();
       if (!r.width) continue;
-      if (r.left < box.left - 1 || r.right > box.right + 1) {
-        out.push(`${chart.getAttribute('aria-label').slice(0, 40)}: “${text.textContent.slice(0, 40)}”`);
+      const over = Math.max(box.left - r.left, r.right - box.right, box.top - r.top, r.bottom - box.bottom);
+      if (over > 1) {
+        out.push(`${chart.getAttribute('aria-label').slice(0, 40)}: “${text.textContent.slice(0, 40)}” ${over.toFixed(0)} px`);
       }
     }
   }
@@ -449,6 +453,96 @@ def test_on_a_phone_every_target_is_24_px_and_nothing_runs_off_unseen(browser, a
         context.close()
     assert not small, "targets under 24 × 24 px:\n" + "\n".join(small)
     assert not overflow, "chart text past its chart:\n" + "\n".join(overflow)
+
+
+# --- 200 % zoom ------------------------------------------------------------------------------
+
+# The content reflows (WCAG 1.4.10): the page does not scroll sideways, and nothing in the
+# main column reaches past its right edge unless it sits in a region that scrolls by itself
+# (a wide formula or table, with its cue; a chart's drawing is checked by _OVERFLOW_JS).
+_REFLOW_JS = """() => {
+  const out = [];
+  const page = [document.scrollingElement, ...document.querySelectorAll(
+    '[data-testid=stApp], [data-testid=stAppViewContainer], [data-testid=stMain], [data-testid=stMainBlockContainer]')];
+  for (const el of page) {
+    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'hidden') {
+      out.push(`the page scrolls sideways: ${el.getAttribute('data-testid') || el.tagName} ${el.scrollWidth} > ${el.clientWidth} px`);
+    }
+  }
+  const main = document.querySelector('[data-testid=stMain]');
+  const edge = main.getBoundingClientRect().right;
+  const scrollsItself = (el) => {
+    for (let a = el.parentElement; a && a !== main; a = a.parentElement) {
+      const o = getComputedStyle(a).overflowX;
+      if ((o === 'auto' || o === 'scroll') && a.scrollWidth > a.clientWidth) return true;
+    }
+    return false;
+  };
+  const skip = 'svg, iframe, [data-testid=stDataFrame], .katex-display, .katex-mathml, pre, .lab-sr-only';
+  for (const el of main.querySelectorAll('*')) {
+    if (el.children.length && !el.matches('p, span, button, label, a, li, code')) continue;
+    if (el.closest(skip) || !el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width && r.right > edge + 1 && !scrollsItself(el)) {
+      out.push(`${(el.textContent || el.tagName).trim().slice(0, 40)}: ${Math.round(r.right - edge)} px past the edge`);
+    }
+  }
+  return out;
+}"""
+
+# Every Tab stop, focused in turn as Tab would (the browser scrolls it into view): those
+# that are still not on the screen (off to a side, or in a collapsed sidebar).
+_UNSEEN_STOPS_JS = """() => {
+  const out = [];
+  const stops = 'a[href], button:not([disabled]), input:not([disabled]):not([type=hidden]), '
+    + 'textarea, select, summary, iframe, [tabindex]:not([tabindex="-1"])';
+  for (const el of document.querySelectorAll(stops)) {
+    if (el.closest('[inert]') || el.tabIndex < 0 || !el.checkVisibility({visibilityProperty: true})) continue;
+    el.focus();
+    if (document.activeElement !== el) continue;
+    const r = el.getBoundingClientRect();
+    const seen = r.width > 0 && r.height > 0 && r.left >= -1 && r.right <= innerWidth + 1
+      && r.bottom > 0 && r.top < innerHeight;
+    if (!seen) {
+      const name = (el.getAttribute('aria-label') || el.innerText || el.tagName).trim().slice(0, 40);
+      out.push(`${name} at (${Math.round(r.left)}, ${Math.round(r.top)}), ${Math.round(r.width)}×${Math.round(r.height)}`);
+    }
+  }
+  document.activeElement?.blur();
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_at_200_percent_zoom_every_page_reflows_and_every_tab_stop_is_seen(browser, app_url, lang):
+    """A 1440 px screen at 200 % zoom (720 CSS px, twice the pixels), every page: the sidebar
+    is collapsed and takes no Tab stop, every stop is on the screen once focused, no text
+    runs past its chart, and the page does not scroll sideways."""
+    width, height, scale = SMALL_SCREENS["zoom200"]
+    context, tab = open_page(browser, app_url, "", lang, width, height, scale)
+    found = []
+    try:
+        for path in PAGES:
+            tab.goto(f"/{path}?lang={lang}")
+            settle(tab)
+            tab.wait_for_function(
+                "[...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
+                ".every(c => c.querySelector('.main-svg'))",
+                timeout=TIMEOUT_MS,
+            )
+            collapsed = tab.get_attribute("[data-testid=stSidebar]", "data-collapsed")
+            if collapsed != "true":
+                found.append(f"/{path}: the sidebar is open at 200 % zoom")
+            found += [
+                f"/{path}: chart text past its chart: {s}" for s in tab.evaluate(_OVERFLOW_JS)
+            ]
+            found += [f"/{path}: {s}" for s in tab.evaluate(_REFLOW_JS)]
+            found += [
+                f"/{path}: Tab stop off the screen: {s}" for s in tab.evaluate(_UNSEEN_STOPS_JS)
+            ]
+    finally:
+        context.close()
+    assert not found, "at 200 % zoom:\n" + "\n".join(found)
 
 
 # --- what a screen reader hears in the explorer's chart region --------------------------------
