@@ -181,11 +181,12 @@ demo_tokens, hidden = cached_hidden(name, device, text, 0)
 x = hidden[: min(6, len(demo_tokens)), :DEMO_FEATURES].astype(np.float64)
 ln = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
 bn = (x - x.mean(0, keepdims=True)) / np.sqrt(x.var(0, keepdims=True) + 1e-5)
-# One figure a panel, side by side in columns that stack on a phone: three panels in one
-# figure were too narrow at 390 px for their titles and numbers.
+# One figure a panel, side by side in columns that stack where they would be narrow (a
+# phone, 200 % zoom, 1024 px beside the sidebar): three panels in one figure were too
+# narrow at 390 px for their titles and numbers.
 bound = float(max(np.abs(m).max() for m in (x, ln, bn))) or 1.0  # one colour scale for all
 panels = (("raw", x), ("ln_rows", ln), ("bn_cols", bn))
-for col, (part, values) in zip(st.columns(3), panels):
+for col, (part, values) in zip(st.container(key="stack_narrow_norms").columns(3), panels):
     title = t(f"concepts.layernorm.{part}")
     col.markdown(f"**{title}**")
     fig = matrix_heatmap(

@@ -94,6 +94,16 @@ label:has(input:focus-visible), label[data-focus-visible] {{
   + [data-testid="stElementContainer"]:last-child [data-testid="stPlotlyChart"]) {{
   margin-top: auto;
 }}
+/* columns of charts that need room (in a container keyed "stack_narrow_…") stack whenever
+   the container is under 900 px (a 1024 px screen beside the sidebar, 200 % zoom), not
+   only on a phone as Streamlit's own columns do */
+[class*="st-key-stack_narrow_"] {{ container-type: inline-size; }}
+@container (max-width: 900px) {{
+  [class*="st-key-stack_narrow_"] [data-testid="stHorizontalBlock"] {{ flex-direction: column; }}
+  [class*="st-key-stack_narrow_"] [data-testid="stColumn"] {{
+    width: 100% !important; min-width: 100% !important; flex: 1 1 auto !important;
+  }}
+}}
 /* the lab's live region: read out, not seen */
 .lab-sr-only {{
   position: absolute !important; width: 1px; height: 1px; padding: 0; margin: -1px;

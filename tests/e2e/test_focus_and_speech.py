@@ -545,6 +545,44 @@ def test_at_200_percent_zoom_every_page_reflows_and_every_tab_stop_is_seen(brows
     assert not found, "at 200 % zoom:\n" + "\n".join(found)
 
 
+# The layer-norm page's three panels (input, LayerNorm, BatchNorm): where they stand, how
+# wide they are, and whether each still shows the numbers in its cells.
+_NORM_PANELS_JS = """() => {
+  // the page's text column: a panel as wide as the text around it
+  const width = document.querySelector('[data-testid=stMain] [data-testid=stMarkdownContainer]').getBoundingClientRect().width;
+  return ['raw', 'ln_rows', 'bn_cols'].map(part => {
+    const chart = document.querySelector(`.st-key-axes_${part}_chart [data-testid=stPlotlyChart]`);
+    const r = chart.getBoundingClientRect();
+    const numbers = [...chart.querySelectorAll('.heatmap-label text')].filter(t => t.style.display !== 'none');
+    return {left: Math.round(r.left), top: Math.round(r.top), share: r.width / width, numbers: numbers.length};
+  });
+}"""
+
+
+@pytest.mark.parametrize(("width", "side_by_side"), [(390, False), (1024, False), (1440, True)])
+def test_the_norm_panels_stack_where_they_would_be_narrow(browser, app_url, width, side_by_side):
+    """Layer norm vs batch norm: three panels side by side on a wide screen; on a phone, and
+    beside the sidebar at 1024 px, one under the other as wide as the page, each with the
+    numbers in its cells (three panels in one figure were too crowded at 390 px)."""
+    for lang in ("en", "ko") if width == 390 else ("en",):
+        context, tab = open_page(browser, app_url, "concept_layernorm", lang, width, 900)
+        try:
+            tab.locator(".st-key-axes_bn_cols_chart .main-svg").first.wait_for(
+                state="attached", timeout=TIMEOUT_MS
+            )
+            tab.wait_for_timeout(500)
+            panels = tab.evaluate(_NORM_PANELS_JS)
+        finally:
+            context.close()
+        tops = [p["top"] for p in panels]
+        if side_by_side:
+            assert len({p["left"] for p in panels}) == 3 and max(tops) - min(tops) < 2, panels
+        else:
+            assert len({p["left"] for p in panels}) == 1 and tops == sorted(tops), panels
+            assert all(p["share"] > 0.9 for p in panels), panels
+        assert all(p["numbers"] == panels[0]["numbers"] > 0 for p in panels), panels
+
+
 # --- what a screen reader hears in the explorer's chart region --------------------------------
 
 HEARD = ROOT / "tests" / "artifacts" / "explorer-chart-heard.md"
