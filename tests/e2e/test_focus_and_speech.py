@@ -61,6 +61,19 @@ def open_page(browser, app_url, path: str, lang: str, width: int, height: int, s
     return context, tab
 
 
+def each_page_drawn(tab, lang: str):
+    """Open every page in ``tab`` in turn, in ``lang``; yield its path once its charts are drawn."""
+    for path in PAGES:
+        tab.goto(f"/{path}?lang={lang}")
+        settle(tab)
+        tab.wait_for_function(
+            "[...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
+            ".every(c => c.querySelector('.main-svg'))",
+            timeout=TIMEOUT_MS,
+        )
+        yield path
+
+
 # --- focus on what is seen -------------------------------------------------------------------
 
 _FOCUS_JS = """() => {
@@ -436,14 +449,7 @@ def test_on_a_phone_every_target_is_24_px_and_nothing_runs_off_unseen(browser, a
     context, tab = open_page(browser, app_url, "", lang, 390, 844)
     small, overflow = [], []
     try:
-        for path in PAGES:
-            tab.goto(f"/{path}?lang={lang}")
-            settle(tab)
-            tab.wait_for_function(
-                "[...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
-                ".every(c => c.querySelector('.main-svg'))",
-                timeout=TIMEOUT_MS,
-            )
+        for path in each_page_drawn(tab, lang):
             small += [f"/{path}: {s}" for s in tab.evaluate(_SMALL_TARGETS_JS)]
             overflow += [f"/{path}: {s}" for s in tab.evaluate(_OVERFLOW_JS)]
             overflow += [
@@ -522,14 +528,7 @@ def test_at_200_percent_zoom_every_page_reflows_and_every_tab_stop_is_seen(brows
     context, tab = open_page(browser, app_url, "", lang, width, height, scale)
     found = []
     try:
-        for path in PAGES:
-            tab.goto(f"/{path}?lang={lang}")
-            settle(tab)
-            tab.wait_for_function(
-                "[...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
-                ".every(c => c.querySelector('.main-svg'))",
-                timeout=TIMEOUT_MS,
-            )
+        for path in each_page_drawn(tab, lang):
             collapsed = tab.get_attribute("[data-testid=stSidebar]", "data-collapsed")
             if collapsed != "true":
                 found.append(f"/{path}: the sidebar is open at 200 % zoom")
