@@ -7,7 +7,7 @@ import streamlit as st
 
 from model.analysis.concepts import layernorm_scale
 from model.analysis.walkthrough import layer_norm_module
-from ui.charts import plotly_chart
+from ui.charts import describe_figure, plotly_chart
 from ui.concepts import (
     cached_feed_forward,
     cached_hidden,
@@ -18,7 +18,7 @@ from ui.frame import require_frame
 from ui.i18n import t
 from ui.models import cached_trace, selected_device
 from ui.permalink import linked
-from viz.concepts import grouped_bars, lines_figure, matrix_heatmap, norm_axes_figure, robust_bound
+from viz.concepts import grouped_bars, lines_figure, matrix_heatmap, robust_bound
 
 require_frame()
 
@@ -181,22 +181,24 @@ demo_tokens, hidden = cached_hidden(name, device, text, 0)
 x = hidden[: min(6, len(demo_tokens)), :DEMO_FEATURES].astype(np.float64)
 ln = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
 bn = (x - x.mean(0, keepdims=True)) / np.sqrt(x.var(0, keepdims=True) + 1e-5)
-plotly_chart(
-    norm_axes_figure(
-        x,
-        ln,
-        bn,
-        titles=(
-            t("concepts.layernorm.raw"),
-            t("concepts.layernorm.ln_rows"),
-            t("concepts.layernorm.bn_cols"),
-        ),
-        row_labels=demo_tokens[: x.shape[0]],
+# One figure a panel, side by side in columns that stack where they would be narrow (a
+# phone, 200 % zoom, 1024 px beside the sidebar): three panels in one figure were too
+# narrow at 390 px for their titles and numbers.
+bound = float(max(np.abs(m).max() for m in (x, ln, bn))) or 1.0  # one colour scale for all
+panels = (("raw", x), ("ln_rows", ln), ("bn_cols", bn))
+for col, (part, values) in zip(st.container(key="stack_narrow_norms").columns(3), panels):
+    title = t(f"concepts.layernorm.{part}")
+    col.markdown(f"**{title}**")
+    fig = matrix_heatmap(
+        values,
+        demo_tokens[: x.shape[0]],
+        bound=bound,
+        digits=1,  # a third of the width: one decimal still fits its cell
+        value_name=t("concepts.value"),
         row_title=t("concepts.layernorm.batch_axis"),
         col_title=t("concepts.layernorm.feature_axis"),
-    ),
-    key="axes_chart",
-)
+    )
+    plotly_chart(fig, key=f"axes_{part}_chart", where=col, summary=describe_figure(fig, title))
 st.caption(t("concepts.layernorm.vs_batch_caption", n=x.shape[0], d=DEMO_FEATURES))
 
 # ---- the other sub-layer: the position-wise feed-forward network --------------------------------

@@ -12,7 +12,8 @@ One small style sheet and script, sent once per run from app.py (``render_a11y``
 - Buttons whose text our style sheet replaces (the uploader's "Upload") keep a name, and
   labels lose the icon shortcodes (":material/translate:") Streamlit leaves in aria-label.
 - Focus is always visible; nothing animates for readers who asked for reduced motion;
-  long links wrap; on a phone a row of metrics stays a row and wide tables scroll.
+  long links wrap; on a phone a row of metrics stays a row and wide tables scroll; charts
+  side by side line up below summaries of different lengths.
 
 - Heading levels follow each other without a gap (``aria-level`` on a heading that skips).
 - Focus stays on what is seen: a collapsed sidebar is ``inert`` (out of the Tab order at
@@ -84,6 +85,23 @@ label:has(input:focus-visible), label[data-focus-visible] {{
   [data-testid="stPlotlyChart"]:hover .modebar-container,
   [data-testid="stPlotlyChart"]:focus-within .modebar-container {{
     opacity: 1; pointer-events: auto;
+  }}
+}}
+/* charts side by side: a chart's "show as a table" and the chart itself go to the foot of
+   their column, so the charts of a row line up however long each summary above them is */
+[data-testid="stColumn"] [data-testid="stVerticalBlock"] > [data-testid="stLayoutWrapper"]:has(
+  > [data-testid="stExpander"]):has(
+  + [data-testid="stElementContainer"]:last-child [data-testid="stPlotlyChart"]) {{
+  margin-top: auto;
+}}
+/* columns of charts that need room (in a container keyed "stack_narrow_…") stack whenever
+   the container is under 900 px (a 1024 px screen beside the sidebar, 200 % zoom), not
+   only on a phone as Streamlit's own columns do */
+[class*="st-key-stack_narrow_"] {{ container-type: inline-size; }}
+@container (max-width: 900px) {{
+  [class*="st-key-stack_narrow_"] [data-testid="stHorizontalBlock"] {{ flex-direction: column; }}
+  [class*="st-key-stack_narrow_"] [data-testid="stColumn"] {{
+    width: 100% !important; min-width: 100% !important; flex: 1 1 auto !important;
   }}
 }}
 /* the lab's live region: read out, not seen */
@@ -267,7 +285,7 @@ _SCRIPT = r"""
       else if (h.hasAttribute('aria-level')) h.removeAttribute('aria-level');
       open.push([own, level]);
     }
-    // A chart speaks through its name (the summary) and the table below it: the drawing's
+    // A chart speaks through its name (the summary) and the table before it: the drawing's
     // nodes (unnamed graphics, loose axis text) are hidden from assistive technology.
     for (const svg of document.querySelectorAll('[data-testid=stPlotlyChart] svg.main-svg')) {
       set(svg, 'aria-hidden', 'true');

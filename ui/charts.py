@@ -103,13 +103,18 @@ def _fact_sentence(fact: dict) -> str:
     return " ".join(text.split())  # an empty axis title leaves no double space
 
 
-def describe_figure(fig: go.Figure) -> str:
+def describe_figure(fig: go.Figure, title: str | None = None) -> str:
     """A one-sentence summary from the figure's own traces, in the reader's language: each
-    heatmap's highest cell, each curve's or bar chart's peak (viz.summaries.figure_facts)."""
+    heatmap's highest cell, each curve's or bar chart's peak (viz.summaries.figure_facts).
+    ``title`` names a chart whose title is written beside it rather than in it."""
     facts = figure_facts(fig)
     # untitled: the measured quantity names the chart ("Mean: …", "Standard deviation: …")
     quantities = {f.get("y_title") or f.get("quantity") for f in facts} - {None, ""}
-    title = figure_title(fig) or (quantities.pop() if len(quantities) == 1 else t("a11y.chart"))
+    title = (
+        title
+        or figure_title(fig)
+        or (quantities.pop() if len(quantities) == 1 else t("a11y.chart"))
+    )
     if not facts:
         return t("a11y.summary.empty", title=title)
     parts = [_fact_sentence(f) for f in facts[:MAX_TRACES_SAID]]
@@ -152,19 +157,45 @@ def wrap_text(text: str, units: int = TITLE_UNITS) -> str:
     return "<br>".join([*lines, line])
 
 
+# A title anchored at the chart's top edge (y=1 in the container, yanchor "top") has its
+# first line's cap height at the edge: the letters above it (l, k, Hangul) were cut, and a
+# title of several lines starts 11 px higher still (measured in Streamlit's plotly.js).
+# These paddings keep the whole first line inside the chart.
+TOP_PAD_PX = {1: 8, 2: 20}  # lines: 1, or 2 and more
+
+
+def _grow_top(fig: go.Figure, px: int) -> None:
+    """``px`` more room above the plot; the figure grows with it, so the plot keeps its size."""
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else 100
+    fig.layout.margin.t = top + px
+    if fig.layout.height:
+        fig.layout.height += px
+
+
+def _keep_title_inside(fig: go.Figure) -> None:
+    """A title at the top edge is padded down to fit (TOP_PAD_PX), with the room for it."""
+    title = fig.layout.title
+    if not (title.yref == "container" and title.yanchor == "top" and title.y == 1):
+        return
+    need = TOP_PAD_PX[2 if "<br" in title.text else 1]
+    have = title.pad.t or 0
+    if have < need:
+        fig.layout.title.pad.t = need
+        _grow_top(fig, need - have)
+
+
 def wrap_titles(fig: go.Figure) -> go.Figure:
     """The figure's title and axis titles wrapped to a phone's width; the top margin (and
-    the height) grow by a line for each line the title gains."""
+    the height) grow by a line for each line the title gains, and a title at the top edge
+    is padded so that its first line is not cut."""
     title = fig.layout.title
     if title is not None and title.text:
         wrapped = wrap_text(title.text)
         extra = wrapped.count("<br>") * LINE_PX
         if wrapped != title.text:  # once: a figure wrapped before keeps its margin
             fig.layout.title.text = wrapped
-            top = fig.layout.margin.t if fig.layout.margin.t is not None else 100
-            fig.layout.margin.t = top + extra
-            if fig.layout.height:
-                fig.layout.height += extra
+            _grow_top(fig, extra)
+        _keep_title_inside(fig)
 
     def share(axis) -> float:  # the part of the chart's width (or height) an axis spans
         domain = axis.domain or (0, 1)
@@ -195,23 +226,32 @@ def plotly_chart(
 ) -> None:
     """st.plotly_chart with the app's font stack and toolbar, drawn in ``where`` (a column),
     and its text alternative: ``summary`` (else one computed from the figure's traces) as
-    the chart's accessible name, and below it an expander that shows the plotted numbers.
+    the chart's accessible name, and above the chart an expander that shows the plotted
+    numbers. The expander comes first so that the keyboard, and a screen reader, meet the
+    summary and the table before the chart's toolbar (the drawing itself says nothing).
 
     ``key`` is required: a keyed chart keeps its zoom and selection across reruns.
     """
     summary = summary or describe_figure(fig)
     wrap_titles(fig)
     fig.update_layout(font_family=FONT_STACK)
+    render_table_disclosure(fig, summary, key=key, where=where)
     where.plotly_chart(
         fig, key=key, config={**chart_config(key), **(config or {})}, alt=summary, **kwargs
     )
+
+
+def render_table_disclosure(fig: go.Figure, summary: str, *, key: str, where=st) -> None:
+    """The chart's summary with "(Show as a table)": an expander whose table holds the plotted numbers,
+    built only while open (a closed table costs nothing on a rerun); inside another
+    expander, where Streamlit allows none, the summary as a caption."""
     escaped = _MARKDOWN_SPECIALS.sub(r"\\\1", summary)  # tokens are text, not markdown
     label = f"{escaped} ({t('a11y.show_table')})"
-    try:  # only built while open: a closed table costs nothing on a rerun
+    try:
         table = where.expander(
             label, icon=":material/table_view:", key=f"{key}__table", on_change="rerun"
         )
-    except StreamlitAPIException:  # inside another expander: the summary as a caption
+    except StreamlitAPIException:
         where.caption(label)
         return
     if table.open:

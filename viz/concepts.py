@@ -12,7 +12,6 @@ import html
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from viz.attention import (
     MASKED_GREY,
@@ -65,8 +64,10 @@ def matrix_heatmap(
     height: int | None = None,
     row_title: str = "",
     col_title: str = "",
+    digits: int = 2,
 ) -> go.Figure:
-    """A small matrix with its numbers in the cells: diverging around 0, or [0, 1].
+    """A small matrix with its numbers in the cells (``digits`` after the point): diverging
+    around 0, or [0, 1].
 
     Rows are labelled (tokens are escaped); columns default to their index (a vector's
     dimensions). NaN cells (masked) are drawn grey.
@@ -109,7 +110,7 @@ def matrix_heatmap(
             zmid=zmid,
             colorscale=scale,
             hoverongaps=False,
-            texttemplate="%{z:.2f}" if show_numbers else None,
+            texttemplate=f"%{{z:.{digits}f}}" if show_numbers else None,
             textfont=dict(size=10 if n_cols > 12 else 12),
             hovertemplate=f"%{{y}} · %{{x}}<br>{_esc(value_name)}: %{{z:.4f}}<extra></extra>",
             colorbar=dict(thickness=12),
@@ -348,57 +349,6 @@ def mask_figure(
     )
     # keys lean up and to the right: room above, and on the right for the last one's label
     fig.update_layout(height=340, margin=dict(l=10, r=50, t=90, b=10))
-    return fig
-
-
-@memo_figure
-def norm_axes_figure(
-    x: np.ndarray,
-    layer_normed: np.ndarray,
-    batch_normed: np.ndarray,
-    *,
-    titles: tuple[str, str, str],
-    row_labels: list[str],
-    row_title: str,
-    col_title: str,
-) -> go.Figure:
-    """The same small batch [tokens, features] raw, LayerNorm-ed (each row) and
-    BatchNorm-ed (each column), side by side on one diverging scale."""
-    mats = [np.asarray(m, dtype=np.float32) for m in (x, layer_normed, batch_normed)]
-    bound = float(max(np.abs(m).max() for m in mats)) or 1.0
-    fig = make_subplots(
-        rows=1, cols=3, subplot_titles=[_esc(t) for t in titles], horizontal_spacing=0.05
-    )
-    rows = [token_label(r) for r in row_labels]
-    for i, m in enumerate(mats):
-        fig.add_trace(
-            go.Heatmap(
-                z=m,
-                zmin=-bound,
-                zmax=bound,
-                zmid=0,
-                colorscale=SCORE_SCALE,
-                showscale=i == 2,
-                texttemplate="%{z:.1f}",
-                textfont=dict(size=10),
-                colorbar=dict(thickness=12),
-                hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
-            ),
-            row=1,
-            col=i + 1,
-        )
-        fig.update_yaxes(
-            tickmode="array",
-            tickvals=list(range(len(rows))),
-            ticktext=rows,
-            showticklabels=i == 0,
-            autorange="reversed",
-            row=1,
-            col=i + 1,
-            title=_esc(row_title) if i == 0 else None,
-        )
-        fig.update_xaxes(title=_esc(col_title), row=1, col=i + 1)
-    fig.update_layout(height=340, margin=dict(l=10, r=10, t=40, b=10))
     return fig
 
 

@@ -3,6 +3,8 @@
 - Focus stays on what is seen: with the sidebar collapsed (a phone, 200 % zoom) no Tab stop
   lies in it or off the screen; opening it moves the focus into it, Escape closes it and
   gives the focus back to its button.
+- At 200 % zoom every page reflows: no sideways scroll, no text past its chart, every Tab
+  stop on the screen once focused.
 - The focus ring is seen on every kind of control: a screenshot of the control focused
   differs from one unfocused by a ring at least 2 px wide, at 3:1 or more against what was
   there before (pixels, not computed styles: a ring on a hidden input or cut by a parent
@@ -57,6 +59,19 @@ def open_page(browser, app_url, path: str, lang: str, width: int, height: int, s
     tab.goto(f"/{path}{'&' if '?' in path else '?'}lang={lang}")
     settle(tab)
     return context, tab
+
+
+def each_page_drawn(tab, lang: str):
+    """Open every page in ``tab`` in turn, in ``lang``; yield its path once its charts are drawn."""
+    for path in PAGES:
+        tab.goto(f"/{path}?lang={lang}")
+        settle(tab)
+        tab.wait_for_function(
+            "[...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
+            ".every(c => c.querySelector('.main-svg'))",
+            timeout=TIMEOUT_MS,
+        )
+        yield path
 
 
 # --- focus on what is seen -------------------------------------------------------------------
@@ -402,18 +417,20 @@ _SMALL_TARGETS_JS = """() => {
   return [...new Set(out)];
 }"""
 
-# Text drawn in a chart (titles, legends, tick labels) that reaches past the chart's box.
+# Text drawn in a chart (titles, legends, tick labels) that reaches past the chart's box,
+# on any side: a title above the top edge is cut as surely as a label past the right one.
 _OVERFLOW_JS = """() => {
   const out = [];
   for (const chart of document.querySelectorAll('[data-testid=stPlotlyChart]')) {
     const box = chart.getBoundingClientRect();
     if (!box.width) continue;
     for (const text of chart.querySelectorAll('svg text')) {
-      if (!text.textContent.trim()) continue;
+      if (!text.textContent.trim() || !text.checkVisibility()) continue;
       const r = text.getBoundingClientRect();
       if (!r.width) continue;
-      if (r.left < box.left - 1 || r.right > box.right + 1) {
-        out.push(`${chart.getAttribute('aria-label').slice(0, 40)}: “${text.textContent.slice(0, 40)}”`);
+      const over = Math.max(box.left - r.left, r.right - box.right, box.top - r.top, r.bottom - box.bottom);
+      if (over > 1) {
+        out.push(`${chart.getAttribute('aria-label').slice(0, 40)}: “${text.textContent.slice(0, 40)}” ${over.toFixed(0)} px`);
       }
     }
   }
@@ -432,14 +449,7 @@ def test_on_a_phone_every_target_is_24_px_and_nothing_runs_off_unseen(browser, a
     context, tab = open_page(browser, app_url, "", lang, 390, 844)
     small, overflow = [], []
     try:
-        for path in PAGES:
-            tab.goto(f"/{path}?lang={lang}")
-            settle(tab)
-            tab.wait_for_function(
-                "[...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
-                ".every(c => c.querySelector('.main-svg'))",
-                timeout=TIMEOUT_MS,
-            )
+        for path in each_page_drawn(tab, lang):
             small += [f"/{path}: {s}" for s in tab.evaluate(_SMALL_TARGETS_JS)]
             overflow += [f"/{path}: {s}" for s in tab.evaluate(_OVERFLOW_JS)]
             overflow += [
@@ -451,14 +461,136 @@ def test_on_a_phone_every_target_is_24_px_and_nothing_runs_off_unseen(browser, a
     assert not overflow, "chart text past its chart:\n" + "\n".join(overflow)
 
 
+# --- 200 % zoom ------------------------------------------------------------------------------
+
+# The content reflows (WCAG 1.4.10): the page does not scroll sideways, and nothing in the
+# main column reaches past its right edge unless it sits in a region that scrolls by itself
+# (a wide formula or table, with its cue; a chart's drawing is checked by _OVERFLOW_JS).
+_REFLOW_JS = """() => {
+  const out = [];
+  const page = [document.scrollingElement, ...document.querySelectorAll(
+    '[data-testid=stApp], [data-testid=stAppViewContainer], [data-testid=stMain], [data-testid=stMainBlockContainer]')];
+  for (const el of page) {
+    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'hidden') {
+      out.push(`the page scrolls sideways: ${el.getAttribute('data-testid') || el.tagName} ${el.scrollWidth} > ${el.clientWidth} px`);
+    }
+  }
+  const main = document.querySelector('[data-testid=stMain]');
+  const edge = main.getBoundingClientRect().right;
+  const scrollsItself = (el) => {
+    for (let a = el.parentElement; a && a !== main; a = a.parentElement) {
+      const o = getComputedStyle(a).overflowX;
+      if ((o === 'auto' || o === 'scroll') && a.scrollWidth > a.clientWidth) return true;
+    }
+    return false;
+  };
+  const skip = 'svg, iframe, [data-testid=stDataFrame], .katex-display, .katex-mathml, pre, .lab-sr-only';
+  for (const el of main.querySelectorAll('*')) {
+    if (el.children.length && !el.matches('p, span, button, label, a, li, code')) continue;
+    if (el.closest(skip) || !el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width && r.right > edge + 1 && !scrollsItself(el)) {
+      out.push(`${(el.textContent || el.tagName).trim().slice(0, 40)}: ${Math.round(r.right - edge)} px past the edge`);
+    }
+  }
+  return out;
+}"""
+
+# Every Tab stop, focused in turn as Tab would (the browser scrolls it into view): those
+# that are still not on the screen (off to a side, or in a collapsed sidebar).
+_UNSEEN_STOPS_JS = """() => {
+  const out = [];
+  const stops = 'a[href], button:not([disabled]), input:not([disabled]):not([type=hidden]), '
+    + 'textarea, select, summary, iframe, [tabindex]:not([tabindex="-1"])';
+  for (const el of document.querySelectorAll(stops)) {
+    if (el.closest('[inert]') || el.tabIndex < 0 || !el.checkVisibility({visibilityProperty: true})) continue;
+    el.focus();
+    if (document.activeElement !== el) continue;
+    const r = el.getBoundingClientRect();
+    const seen = r.width > 0 && r.height > 0 && r.left >= -1 && r.right <= innerWidth + 1
+      && r.bottom > 0 && r.top < innerHeight;
+    if (!seen) {
+      const name = (el.getAttribute('aria-label') || el.innerText || el.tagName).trim().slice(0, 40);
+      out.push(`${name} at (${Math.round(r.left)}, ${Math.round(r.top)}), ${Math.round(r.width)}×${Math.round(r.height)}`);
+    }
+  }
+  document.activeElement?.blur();
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_at_200_percent_zoom_every_page_reflows_and_every_tab_stop_is_seen(browser, app_url, lang):
+    """A 1440 px screen at 200 % zoom (720 CSS px, twice the pixels), every page: the sidebar
+    is collapsed and takes no Tab stop, every stop is on the screen once focused, no text
+    runs past its chart, and the page does not scroll sideways."""
+    width, height, scale = SMALL_SCREENS["zoom200"]
+    context, tab = open_page(browser, app_url, "", lang, width, height, scale)
+    found = []
+    try:
+        for path in each_page_drawn(tab, lang):
+            collapsed = tab.get_attribute("[data-testid=stSidebar]", "data-collapsed")
+            if collapsed != "true":
+                found.append(f"/{path}: the sidebar is open at 200 % zoom")
+            found += [
+                f"/{path}: chart text past its chart: {s}" for s in tab.evaluate(_OVERFLOW_JS)
+            ]
+            found += [f"/{path}: {s}" for s in tab.evaluate(_REFLOW_JS)]
+            found += [
+                f"/{path}: Tab stop off the screen: {s}" for s in tab.evaluate(_UNSEEN_STOPS_JS)
+            ]
+    finally:
+        context.close()
+    assert not found, "at 200 % zoom:\n" + "\n".join(found)
+
+
+# The layer-norm page's three panels (input, LayerNorm, BatchNorm): where they stand, how
+# wide they are, and whether each still shows the numbers in its cells.
+_NORM_PANELS_JS = """() => {
+  // the page's text column: a panel as wide as the text around it
+  const width = document.querySelector('[data-testid=stMain] [data-testid=stMarkdownContainer]').getBoundingClientRect().width;
+  return ['raw', 'ln_rows', 'bn_cols'].map(part => {
+    const chart = document.querySelector(`.st-key-axes_${part}_chart [data-testid=stPlotlyChart]`);
+    const r = chart.getBoundingClientRect();
+    const numbers = [...chart.querySelectorAll('.heatmap-label text')].filter(t => t.style.display !== 'none');
+    return {left: Math.round(r.left), top: Math.round(r.top), share: r.width / width, numbers: numbers.length};
+  });
+}"""
+
+
+@pytest.mark.parametrize(("width", "side_by_side"), [(390, False), (1024, False), (1440, True)])
+def test_the_norm_panels_stack_where_they_would_be_narrow(browser, app_url, width, side_by_side):
+    """Layer norm vs batch norm: three panels side by side on a wide screen; on a phone, and
+    beside the sidebar at 1024 px, one under the other as wide as the page, each with the
+    numbers in its cells (three panels in one figure were too crowded at 390 px)."""
+    for lang in ("en", "ko") if width == 390 else ("en",):
+        context, tab = open_page(browser, app_url, "concept_layernorm", lang, width, 900)
+        try:
+            tab.locator(".st-key-axes_bn_cols_chart .main-svg").first.wait_for(
+                state="attached", timeout=TIMEOUT_MS
+            )
+            tab.wait_for_timeout(500)
+            panels = tab.evaluate(_NORM_PANELS_JS)
+        finally:
+            context.close()
+        tops = [p["top"] for p in panels]
+        if side_by_side:
+            assert len({p["left"] for p in panels}) == 3 and max(tops) - min(tops) < 2, panels
+        else:
+            assert len({p["left"] for p in panels}) == 1 and tops == sorted(tops), panels
+            assert all(p["share"] > 0.9 for p in panels), panels
+        assert all(p["numbers"] == panels[0]["numbers"] > 0 for p in panels), panels
+
+
 # --- what a screen reader hears in the explorer's chart region --------------------------------
 
 HEARD = ROOT / "tests" / "artifacts" / "explorer-chart-heard.md"
 
 
 def test_the_explorers_chart_region_speaks_through_its_summary_and_table(browser, app_url):
-    """Recorded from Chromium's accessibility tree: the chart is one named figure (its
-    summary), its drawing says nothing, the table that stands for it follows."""
+    """Recorded from Chromium's accessibility tree: the summary ("show as a table") and the
+    table that stand for the chart come first, then the chart as one named figure whose
+    drawing says nothing, and its toolbar."""
     context, tab = open_page(browser, app_url, "explorer", "en", 1440, 900)
     try:
         chart = tab.locator("[data-testid=stPlotlyChart]").first
@@ -491,18 +623,84 @@ def test_the_explorers_chart_region_speaks_through_its_summary_and_table(browser
     assert heard["table"] == translate("a11y.table_name", "en", summary=heard["figure"])
     # no unnamed graphics: every image or graphics node a reader meets has a name
     assert ("figure", heard["figure"]) in names
-    # from the figure to the table's column headers, in the tree's order
-    start = names.index(("figure", heard["figure"]))
+    # in the tree's order: the disclosure (the summary), the table, then the chart with
+    # its toolbar
+    show = f"{heard['figure']} ({translate('a11y.show_table', 'en')})"
+    disclosure = next(i for i, (_, name) in enumerate(names) if name == show)
     table = names.index(("group", heard["table"]))
-    after = [n for n in names[table + 1 :] if n[0] == "columnheader"][:6]
-    region = [f"- {role}: “{name}”" for role, name in names[start : table + 1] + after]
-    assert any(role == "columnheader" for role, _ in after), names[table:]
-    # between them only the toolbar's named buttons and the expander: no graphics, no loose
-    # axis text (an unnamed node would not be listed; a named one would show its role here)
-    between = {role for role, _ in names[start + 1 : table]}
-    assert between <= {"button", "DisclosureTriangle"}, names[start:table]
+    figure = names.index(("figure", heard["figure"]))
+    assert disclosure < table < figure, names[disclosure : figure + 1]
+    # between the table and the chart only the table's toolbar and column headers: no
+    # graphics, no loose axis text (an unnamed node would not be listed; a named one would
+    # show its role here)
+    inside = names[table + 1 : figure]
+    assert {role for role, _ in inside} == {"button", "columnheader"}, inside
+    toolbar = []
+    for role, name in names[figure + 1 :]:
+        if role != "button":
+            break
+        toolbar.append((role, name))
+    assert toolbar, names[figure:]
+    region = [f"- {role}: “{name}”" for role, name in names[disclosure : figure + 1] + toolbar]
     HEARD.parent.mkdir(parents=True, exist_ok=True)
     HEARD.write_text("\n".join(region) + "\n")
+
+
+# Where the focus is in a chart's region: the "show as a table" disclosure, the table in
+# it, or the chart's toolbar; with the number of the chart it belongs to (the disclosure
+# and its table sit just before their chart).
+_CHART_STOP_JS = """() => {
+  const el = document.activeElement;
+  if (!el || el === document.body || el.closest('[data-testid=stSidebar]')) return null;
+  const charts = [...document.querySelectorAll('[data-testid=stPlotlyChart]')];
+  const chart = el.closest('[data-testid=stPlotlyChart]');
+  if (chart) return {part: el.closest('.modebar') ? 'toolbar' : 'chart', chart: charts.indexOf(chart)};
+  const expander = el.closest('[data-testid=stExpander]');
+  if (!expander) return null;
+  let next = expander.closest('[data-testid=stElementContainer], [data-testid=stLayoutWrapper]');
+  next = next && next.nextElementSibling;
+  const own = next && next.querySelector('[data-testid=stPlotlyChart]');
+  if (!own) return null;
+  const part = el.closest('summary') ? 'disclosure' : el.closest('[data-testid=stDataFrame]') ? 'table' : 'other';
+  return {part, chart: charts.indexOf(own)};
+}"""
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_tab_meets_a_charts_summary_and_table_before_its_toolbar(browser, app_url, lang):
+    """Item 4 of issue 37: the summary (the disclosure's label) and the table speak for
+    the chart, so the keyboard reaches them first and the chart's toolbar after them."""
+    context, tab = open_page(browser, app_url, "explorer", lang, 1440, 900)
+    try:
+        tab.locator("[data-testid=stPlotlyChart] .modebar-btn").first.wait_for(
+            state="attached", timeout=TIMEOUT_MS
+        )
+        first = None
+        for _ in range(80):  # through the sidebar and the explorer's controls
+            tab.keyboard.press("Tab")
+            first = tab.evaluate(_CHART_STOP_JS)
+            if first is not None:
+                break
+        assert first == {"part": "disclosure", "chart": 0}, f"first stop in the chart: {first}"
+        label = tab.evaluate("document.activeElement.innerText")
+        assert translate("a11y.show_table", lang) in label, label
+        tab.keyboard.press("Enter")  # open the table, by keyboard
+        tab.locator("[data-testid=stExpander] [data-testid=stDataFrame]").first.wait_for(
+            timeout=TIMEOUT_MS
+        )
+        settle(tab)
+        assert tab.evaluate(_CHART_STOP_JS) == first, "the focus left the disclosure on open"
+        parts = ["disclosure"]
+        for _ in range(30):
+            tab.keyboard.press("Tab")
+            now = tab.evaluate(_CHART_STOP_JS)
+            if now is None or now["chart"] != 0:
+                break
+            if parts[-1] != now["part"]:
+                parts.append(now["part"])
+        assert parts == ["disclosure", "table", "toolbar"], parts
+    finally:
+        context.close()
 
 
 def test_switching_back_to_english_gives_streamlit_its_own_words_again(browser, app_url):
