@@ -244,12 +244,27 @@ _RESEND_JS = """<script>
   w.__labPending = null;  // this runs when the server has drawn the page to its end
   if (w.__labWatch) return;
   w.__labWatch = true;
+  // The press's id as the form holds it now: the server gives a new one once it has
+  // stored the press, so a changed id means "stored" even when the end of that page never
+  // arrived (a replica killed just then): sending it again would store it twice.
+  const pressId = () => {
+    const box = document.querySelector(".st-key-%(sid)s input");
+    return box ? box.value : null;
+  };
   document.addEventListener("click", (e) => {
-    if (e.target.closest(".st-key-%(check)s")) w.__labPending = Date.now();
+    if (e.target.closest(".st-key-%(check)s")) {
+      w.__labPending = Date.now();
+      w.__labPressId = pressId();
+    }
   }, true);
   const resend = () => {
     const button = document.querySelector(".st-key-%(check)s button");
-    if (w.__labPending && button && !button.disabled) button.click();
+    if (!w.__labPending || !button || button.disabled) return;
+    if (w.__labPressId !== null && pressId() !== w.__labPressId) {
+      w.__labPending = null;  // renewed: that press was stored
+      return;
+    }
+    button.click();
   };
   const Native = w.WebSocket;
   w.WebSocket = function (...args) {
@@ -267,13 +282,21 @@ def press_guard() -> None:
     """Draw last on the student's page. A press of Check whose run no server finished (the
     replica died with it, before or after storing it) is sent again once the browser has
     reconnected: Streamlit's frontend does not, and its new session never hears of it. The
-    press carries its id in the form (hidden_press_id), so sending it again stores it once."""
+    press carries its id in the form (hidden_press_id), so sending it again stores it once;
+    a press whose id the server has already renewed was stored and is not sent again (the
+    browser run of the chaos bench stored two presses twice that way: the new id had
+    arrived, the end of the page had not)."""
     st.html(resend_html(uuid.uuid4().hex), unsafe_allow_javascript=True)
 
 
 def resend_html(nonce: str) -> str:
     """press_guard's script; ``nonce`` makes each one new, so the browser runs it again."""
-    return _RESEND_JS % {"check": CHECK_KEY, "after": RESEND_AFTER_MS, "nonce": nonce}
+    return _RESEND_JS % {
+        "check": CHECK_KEY,
+        "sid": SID_KEY,
+        "after": RESEND_AFTER_MS,
+        "nonce": nonce,
+    }
 
 
 def hidden_press_id() -> None:

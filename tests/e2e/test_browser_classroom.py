@@ -244,3 +244,32 @@ def test_a_typed_answer_not_yet_checked_survives_a_reload(
         assert tab.problems == []
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("renewed", [False, True], ids=["not-stored", "stored"])
+def test_a_press_is_sent_again_after_a_reconnect_only_if_its_id_was_not_renewed(browser, renewed):
+    """press_guard's script on its own: Check pressed, then the connection comes back. If
+    the server had renewed the press's id (it stored the press, but the page's end never
+    arrived: the replica died), sending it again would store it twice under the new id
+    (the chaos bench's two duplicates); if not, the press is sent again with its own id."""
+    from ui.classroom import CHECK_KEY, RESEND_AFTER_MS, SID_KEY, resend_html
+
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_content(
+            f'<div class="st-key-{SID_KEY}"><input value="first-id"></div>'
+            f'<div class="st-key-{CHECK_KEY}"><button onclick="window.presses = '
+            f'(window.presses || 0) + 1">Check</button></div>' + resend_html("n1")
+        )
+        page.click("button")  # the student's press
+        if renewed:  # the stored press's page had come as far as its new id
+            page.fill("input", "second-id")
+        page.evaluate(
+            "() => { const s = new WebSocket('ws://127.0.0.1:9/');"
+            " s.dispatchEvent(new Event('open')); }"  # the reconnected socket opens
+        )
+        page.wait_for_timeout(RESEND_AFTER_MS + 1500)
+        assert page.evaluate("window.presses") == (1 if renewed else 2)
+    finally:
+        context.close()
