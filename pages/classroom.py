@@ -331,7 +331,7 @@ def student_view(room: Classroom, student_key: str) -> None:
         else:
             with st.form(f"class_form_{index}"):
                 answer_widgets(ex, stored_widgets(ex, states[index].last_answer))
-                hidden_press_id()
+                hidden_press_id(pressing=bool(st.session_state.get("sent")))
                 sent = st.form_submit_button(
                     t("practice.check"),
                     type="primary",
@@ -341,8 +341,11 @@ def student_view(room: Classroom, student_key: str) -> None:
                 )
             if was_pressed(sent, "sent"):
                 if submit(room, student_key, index, ex):
-                    states = patient(room.progress, student_key)
                     st.session_state[SAY_KEY] = "saved"
+                    # Drawn again at once, the form with the next press's id: renewed in
+                    # the next press's own run instead, the id would not be the one the
+                    # browser sent (hidden_press_id).
+                    st.rerun()
             elif unsaved_answer(ex, raw_answer(ex), states[index].last_answer):
                 st.warning(t("classroom.student.unsaved"), icon=":material/cloud_off:")
         state = states[index]

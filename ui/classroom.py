@@ -299,13 +299,17 @@ def resend_html(nonce: str) -> str:
     }
 
 
-def hidden_press_id() -> None:
+def hidden_press_id(pressing: bool = False) -> None:
     """Inside the answer form: the press's id, kept by the browser with the typed answer.
     A new id is given once an answer is stored (renew_press_id); a press the server never
-    answered is sent again with the same one, even to another replica."""
+    answered is sent again with the same one, even to another replica.
+
+    ``pressing``: this run is a press of Check. Its id is the one the browser sent, so a
+    pending renewal waits for the next run: renewed here, the press was stored under an id
+    the browser never held, and sent again after a replica died it was stored twice."""
     st.html(press_id_css())
     start = {}
-    if st.session_state.pop("class_sid_renew", False):
+    if not pressing and st.session_state.pop("class_sid_renew", False):
         st.session_state[SID_KEY] = uuid.uuid4().hex
     elif SID_KEY not in st.session_state:
         start = {"value": uuid.uuid4().hex}  # a default: an id the browser holds wins

@@ -307,3 +307,39 @@ def test_join_and_check_are_read_out_and_focus_moves_to_what_changed(lang):
     [said] = spoken(at)
     assert translate("classroom.said.saved", lang) in said
     assert translate("practice.not_right", lang) in said and ".st-key-class_feedback" in said
+
+
+def test_each_press_is_stored_under_the_id_the_browser_held_when_it_was_pressed():
+    """The press id in the form is what a press sent again after a reconnect carries: the
+    store must have kept the press under that very id, the second press (a renewal pending
+    from the first) included, or a press sent again is stored twice."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from classroom.core import _hash
+    from classroom.models import StudentRow, SubmissionRow
+    from ui.classroom import SID_KEY
+
+    room = Classroom()
+    code, _ = room.create_class("Ids", topic="mha_shapes", n_items=2)
+    student_key = room.join(code, "Ada")
+    at = open_class(student=student_key)
+    ex = room.exercise(student_key, 0)
+    held = []
+    for wrong in ex.wrong[:2]:
+        held.append(at.text_input(key=SID_KEY).value)  # what the browser would send
+        at.text_input(key="answer_shape").set_value(", ".join(map(str, wrong.answer)))
+        [check] = [b for b in at.button if b.proto.is_form_submitter]
+        at = check.click().run()
+        assert not at.exception
+    with Session(room.engine) as s:
+        me = s.scalar(select(StudentRow.id).where(StudentRow.key_hash == _hash(student_key)))
+        stored = list(
+            s.scalars(
+                select(SubmissionRow.submission_id)
+                .where(SubmissionRow.student_id == me)
+                .order_by(SubmissionRow.id)
+            )
+        )
+    assert [sid.split(":")[0] for sid in stored] == held
+    assert held[0] != held[1], "a stored press renews the id for the next one"
