@@ -221,25 +221,36 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def gpu_args(argv: list[str] | None, description: str, repeats: int) -> argparse.Namespace:
+    """The GPU benches' command line: --out, --small (tiny sizes on the CPU), --repeats;
+    without --small a CUDA GPU is required."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out", default=None, help="write the results to this JSON file")
     parser.add_argument("--small", action="store_true", help="tiny sizes on the CPU")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=repeats)
     args = parser.parse_args(argv)
+    if not args.small and not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU (use --small to try it on the CPU)")
+    return args
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = gpu_args(argv, __doc__.split("\n")[0], repeats=5)
     started = time.perf_counter()
     if args.small:
         device, long_dtype = torch.device("cpu"), torch.float32
         lengths, long_dims, short_dims = [256, 1024], SMALL, SMALL
         repeats = 2
     else:
-        if not torch.cuda.is_available():
-            parser.error("needs a CUDA GPU (use --small to try it on the CPU)")
         device, long_dtype = torch.device("cuda"), torch.bfloat16
         lengths, long_dims, short_dims = [8192, 32768], LLAMA_1B, QWEN_05B
         repeats = args.repeats
     result = {
-        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor(),
+        "device": device_name(device),
         "torch": torch.__version__,
         "small": bool(args.small),
         "long": long_inputs(device, long_dtype, lengths, long_dims, repeats),

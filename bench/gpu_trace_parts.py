@@ -18,15 +18,13 @@ by side in one process (medians of interleaved calls):
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import platform
 import time
 
 import torch
 
-from bench.gpu_long import LLAMA_1B, SMALL, build, traced
+from bench.gpu_long import LLAMA_1B, SMALL, build, device_name, gpu_args, traced
 from bench.model_speed import time_side_by_side
 from model import trace as trace_module
 from model.trace import Predictions, Recorder
@@ -154,21 +152,15 @@ class _NoPredictions(Predictions):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=None, help="write the results to this JSON file")
-    parser.add_argument("--small", action="store_true", help="tiny sizes on the CPU")
-    parser.add_argument("--repeats", type=int, default=7)
-    args = parser.parse_args(argv)
+    args = gpu_args(argv, __doc__.split("\n")[0], repeats=7)
     started = time.perf_counter()
     if args.small:
         device, dtype, dims, lengths, repeats = torch.device("cpu"), torch.float32, SMALL, [256], 2
     else:
-        if not torch.cuda.is_available():
-            parser.error("needs a CUDA GPU (use --small to try it on the CPU)")
         device, dtype, dims, lengths = torch.device("cuda"), torch.bfloat16, LLAMA_1B, [8192, 32768]
         repeats = args.repeats
     result = {
-        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor(),
+        "device": device_name(device),
         "torch": torch.__version__,
         "small": bool(args.small),
         "rows": [measure(device, dtype, dims, n, repeats) for n in lengths],
