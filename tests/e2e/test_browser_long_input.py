@@ -51,6 +51,8 @@ def test_a_long_input_shows_an_overview_and_a_keyboard_zoom_in_under_2_mb_a_char
     folder_box.press("Enter")
     page.locator(f"{CHARTS} .main-svg").nth(1).wait_for(timeout=TIMEOUT_MS)
     settled(page)
+    for n in (0, 1):  # plotly lays the axes out after the chart's first frame (CI: no ticks yet)
+        page.locator(CHARTS).nth(n).locator(".ytick text").first.wait_for(timeout=TIMEOUT_MS)
 
     main = page.get_by_test_id("stMain")
     assert translate("explorer.reduce_said.max", lang) in main.inner_text()  # the caption
