@@ -39,7 +39,7 @@ import re
 
 import streamlit as st
 
-from ui.i18n import current_language, t, translate
+from ui.i18n import LANGUAGES, current_language, t, translate
 
 FOCUS_COLOUR = "#1a5fb4"  # 6.5:1 on white, 5.9:1 on the sidebar's grey: a visible ring
 
@@ -163,10 +163,15 @@ _SCRIPT = r"""
   w.__a11yLab = cfg;
   document.documentElement.lang = cfg.lang;
   cfg.sr = cfg.sr.map(([re, to]) => [new RegExp(re), to]);
+  cfg.back = cfg.back.map(([re, to]) => [new RegExp(re), to]);
   if (w.__a11yLabObserver) { w.__a11yLabApply(); return; }
   const set = (el, name, value) => { if (el.getAttribute(name) !== value) el.setAttribute(name, value); };
   const say = (text) => {  // Streamlit's English, in the page's language (or null)
     for (const [re, to] of w.__a11yLab.sr) if (re.test(text)) return text.replace(re, to);
+    return null;
+  };
+  const unsay = (text) => {  // on an English page: a translation left behind, in English
+    for (const [re, to] of w.__a11yLab.back) if (re.test(text)) return text.replace(re, to);
     return null;
   };
   const live = () => {
@@ -248,8 +253,11 @@ _SCRIPT = r"""
       seen[name] = [own, now];
       replaced.set(node, seen);
       if (current !== now) write(now);
-    } else if (current !== own) {
-      write(own);  // back to Streamlit's words
+    } else {
+      // Back to Streamlit's words. A label React redrew while the old language's script
+      // still ran is translated under no record of ours: read back from the catalog.
+      const english = unsay(own) ?? own;
+      if (current !== english) write(english);
     }
   };
   const translateText = (root) => {
@@ -426,6 +434,23 @@ def sr_patterns(lang: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def sr_back_patterns(lang: str) -> list[tuple[str, str]]:
+    """On an English page: (JavaScript regex of each other language's text, Streamlit's
+    English) pairs, so a translation left on a node React redrew during the switch (a help
+    button said "Model 도움말" after a switch to English, one time in three) is put back."""
+    if lang != "en":
+        return []
+    pairs = []
+    for other in LANGUAGES:
+        if other == "en":
+            continue
+        for key in SR_KEYS:
+            said = translate(key, other)
+            pattern = re.escape(said).replace(re.escape("$1"), "(.+?)")
+            pairs.append((f"^{pattern}$", translate(key, "en")))
+    return pairs
+
+
 def render_a11y() -> None:
     """Call once per run, from the frame, after the language is known."""
     lang = current_language()
@@ -438,6 +463,7 @@ def render_a11y() -> None:
         "tableName": t("a11y.table_name", summary="{summary}"),
         "showTable": t("a11y.show_table"),
         "sr": sr_patterns(lang),
+        "back": sr_back_patterns(lang),
     }
     st.html(a11y_html(lang, labels), unsafe_allow_javascript=True)
 
