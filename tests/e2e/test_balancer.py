@@ -27,7 +27,17 @@ from pathlib import Path
 import pytest
 
 from bench import classsim, loadtest
-from deploy.serve import INSTALL_HINT, STARTUP_S, ServeError, cluster, haproxy_path, wait_healthy
+from deploy.serve import (
+    INSTALL_HINT,
+    STARTUP_S,
+    ServeError,
+    admin_command,
+    cluster,
+    free_port,
+    haproxy_path,
+    render_config,
+    wait_healthy,
+)
 from ui.i18n import translate
 
 pytestmark = [pytest.mark.slow]
@@ -57,6 +67,31 @@ def lab(artifacts_dir):
         pytest.fail(str(err))
 
 
+@contextlib.contextmanager
+def haproxy_in_front(tmp_path, replica_ports: list[int], secret: str | None = None):
+    """The lab's HAProxy configuration over these ports (plain HTTP servers a test runs),
+    on a free port of 127.0.0.1, yielded once every replica and the backend are UP."""
+    port, sock, config = free_port(), tmp_path / "haproxy.sock", tmp_path / "haproxy.cfg"
+    config.write_text(render_config(port, replica_ports, sock, "127.0.0.1", secret))
+    haproxy = subprocess.Popen(
+        [haproxy_path(), "-db", "-f", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError):
+                if admin_command(sock, "show stat").count(",UP,") >= len(replica_ports) + 1:
+                    break
+            assert time.monotonic() < deadline and haproxy.poll() is None, "HAProxy not up"
+            time.sleep(0.2)
+        yield port
+    finally:
+        haproxy.terminate()
+        haproxy.wait(timeout=10)
+
+
 def get(url: str, cookie: str | None = None) -> tuple[str, dict[str, str]]:
     """(replica that answered, cookies set by the answer)."""
     request = urllib.request.Request(url)
@@ -74,7 +109,6 @@ def test_make_serve_starts_one_replica_and_make_stop_ends_all_of_it(tmp_path):
     and a class arriving at once on its fresh replica. First in the module: it runs before
     the shared two-replica balancer starts."""
     need_haproxy()
-    from deploy.serve import free_port
 
     port, run_dir = free_port(), tmp_path / "run"
     pid_dir = ["--pid-dir", str(tmp_path / "pids")]  # not this checkout's own `make run`
@@ -168,38 +202,20 @@ def test_a_request_cut_off_by_a_dying_replica_is_sent_to_the_other(tmp_path):
     """HAProxy's retry-on: a browser fetching a script chunk from the replica that dies
     gets it from the other one instead of an error it would keep until a reload."""
     need_haproxy()
-    from deploy.serve import admin_command, free_port, render_config
 
     broken = type("Broken", (_Replica,), {"broken": True})
     servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), h) for h in (broken, _Replica)]
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()
-    port, sock = free_port(), tmp_path / "haproxy.sock"
-    config = tmp_path / "haproxy.cfg"
     ports = [server.server_address[1] for server in servers]
-    config.write_text(render_config(port, ports, sock, bind="127.0.0.1"))
-    haproxy = subprocess.Popen(
-        [haproxy_path(), "-db", "-f", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            with contextlib.suppress(OSError):
-                stats = admin_command(sock, "show stat")
-                if stats.count(",UP,") >= 3:  # r1, r2 and the backend
-                    break
-            assert time.monotonic() < deadline and haproxy.poll() is None, "HAProxy not up"
-            time.sleep(0.2)
-        url = f"http://127.0.0.1:{port}/static/js/PlotlyChart.js"
-        served, cookies = get(url, cookie="SERVERID=r1")  # the browser belongs to r1
-        assert served == "r2"  # retried, redispatched: not a 502
-        assert cookies["SERVERID"].value == "r2"
-        assert get(f"http://127.0.0.1:{port}/", cookie="SERVERID=r1")[0] == "r1"  # still sticky
+        with haproxy_in_front(tmp_path, ports) as port:
+            url = f"http://127.0.0.1:{port}/static/js/PlotlyChart.js"
+            served, cookies = get(url, cookie="SERVERID=r1")  # the browser belongs to r1
+            assert served == "r2"  # retried, redispatched: not a 502
+            assert cookies["SERVERID"].value == "r2"
+            assert get(f"http://127.0.0.1:{port}/", cookie="SERVERID=r1")[0] == "r1"  # sticky
     finally:
-        haproxy.terminate()
-        haproxy.wait(timeout=10)
         for server in servers:
             server.shutdown()
             server.server_close()

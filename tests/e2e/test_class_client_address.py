@@ -5,17 +5,13 @@ A stand-in replica records what HAProxy sends; no Streamlit is started."""
 
 from __future__ import annotations
 
-import contextlib
 import http.server
-import subprocess
 import threading
-import time
 import urllib.request
 
 import pytest
 
-from deploy.serve import admin_command, free_port, haproxy_path, render_config
-from tests.e2e.test_balancer import _Replica, need_haproxy
+from tests.e2e.test_balancer import _Replica, haproxy_in_front, need_haproxy
 from ui.classroom import BALANCER_HEADER, client_from
 
 pytestmark = [pytest.mark.slow]
@@ -35,41 +31,26 @@ def test_only_the_balancers_own_forwarded_address_is_believed(tmp_path):
     need_haproxy()
     replica = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     threading.Thread(target=replica.serve_forever, daemon=True).start()
-    port, sock, secret = free_port(), tmp_path / "haproxy.sock", "run-secret-123"
-    config = tmp_path / "haproxy.cfg"
-    config.write_text(render_config(port, [replica.server_address[1]], sock, "127.0.0.1", secret))
-    haproxy = subprocess.Popen(
-        [haproxy_path(), "-db", "-f", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
+    secret = "run-secret-123"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError):
-                if admin_command(sock, "show stat").count(",UP,") >= 2:
-                    break
-            assert time.monotonic() < deadline and haproxy.poll() is None, "HAProxy not up"
-            time.sleep(0.2)
-        _Recorder.seen.clear()
-        forged = urllib.request.Request(f"http://127.0.0.1:{port}/classroom")
-        forged.add_header("X-Forwarded-For", "6.6.6.6")
-        forged.add_header(BALANCER_HEADER, "my-own-guess")
-        urllib.request.urlopen(forged, timeout=10).read()
-        seen = [{k.lower(): v for k, v in h.items()} for h in _Recorder.seen]
-        [headers] = [h for h in seen if "x-forwarded-for" in h][-1:]
-        assert headers["x-forwarded-for"] == "127.0.0.1", "the browser's own header is dropped"
-        assert headers[BALANCER_HEADER.lower()] == secret, "and its own secret replaced"
-        # the replica (ui.classroom.client_from) believes the balancer, with its secret...
-        assert client_from(headers, None, secret) == "127.0.0.1"
-        # ... and nobody else: a forged header straight to a replica gains no fresh bucket
-        straight = {"X-Forwarded-For": "6.6.6.6", BALANCER_HEADER: "my-own-guess"}
-        assert client_from(straight, None, secret) == "local"
-        assert client_from(straight, "192.0.2.4", secret) == "192.0.2.4"
-        assert client_from({"X-Forwarded-For": "6.6.6.6"}, "192.0.2.4", None) == "192.0.2.4"
+        with haproxy_in_front(tmp_path, [replica.server_address[1]], secret) as port:
+            _Recorder.seen.clear()
+            forged = urllib.request.Request(f"http://127.0.0.1:{port}/classroom")
+            forged.add_header("X-Forwarded-For", "6.6.6.6")
+            forged.add_header(BALANCER_HEADER, "my-own-guess")
+            urllib.request.urlopen(forged, timeout=10).read()
+            seen = [{k.lower(): v for k, v in h.items()} for h in _Recorder.seen]
+            [headers] = [h for h in seen if "x-forwarded-for" in h][-1:]
+            assert headers["x-forwarded-for"] == "127.0.0.1", "the browser's own header is dropped"
+            assert headers[BALANCER_HEADER.lower()] == secret, "and its own secret replaced"
+            # the replica (ui.classroom.client_from) believes the balancer, with its secret...
+            assert client_from(headers, None, secret) == "127.0.0.1"
+            # ... and nobody else: a forged header straight to a replica gains no fresh bucket
+            straight = {"X-Forwarded-For": "6.6.6.6", BALANCER_HEADER: "my-own-guess"}
+            assert client_from(straight, None, secret) == "local"
+            assert client_from(straight, "192.0.2.4", secret) == "192.0.2.4"
+            assert client_from({"X-Forwarded-For": "6.6.6.6"}, "192.0.2.4", None) == "192.0.2.4"
     finally:
-        haproxy.terminate()
-        haproxy.wait(timeout=10)
         replica.shutdown()
 
 
