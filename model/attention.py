@@ -80,6 +80,7 @@ def _fast_attention(
     mask: torch.Tensor | MaskSpec | None,
     dropout_p: float,
     bias: torch.Tensor | None = None,
+    scale: float | None = None,
 ) -> torch.Tensor:
     """torch's fused kernel, made to agree with the traced path on fully masked rows.
 
@@ -95,24 +96,24 @@ def _fast_attention(
             if plain and (not spec.causal or spec.lq == 1):
                 mask = None
             elif plain and spec.offset == 0 and spec.lq == spec.lk:
-                return _sdpa(q, k, v, None, dropout_p, is_causal=True)
+                return _sdpa(q, k, v, None, dropout_p, is_causal=True, scale=scale)
             else:
                 mask = spec.dense(device=q.device)
         else:
             mask = spec.dense(device=q.device)
     if mask is None:
-        return _sdpa(q, k, v, bias, dropout_p)
+        return _sdpa(q, k, v, bias, dropout_p, scale=scale)
     mask = mask.to(torch.bool)
     row_ok = mask.any(dim=-1, keepdim=True)  # [..., Lq, 1]
     # Let rows with no allowed key attend everything (no NaN inside the kernel), then zero them.
     allowed = mask | ~row_ok
     if bias is not None:  # one float mask: the bias where allowed, -inf where not
         allowed = bias.to(q.dtype).masked_fill(~allowed, float("-inf"))
-    out = _sdpa(q, k, v, allowed, dropout_p)
+    out = _sdpa(q, k, v, allowed, dropout_p, scale=scale)
     return out.masked_fill(~row_ok, 0.0)
 
 
-def _sdpa(q, k, v, attn_mask, dropout_p: float, is_causal: bool = False) -> torch.Tensor:
+def _sdpa(q, k, v, attn_mask, dropout_p: float, is_causal: bool = False, scale=None):
     """F.scaled_dot_product_attention, sharing k / v heads where it pays.
 
     On CUDA only FlashAttention (float16 / bfloat16, no mask tensor) shares key/value heads
@@ -125,7 +126,7 @@ def _sdpa(q, k, v, attn_mask, dropout_p: float, is_causal: bool = False) -> torc
     if gqa and q.is_cuda and (attn_mask is not None or q.dtype not in _FLASH_DTYPES):
         k, v, gqa = repeat_kv(k, groups), repeat_kv(v, groups), False
     return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, enable_gqa=gqa
+        q, k, v, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=gqa
     )
 
 
@@ -136,11 +137,65 @@ _FLASH_DTYPES = (torch.float16, torch.bfloat16)
 class QK:
     """What one attention layer's weights are made of, kept instead of the weights: its
     queries (rotary positions applied) and keys, in the weights' dtype. Maps are recomputed
-    from these exactly (``attention_weights``) for the head and window a view asks for."""
+    from these exactly (``attention_weights``) for the head and window a view asks for.
+
+    ``sums``, when the pass was asked for them (``block_sums``): every head's weights summed
+    over blocks of query rows and key columns (``block_edges``), float32 [B, H, R, C]; what
+    the wide views (all heads, the whole model) draw for a long input, without recomputing
+    hundreds of maps."""
 
     q: torch.Tensor  # [B, H, Lq, d_k]
     k: torch.Tensor  # [B, G, Lk, d_k]; key head g serves query heads g·H/G .. (g+1)·H/G - 1
     alibi: bool = False  # ALiBi's distance bias on the scores (slopes from H)
+    sums: torch.Tensor | None = None
+
+
+def block_edges(n: int, size: int) -> list[int]:
+    """Edges (token positions) of at most ``size`` near-equal blocks covering 0..n."""
+    blocks = max(1, min(n, size))
+    return [round(i * n / blocks) for i in range(blocks + 1)]
+
+
+def _owner(edges: list[int], device) -> torch.Tensor:
+    """Which block each position is in: long [edges[-1]]."""
+    sizes = torch.tensor([b - a for a, b in zip(edges[:-1], edges[1:])], device=device)
+    return torch.repeat_interleave(torch.arange(len(sizes), device=device), sizes)
+
+
+def block_sums(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    mask: torch.Tensor | MaskSpec | None,
+    bias: torch.Tensor | None,
+    blocks: int,
+    v: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """Each head's attention weights summed over blocks of queries and of keys (at most
+    ``blocks`` a side, ``block_edges``): float32 [B, H, R, C], from the fused kernel; with
+    ``v``, the attention's own output [B, H, Lq, d_v] from the same pass, else None.
+
+    The weights times a value that is 1 on a key block's keys and 0 elsewhere is the weight
+    a query gives that block, so those indicator columns ride along as extra value columns,
+    never a map. The fused kernel needs as many query/key columns as value columns: queries
+    and keys get zero columns (their products are unchanged; the scale stays 1/√d_k). Exact,
+    with the layer's mask and bias; a query that may see nothing gives 0."""
+    lq, lk, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    rows, cols = block_edges(lq, blocks), block_edges(lk, blocks)
+    n_cols, d_v = len(cols) - 1, 0 if v is None else v.shape[-1]
+    width = max(d, d_v + n_cols)
+    indicator = torch.zeros(lk, width - d_v, dtype=q.dtype, device=q.device)
+    indicator[torch.arange(lk, device=q.device), _owner(cols, q.device)] = 1
+    values = indicator.expand(*k.shape[:-2], lk, width - d_v)
+    if v is not None:
+        values = torch.cat([v, values], dim=-1)
+    if width > d:
+        q, k = F.pad(q, (0, width - d)), F.pad(k, (0, width - d))
+    out = _fast_attention(q, k, values, mask, dropout_p, bias, scale=1 / math.sqrt(d))
+    row_blocks = torch.zeros(len(rows) - 1, lq, device=q.device)
+    row_blocks[_owner(rows, q.device), torch.arange(lq, device=q.device)] = 1
+    sums = row_blocks @ out[..., d_v : d_v + n_cols].float()  # [B, H, R, C]
+    return (None if v is None else out[..., :d_v]), sums
 
 
 def _positions(n: int, index, device) -> torch.Tensor:
@@ -176,6 +231,11 @@ def attention_weights(
     h_all, lq, d_k = q.shape[-3], q.shape[-2], q.shape[-1]
     n_heads = n_heads or h_all
     lk = k.shape[-2]
+    cut_keys = isinstance(mask, MaskSpec) and not (stages or alibi)  # ALiBi counts from key 0
+    if cut_keys and lq == mask.lq and lk == mask.lk:
+        first, end = mask.key_span(rows)
+        if end - first < lk:  # keys no row may see: zero weights, never computed
+            return _keys_within(q, k, mask, first, end, heads, n_heads, rows, cols)
     heads = list(range(h_all)) if heads is None else list(heads)
     groups = n_heads // k.shape[-3]
     device = q.device
@@ -218,6 +278,24 @@ def attention_weights(
     if stages:
         return AttentionStages(scores, scaled, masked, weights)
     return weights
+
+
+def _keys_within(q, k, mask: MaskSpec, first, end, heads, n_heads, rows, cols):
+    """``attention_weights`` for rows that may see only keys first..end-1: computed over
+    those keys (the same softmax: every other key is masked) and set into zeros."""
+    lq, lk = q.shape[-2], k.shape[-2]
+    inside = MaskSpec(
+        lq, end - first,
+        mask.query_valid,
+        None if mask.key_valid is None else mask.key_valid[:, first:end],
+        mask.causal, mask.offset - first, mask.window,
+    )  # fmt: skip
+    part = attention_weights(
+        q, k[..., first:end, :], inside, heads=heads, n_heads=n_heads, rows=rows
+    )
+    out = part.new_zeros(*part.shape[:-1], lk)
+    out[..., first:end] = part
+    return out if cols is None else out[..., _positions(lk, cols, out.device)]
 
 
 # --- FlashAttention's online softmax ------------------------------------------------------------
@@ -464,23 +542,31 @@ class MultiHeadAttention(nn.Module):
         static_kv: bool = False,
         head_mask: torch.Tensor | None = None,
         record: bool = False,
+        sums: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | AttentionStages | QK | None]:
         """Returns (out [B, Lq, D], weights [B, H, Lq, Lk]).
 
         need_weights=False takes the fused fast path and returns None for the weights;
-        record=True takes it too and returns the QK the weights are recomputed from.
+        record=True takes it too and returns the QK the weights are recomputed from (with
+        ``sums`` > 0, one sentence and float32, also its ``block_sums`` at that many blocks a
+        side, summed in the same pass).
         cache / static_kv: see ``project``. mask: bool tensor or MaskSpec.
         head_mask [H]: multiplies each head's output (0 switches a head off).
         """
         p = self.dropout if self.training else 0.0
         if record or not (need_weights or return_stages):
             q, k, v, bias = self.project(query, key, value, cache, static_kv, share=False)
-            heads = _fast_attention(q, k, v, mask, p, bias)
+            summed = None
+            if record and sums and q.shape[0] == 1 and q.dtype == torch.float32:
+                heads, summed = block_sums(q, k, mask, bias, sums, v, p)
+            else:
+                heads = _fast_attention(q, k, v, mask, p, bias)
             if head_mask is not None:
                 heads = heads * head_mask.to(heads.dtype).view(1, -1, 1, 1)
             qk = None
             if record:  # detached only where autograd tracks them (training, not a trace)
                 qk = QK(*(t.detach() if t.requires_grad else t for t in (q, k)), self.alibi)
+                qk.sums = None if summed is None else summed.detach()
             return self.out_proj(self.merge_heads(heads)), qk
         q, k, v, bias = self.project(query, key, value, cache, static_kv)
         if isinstance(mask, MaskSpec):

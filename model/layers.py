@@ -170,6 +170,7 @@ class EncoderLayer(nn.Module):
                 need_weights=False,
                 record=rec is not None,
                 head_mask=(head_mask or {}).get("encoder"),
+                sums=0 if rec is None else rec.block_sums,
             )
             if rec is not None:
                 rec.add_attention("encoder", w, mask)
@@ -230,6 +231,7 @@ class DecoderLayer(nn.Module):
                 record=traced,
                 cache=None if cache is None else cache.setdefault("self", {}),
                 head_mask=head_mask.get("decoder"),
+                sums=0 if rec is None else rec.block_sums,
             )
             if traced:
                 rec.add_attention("decoder", w, self_mask)
@@ -248,6 +250,7 @@ class DecoderLayer(nn.Module):
                 cache=None if cache is None else cache.setdefault("cross", {}),
                 static_kv=True,
                 head_mask=head_mask.get("cross"),
+                sums=0 if rec is None else rec.block_sums,
             )
             if traced:
                 rec.add_attention("cross", w, cross_mask)

@@ -101,6 +101,48 @@ class MaskSpec:
             and (self.window is None or self.window >= self.lk + self.offset)
         )
 
+    def key_span(self, rows=None) -> tuple[int, int]:
+        """(first, end) of the keys that any of these query rows may see under the causal
+        rule and the window: every key outside is hidden from all of them, so a map of these
+        rows needs no scores there (the upper triangle of a long causal map is half of it)."""
+        q_pos, _ = self.positions(rows, slice(0, 0), torch.device("cpu"))  # no GPU sync
+        if q_pos.numel() == 0:
+            return 0, 0
+        first, end = 0, self.lk
+        if self.causal:
+            end = max(0, min(self.lk, int(q_pos.max()) + 1))
+        if self.window is not None:
+            first = max(0, min(end, int(q_pos.min()) - self.window + 1))
+        return first, end
+
+    def block_counts(self, row_edges: list[int], col_edges: list[int]) -> torch.Tensor:
+        """How many cells of each block this mask allows (sentence 0): long [R, C], without
+        building the [Lq, Lk] mask: each query row sees one run of keys (its causal end,
+        its window's start) less the padding, counted by a running count of real keys."""
+        q_pos, k_pos = self.positions(device=torch.device("cpu"))
+        lo = torch.zeros_like(q_pos)
+        hi = torch.full_like(q_pos, self.lk)
+        if self.causal:
+            hi = torch.minimum(hi, q_pos + 1)
+        if self.window is not None:
+            lo = torch.maximum(lo, q_pos - self.window + 1)
+        real = torch.ones(self.lk, dtype=torch.long)
+        if self.key_valid is not None:
+            real = self.key_valid[0].cpu().long()
+        before = torch.cat([torch.zeros(1, dtype=torch.long), real.cumsum(0)])  # keys < j
+        starts = torch.tensor(col_edges[:-1])
+        ends = torch.tensor(col_edges[1:])
+        a = torch.maximum(lo[:, None], starts[None, :]).clamp(0, self.lk)
+        b = torch.minimum(hi[:, None], ends[None, :]).clamp(0, self.lk)
+        per_row = (before[b] - before[a]).clamp_min(0)  # [Lq, C]
+        if self.query_valid is not None:
+            per_row = per_row * self.query_valid[0].cpu().long()[:, None]
+        sizes = torch.tensor([b - a for a, b in zip(row_edges[:-1], row_edges[1:])])
+        owner = torch.repeat_interleave(torch.arange(len(sizes)), sizes)
+        return torch.zeros(len(sizes), per_row.shape[1], dtype=torch.long).index_add_(
+            0, owner, per_row
+        )
+
     def dense(self, rows=None, cols=None, device=None) -> torch.Tensor | None:
         """The mask as bool [B or 1, 1, rows, cols] (True = may attend), or None when open;
         on ``device`` (default: the validity tensors', else the CPU)."""

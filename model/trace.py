@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from model.attention import QK, AttentionStages, attention_weights
+from model.attention import QK, AttentionStages, attention_weights, block_edges, block_sums
 from model.masks import MaskSpec
+from model.positional import alibi_bias
 
 KINDS = ("encoder", "decoder", "cross")
 STAGE_NAMES = ("scores", "scaled", "masked", "weights")
@@ -26,6 +27,23 @@ STAGE_NAMES = ("scores", "scaled", "masked", "weights")
 # $ATTENTION_LAB_STACK_BUDGET (bytes) when set, else 1 GiB.
 STACK_BUDGET: int | None = None
 TOP_K = 10  # predictions a Trace keeps per position (never the whole vocabulary)
+
+
+# A pass over more tokens than this on a CPU also records block sums (Recorder.block_sums):
+# there, recomputing every head of a 4,096-token input for one picture took a minute.
+LONG_TRACE = 512
+# Blocks a side the pass sums over: the whole-model grid's tiles (a layer's other block
+# means are summed when a view asks, one fused pass a layer). Each is a value column more in
+# the fused kernel, with as many zero query/key columns: 16 cost 6% of the pass at 4,096
+# tokens of a 0.5B model on a CPU, 64 cost 17-40%.
+BLOCK_SUMS = 16
+
+
+def block_sums_for(n_tokens: int, device: torch.device | str) -> int:
+    """How many blocks a side a traced pass over ``n_tokens`` on ``device`` sums its weights
+    over: BLOCK_SUMS for a long input on a CPU, else 0 (none: on a GPU every map is
+    recomputed in milliseconds, and the traced pass must stay as fast as the fused one)."""
+    return BLOCK_SUMS if n_tokens > LONG_TRACE and torch.device(device).type == "cpu" else 0
 
 
 def stack_budget() -> int:
@@ -64,9 +82,12 @@ class Recorder:
     """Collects what attention is made of (queries, keys, masks), LayerNorm statistics and
     residual norms during forward. Maps are never kept: ``weights`` recomputes them."""
 
-    def __init__(self, stages: bool = False, inputs: bool = False):
+    def __init__(self, stages: bool = False, inputs: bool = False, block_sums: int = 0):
         self.want_stages = stages  # kept for callers; stages are recomputed from the record
         self.want_inputs = inputs  # keep each attention's input (the step-by-step page)
+        # > 0: each layer also sums its weights over this many blocks a side (QK.sums), for
+        # the views of a long input that show every head at once (see ``block_sums_for``)
+        self.block_sums = block_sums
         self.qk: dict[str, list[QK]] = defaultdict(list)  # kind -> one QK per layer
         self.norms: dict[str, dict[str, torch.Tensor]] = {}  # name -> stat -> [B, L]
         self.residual: dict[str, list[torch.Tensor]] = defaultdict(list)  # stack -> [B, L]/layer
@@ -169,11 +190,15 @@ class Recorder:
             if not qks:
                 continue
             lq, lk = lengths[kind]
+            whole = all(
+                qk.sums is not None and qk.q.shape[2] == lq and qk.k.shape[2] == lk for qk in qks
+            )  # block sums are one whole sentence's (a pass over one, never padded)
             records[kind] = AttentionRecord(
                 [_cut(qk.q, index, lq) for qk in qks],
                 [_cut(qk.k, index, lk) for qk in qks],
                 _cut_mask(self.masks.get(kind), index, lq, lk),
                 qks[0].alibi,
+                torch.cat([qk.sums for qk in qks]).cpu() if whole else None,
             )
         # First every kernel of the predictions, queued behind the forward's (no copy to
         # the CPU before them: see Predictions.on_device).
@@ -245,6 +270,9 @@ class AttentionRecord:
     k: list[torch.Tensor]
     mask: MaskSpec | torch.Tensor | None
     alibi: bool = False
+    # float32 CPU [layers, heads, R, C]: each head's weights summed over the blocks of
+    # block_edges(Lq, R) x block_edges(Lk, C), when the pass recorded them (QK.sums)
+    sums: torch.Tensor | None = None
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -253,7 +281,27 @@ class AttentionRecord:
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (*self.q, *self.k))
+        extra = () if self.sums is None else (self.sums,)
+        return sum(t.numel() * t.element_size() for t in (*self.q, *self.k, *extra))
+
+    def summed(self, layer: int, size: int) -> Overview | None:
+        """Every head's mean per block from the recorded sums, at most ``size`` blocks a side
+        (recorded blocks joined in equal groups), or None when there are none or ``size``
+        asks for finer blocks than were recorded."""
+        if self.sums is None:
+            return None
+        _, _, n_q, n_k = self.shape
+        found = self.sums[layer]  # [H, R, C]
+        edges = []
+        for axis, n in ((1, n_q), (2, n_k)):
+            fine = found.shape[axis]
+            if size > fine and fine < n:
+                return None
+            group = min(g for g in range(1, fine + 1) if fine % g == 0 and fine // g <= size)
+            found = found.unflatten(axis, (fine // group, group)).sum(axis + 1)
+            edges.append(block_edges(n, fine)[::group])
+        cells = torch.outer(*(torch.tensor(e).diff().float() for e in edges))
+        return Overview(found / cells, edges[0], edges[1], "mean")
 
     def weights(self, layer: int, heads=None, rows=None, cols=None, stages: bool = False):
         """float32 [len(heads), rows, cols] on the record's device (or AttentionStages)."""
@@ -418,10 +466,18 @@ class Trace:
         # kind -> bool [queries, keys] for given maps: True = may attend
         self.given_masks = dict(masks or {})
         self._stack_cache: dict[tuple[str, bool], object] = {}
+        # (kind, layer, blocks) -> block sums [H, R, C] summed on demand (small: kept)
+        self._sums_cache: dict[tuple[str, int, int], torch.Tensor] = {}
+        self._counts_cache: dict[tuple, torch.Tensor] = {}  # (kind, edges) -> [R, C]
+
+    def __setstate__(self, state: dict) -> None:  # a trace pickled before the caches
+        self.__dict__.update({"_stack_cache": {}, "_sums_cache": {}, "_counts_cache": {}, **state})
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_stack_cache"] = {}  # recomputed on demand: never pickled
+        state["_sums_cache"] = {}
+        state["_counts_cache"] = {}
         return state
 
     # --- what there is -------------------------------------------------------------------
@@ -508,6 +564,9 @@ class Trace:
         """One head's map pooled to at most size x size blocks (max or mean per block),
         computed a band of query rows at a time on the record's device."""
         self._check(kind, layer, head)
+        summed = self._summed(kind, layer, size, reduce)
+        if summed is not None:
+            return Overview(summed.values[head], summed.row_edges, summed.col_edges, reduce)
         _, _, n_q, n_k = self.shape(kind)
         row_edges, col_edges = block_edges(n_q, size), block_edges(n_k, size)
         on_gpu = self.records[kind].q[0].is_cuda if kind in self.records else False
@@ -523,8 +582,14 @@ class Trace:
         self, kind: str, layer: int, size: int = 1024, reduce: str = "max"
     ) -> Overview:
         """Every head of one layer pooled as ``attention_overview`` pools one: values
-        [heads, blocks, blocks], the heads computed together a band of rows at a time."""
+        [heads, blocks, blocks], the heads computed together a band of rows at a time.
+
+        Block means of a pass that recorded block sums (``block_sums_for``) are read from
+        them instead, in equal groups of the recorded blocks: at most ``size`` a side."""
         self._check(kind, layer, 0)
+        summed = self._summed(kind, layer, size, reduce)
+        if summed is not None:
+            return summed
         _, heads, n_q, n_k = self.shape(kind)
         on_gpu = self.records[kind].q[0].is_cuda if kind in self.records else False
         return pool_map(
@@ -534,6 +599,40 @@ class Trace:
             reduce,
             max_cells=max(1, (2**25 if on_gpu else 2**22) // heads),
         )
+
+    def summed_blocks(self, kind: str) -> int:
+        """Blocks a side of the block sums the traced pass recorded for ``kind`` (0: none)."""
+        record = self.records.get(kind)
+        return 0 if record is None or record.sums is None else record.sums.shape[-1]
+
+    def _summed(self, kind: str, layer: int, size: int, reduce: str) -> Overview | None:
+        """Every head's block means from block sums: recorded by the pass when they serve
+        ``size``, else summed now for this layer by the fused kernel (one pass for all heads,
+        kept with the trace), or None where only pool_map can (max, or more blocks than the
+        kernel takes value columns)."""
+        record = self.records.get(kind)
+        if reduce != "mean" or record is None:
+            return None
+        found = record.summed(layer, size)
+        if found is not None:
+            return found
+        d_k = record.q[layer].shape[-1]
+        _, _, n_q, n_k = record.shape
+        if min(size, n_k) > d_k:
+            return None
+        key = (kind, layer, size)
+        if key not in self._sums_cache:
+            q, k = record.q[layer].float()[None], record.k[layer].float()[None]
+            bias = None
+            if record.alibi:
+                positions = torch.arange(n_k, device=q.device)
+                bias = alibi_bias(q.shape[1], positions[n_k - n_q :], positions)
+            _, sums = block_sums(q, k, record.mask, bias, size)
+            self._sums_cache[key] = sums[0].cpu()
+        sums = self._sums_cache[key]
+        rows, cols = block_edges(n_q, size), block_edges(n_k, size)
+        cells = torch.outer(*(torch.tensor(e).diff().float() for e in (rows, cols)))
+        return Overview(sums / cells, rows, cols, "mean")
 
     def _check(self, kind: str, layer: int, head: int) -> None:
         layers, heads, _, _ = self.shape(kind)
@@ -625,6 +724,28 @@ class Trace:
                 return full
         return _window(full, rows, cols)
 
+    def allowed_counts(self, kind: str, row_edges: list[int], col_edges: list[int]):
+        """How many cells of each block the model's mask allows for ``kind``: int64
+        [blocks, blocks] (from the mask's rule when the record keeps one: no L x L mask)."""
+        key = (kind, tuple(row_edges), tuple(col_edges))
+        if key not in self._counts_cache:  # a kind's layers and heads share its mask
+            self._counts_cache[key] = self._allowed_counts(kind, row_edges, col_edges)
+        return self._counts_cache[key]
+
+    def _allowed_counts(self, kind: str, row_edges: list[int], col_edges: list[int]):
+        record = self.records.get(kind)
+        if record is not None and isinstance(record.mask, MaskSpec):
+            return record.mask.block_counts(row_edges, col_edges)
+        m = self.mask(kind).long()
+        rows = torch.tensor([b - a for a, b in zip(row_edges[:-1], row_edges[1:])])
+        cols = torch.tensor([b - a for a, b in zip(col_edges[:-1], col_edges[1:])])
+        by_rows = torch.zeros(len(rows), m.shape[1], dtype=torch.long).index_add_(
+            0, torch.repeat_interleave(torch.arange(len(rows)), rows), m
+        )
+        return torch.zeros(len(rows), len(cols), dtype=torch.long).index_add_(
+            1, torch.repeat_interleave(torch.arange(len(cols)), cols), by_rows
+        )
+
     def tokens(self, kind: str) -> tuple[list[str], list[str]]:
         """(query tokens, key tokens) for an attention kind."""
         if kind == "encoder":
@@ -643,12 +764,6 @@ def _window(m: torch.Tensor, rows, cols) -> torch.Tensor:
     if cols is not None:
         m = m[:, cols] if isinstance(cols, slice) else m[:, torch.as_tensor(cols, dtype=torch.long)]
     return m
-
-
-def block_edges(n: int, size: int) -> list[int]:
-    """Edges (token positions) of at most ``size`` near-equal blocks covering 0..n."""
-    blocks = max(1, min(n, size))
-    return [round(i * n / blocks) for i in range(blocks + 1)]
 
 
 @dataclass
@@ -703,6 +818,21 @@ def pool_map(
                 1.0 / sizes.to(band.device, torch.float32)
             )[row_owner]
             pooled = row_mean @ band.float() @ col_mean  # [..., blocks, n_cb]
+        elif band.device.type == "cpu":
+            # Each row block's max, then every key block's by segments: a third of the
+            # scatters' time on a 4,096-token map (which stay on the GPU, where they were timed)
+            flat = band.reshape(-1, *band.shape[-2:])  # [lead, rows, Lk]
+            first = row_edges[i]
+            by_rows = torch.stack(
+                [
+                    flat[:, a - first : b - first].amax(1)
+                    for a, b in zip(row_edges[i:j], row_edges[i + 1 : j + 1])
+                ],
+                dim=1,
+            )  # [lead, blocks, Lk]
+            lengths = col_sizes.expand(*by_rows.shape[:2], n_cb).contiguous()
+            pooled = torch.segment_reduce(by_rows, "max", lengths=lengths, axis=2)
+            pooled = pooled.reshape(*band.shape[:-2], j - i, n_cb)
         else:
             flat = band.reshape(-1, *band.shape[-2:])  # [lead, rows, Lk]
             owner = row_owner[None, :, None].expand_as(flat)

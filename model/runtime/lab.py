@@ -6,6 +6,9 @@ mapped pretrained MiniLM are both LabModels, so every page works the same on eit
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 
 import torch
@@ -27,8 +30,10 @@ from model.runtime.types import (
     Tokenizer,
     decoder_tokens,
 )
-from model.trace import Trace
+from model.trace import Trace, block_sums_for
 from model.transformer import HeadMask
+
+READ_KEPT = 16  # texts whose reading LabModel.encode keeps
 
 
 class LabModel:
@@ -59,6 +64,10 @@ class LabModel:
         # Generation budget when a call gives none: None = up to max_len (the toy models stop
         # at <eos> long before); pretrained decoders get a fixed number (CPU time).
         self.default_new_tokens = default_new_tokens
+        # The last few texts as read (a page reads its text on every rerun: 10% of a click's
+        # time at 4,096 tokens); each caller gets its own copy of the lists
+        self._read: OrderedDict[str, Encoded] = OrderedDict()
+        self._read_lock = threading.Lock()
 
     @property
     def config(self):
@@ -93,7 +102,19 @@ class LabModel:
 
     def encode(self, text: str) -> Encoded:
         """How the model reads ``text``: tokens, unknown words, whether it was cut."""
-        return self.input_tokenizer.encode(text, self.max_tokens)
+        with self._read_lock:
+            found = self._read.get(text)
+            if found is not None:
+                self._read.move_to_end(text)
+        if found is None:
+            found = self.input_tokenizer.encode(text, self.max_tokens)
+            with self._read_lock:
+                self._read[text] = found
+                while len(self._read) > READ_KEPT:
+                    self._read.popitem(last=False)
+        return dataclasses.replace(
+            found, ids=list(found.ids), tokens=list(found.tokens), unknown=list(found.unknown)
+        )
 
     def _tensor(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor([ids], dtype=torch.long, device=self.device)
@@ -140,7 +161,11 @@ class LabModel:
             raise ValueError("the text is empty: type a sentence first")
         if self.kind == "encoder":
             out = self.network(
-                self._tensor(enc.ids), trace=True, stages=stages, head_mask=head_mask
+                self._tensor(enc.ids),
+                trace=True,
+                stages=stages,
+                head_mask=head_mask,
+                block_sums=block_sums_for(len(enc.ids), self.device),
             )
             return out.trace(0, enc.tokens, [])
         tgt = self.tgt_tokenizer
@@ -160,10 +185,17 @@ class LabModel:
                 trace=True,
                 stages=stages,
                 head_mask=head_mask,
+                block_sums=block_sums_for(max(len(enc.ids), len(dec_in)), self.device),
             )
             return out.trace(0, enc.tokens, tgt.tokens(dec_in), dec_in)
         seq = (enc.ids + [i for i in continuation if i != tgt.eos_id])[: self.max_len]
-        out = self.network(self._tensor(seq), trace=True, stages=stages, head_mask=head_mask)
+        out = self.network(
+            self._tensor(seq),
+            trace=True,
+            stages=stages,
+            head_mask=head_mask,
+            block_sums=block_sums_for(len(seq), self.device),
+        )
         return out.trace(0, [], tgt.tokens(seq), seq)
 
     @torch.inference_mode()

@@ -9,6 +9,7 @@ import torch
 
 from model import load
 from model.trace import block_edges
+from tests.tolerance import assert_close_f32
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,9 @@ def test_attention_map_is_the_models_own_head_and_window(trace, kind):
         for head in range(heads):
             assert torch.equal(trace.attention_map(kind, layer, head), full[layer, head])
     window = trace.attention_map(kind, 1, 0, rows=slice(1, 4), cols=[0, 2])
-    assert torch.equal(window, full[1, 0, 1:4][:, [0, 2]])
+    # A causal window's rows are computed over the keys they may see only: the same
+    # softmax, another summation order (float32 rounding)
+    assert_close_f32(window, full[1, 0, 1:4][:, [0, 2]], 1e-6)
 
 
 @pytest.mark.parametrize("reduce", ["max", "mean"])
@@ -120,3 +123,152 @@ def test_a_layers_heads_pooled_together_equal_each_head_pooled_alone(trace):
             alone, rows_h, cols_h = pooled_map(trace, "cross", 1, "head", h, 0, reduce, 3)
             assert (rows, cols) == (rows_h, cols_h)
             np.testing.assert_allclose(together[h], alone, rtol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        dict(causal=True),
+        dict(causal=True, window=37),
+        dict(causal=True, offset=20),  # queries after 20 cached keys
+        dict(causal=True, key_valid=True),
+    ],
+    ids=["causal", "sliding-window", "cached-keys", "padded-keys"],
+)
+def test_rows_that_see_some_keys_only_are_computed_over_those_keys_alone(spec):
+    """A window of a causal (or sliding-window) map skips the keys none of its rows may see:
+    the same weights as the whole computation (the stages path computes every key)."""
+    from model.attention import attention_weights
+    from model.masks import MaskSpec
+
+    torch.manual_seed(5)
+    lk = 140
+    offset = spec.get("offset", 0)
+    lq = lk - offset
+    q, k = torch.randn(4, lq, 16), torch.randn(2, lk, 16)
+    key_valid = None
+    if spec.get("key_valid"):
+        key_valid = torch.ones(1, lk, dtype=torch.bool)
+        key_valid[0, 3:9] = False
+    mask = MaskSpec(lq, lk, None, key_valid, True, offset, spec.get("window"))
+    assert mask.key_span(slice(0, 30)) != (0, lk)  # there is something to skip
+    for rows, cols in [(slice(0, 30), None), (slice(60, 100), slice(40, 90)), ([5, 70], [0, 139])]:
+        got = attention_weights(q, k, mask, rows=rows, cols=cols)
+        whole = attention_weights(q, k, mask, rows=rows, cols=cols, stages=True).weights
+        assert_close_f32(got, whole, 1e-6)
+        assert got.shape == whole.shape
+
+
+def _block_sums_of(full: torch.Tensor, rows: list[int], cols: list[int]) -> torch.Tensor:
+    """[..., Lq, Lk] summed over blocks: [..., R, C]."""
+    return torch.stack(
+        [
+            torch.stack(
+                [full[..., a:b, c:d].sum((-1, -2)) for c, d in zip(cols[:-1], cols[1:])], -1
+            )
+            for a, b in zip(rows[:-1], rows[1:])
+        ],
+        -2,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "positions", "kv_heads"),
+    [("decoder", "rope", 2), ("decoder", "alibi", None), ("encoder", "sinusoidal", None)],
+)
+def test_a_pass_asked_for_block_sums_records_each_heads_weights_summed_per_block(
+    kind, positions, kv_heads
+):
+    """The sums ride along in the fused kernel as extra value columns: they equal the maps
+    summed block by block, and the model's own output is the untraced pass's."""
+    from model import TransformerConfig, build_model
+
+    torch.manual_seed(2)
+    cfg = TransformerConfig(
+        kind=kind, d_model=64, n_heads=4, n_kv_heads=kv_heads, positions=positions, max_len=400
+    )
+    net = build_model(cfg).eval()
+    vocab = cfg.tgt_vocab_size if kind == "decoder" else cfg.src_vocab_size
+    ids = torch.randint(4, vocab, (1, 301))
+    tokens = [str(i) for i in range(301)]
+    with torch.inference_mode():
+        plain = net(ids).logits
+        out = net(ids, trace=True, block_sums=16)
+    trace = out.trace(0, [], tokens) if kind == "decoder" else out.trace(0, tokens, [])
+    if plain is not None:
+        assert torch.equal(out.logits, plain)
+    edges = block_edges(301, 16)
+    recorded = trace.records[kind].sums
+    assert recorded.shape == (2, 4, 16, 16) and trace.summed_blocks(kind) == 16
+    assert_close_f32(recorded, _block_sums_of(trace.attention[kind], edges, edges), 1e-5)
+    # whole-model tiles from them: joined in equal groups, the map's block means
+    ov = trace.attention_overviews(kind, 1, size=8, reduce="mean")
+    assert ov.row_edges == edges[::2] and trace._sums_cache == {}  # nothing recomputed
+    want = _block_sums_of(trace.attention[kind][1], ov.row_edges, ov.col_edges)
+    cells = torch.outer(*(torch.tensor(e).diff().float() for e in (ov.row_edges, ov.col_edges)))
+    assert_close_f32(ov.values, want / cells, 1e-6)
+
+
+def test_a_layers_block_means_are_summed_by_the_fused_kernel_when_the_pass_kept_none():
+    """All heads of a layer at 64 blocks, from the record, in one fused pass: the full maps'
+    block means (the record's queries and keys have 64 columns, one a block)."""
+    from model import TransformerConfig, build_model
+    from model.trace import pool_map
+
+    torch.manual_seed(4)
+    cfg = TransformerConfig(
+        kind="decoder", d_model=256, n_heads=4, n_kv_heads=2, positions="rope", max_len=400
+    )
+    net = build_model(cfg).eval()
+    ids = torch.randint(4, cfg.tgt_vocab_size, (1, 300))
+    with torch.inference_mode():
+        trace = net(ids, trace=True).trace(0, [], [str(i) for i in range(300)])
+    assert trace.summed_blocks("decoder") == 0
+    full = trace.attention["decoder"][1]
+    for size in (20, 64):
+        ov = trace.attention_overviews("decoder", 1, size=size, reduce="mean")
+        assert ov.values.shape == (4, size, size) and ("decoder", 1, size) in trace._sums_cache
+        ref = pool_map(lambda rows: full[:, rows], ov.row_edges, ov.col_edges, "mean")
+        assert_close_f32(ov.values, ref.values, 1e-6)
+
+
+def test_long_inputs_on_a_cpu_record_block_sums_and_short_ones_or_a_gpu_do_not():
+    from model.trace import BLOCK_SUMS, LONG_TRACE, block_sums_for
+
+    assert block_sums_for(LONG_TRACE + 1, "cpu") == BLOCK_SUMS
+    assert block_sums_for(LONG_TRACE, "cpu") == 0
+    assert block_sums_for(8192, "cuda") == 0
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        dict(causal=True),
+        dict(causal=True, window=23),
+        dict(causal=True, offset=11),
+        dict(causal=False, padded=True),
+        dict(causal=True, padded=True, window=50),
+    ],
+    ids=["causal", "window", "cached-keys", "padded-encoder", "padded-window"],
+)
+def test_block_counts_from_the_masks_rule_equal_counting_its_cells(spec):
+    """An overview's grey blocks and block means rest on how many cells each block allows:
+    counted from the rule (no [Lq, Lk] mask built), they equal the dense mask's count."""
+    from model.masks import MaskSpec
+
+    lk = 157
+    offset = spec.get("offset", 0)
+    lq = lk - offset
+    query_valid = key_valid = None
+    if spec.get("padded"):
+        key_valid = torch.ones(1, lk, dtype=torch.bool)
+        key_valid[0, 140:] = False
+        key_valid[0, 7] = False
+        query_valid = torch.ones(1, lq, dtype=torch.bool)
+        query_valid[0, lq - 17 :] = False
+    mask = MaskSpec(lq, lk, query_valid, key_valid, spec["causal"], offset, spec.get("window"))
+    dense = mask.dense()[0, 0].long()
+    for size in (1, 6, 40, 500):
+        rows, cols = block_edges(lq, size), block_edges(lk, size)
+        want = _block_sums_of(dense, rows, cols)
+        assert torch.equal(mask.block_counts(rows, cols), want)
