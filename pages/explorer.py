@@ -28,6 +28,10 @@ from ui.charts import attention_summary, image_format, plotly_chart
 from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t
 from ui.maps import (
+    FOCUS_KEYS,
+    FOCUS_TEXT_AFTER,
+    FOCUS_TEXT_BEFORE,
+    STAGES_WINDOW_MAX,
     chosen_reader,
     head_maps,
     is_long,
@@ -76,9 +80,11 @@ VIEW_ICONS = {
 }
 HEAD_VIEW_MAX_TOKENS = 160  # more lines than a reader can follow, and a heavy page
 PILLS_MAX_TOKENS = 40  # beyond this a drop-down is easier than a wall of pills
+
 CSV_MAX_CELLS = 2_000_000  # the whole kind when it fits, else the chosen layer
 GRID_MAX_CELLS = 150_000  # the model grid's cells in all: about 1.5 MB sent at any size
 GENERATE_MAX = 256  # tokens a decoder may add after the prompt, when asked
+
 GENERATED_MARK = "⁺"  # after a generated token's label: the prompt's tokens stay plain
 
 
@@ -206,7 +212,7 @@ def show_window(v: Shown, weights, rows: slice, cols: slice, title: str, key: st
             weights,
             q,
             k,
-            mask=v.mask[rows, cols],
+            mask=v.shown.mask(v.kind, rows, cols),  # the window's cells only
             title=where,
             labels=axis_labels(),
             start=(rows.start, cols.start),
@@ -269,6 +275,8 @@ def show_model(v: Shown) -> None:
     st.caption(t("explorer.model_grid_note"))
     q_tokens, k_tokens = v.tokens
     side = max(4, min(32, int((GRID_MAX_CELLS / (v.n_layers * v.n_heads)) ** 0.5)))
+    if v.long and v.shown.summed_blocks(v.kind):  # the pass summed every head's blocks:
+        side = min(side, v.shown.summed_blocks(v.kind))  # tiles of those, nothing recomputed
     if max(len(q_tokens), len(k_tokens)) <= side:  # every cell fits its tile
         tiles = torch.stack(
             [head_maps(v.shown, v.kind, layer, v.n_heads) for layer in range(v.n_layers)]
@@ -329,22 +337,36 @@ def show_focus(v: Shown) -> None:
     token = token if token in options else 0
     rows = head_maps(v.shown, v.kind, v.layer, v.n_heads, rows=[token])[:, 0]  # [H, Lk]
     st.caption(t("explorer.focus_caption", n=v.layer + 1))
+    shade = slice(None)  # the text shaded: all of it, or for a long input the part near
+    if v.long:  # the token (thousands of shaded words are a wall, and slow to lay out)
+        start = max(0, min(token, len(k_tokens)) - FOCUS_TEXT_BEFORE)
+        shade = slice(start, min(len(k_tokens), start + FOCUS_TEXT_BEFORE + FOCUS_TEXT_AFTER))
+        st.caption(t("explorer.focus_text_part", a=shade.start, b=shade.stop - 1, n=len(k_tokens)))
+    shaded = k_tokens[shade]
     st.iframe(
         highlighted_text_html(
-            k_tokens,
-            rows.mean(0),
-            focus=token if v.kind != "cross" else None,
+            shaded,
+            rows.mean(0)[shade],
+            focus=token - (shade.start or 0) if v.kind != "cross" else None,
             caption=t("explorer.focus_text_caption"),
         ),
-        height=60 + 34 * (1 + sum(len(tok) + 3 for tok in k_tokens) // 110),
+        height=60 + 34 * (1 + sum(len(tok) + 3 for tok in shaded) // 110),
     )
+    keys = None
+    if v.long:  # the keys it weighs most, in reading order
+        keys = sorted(rows.mean(0).topk(FOCUS_KEYS).indices.tolist())
+        share = float(rows.mean(0)[keys].sum()) * 100
+        st.caption(
+            t("explorer.focus_top_keys", k=FOCUS_KEYS, n=len(k_tokens), share=f"{share:.0f}")
+        )
     plotly_chart(
         focus_bars_figure(
-            rows,
-            k_tokens,
+            rows if keys is None else rows[:, keys],
+            k_tokens if keys is None else [k_tokens[i] for i in keys],
             head_titles=head_titles(v.n_heads),
             colours=[head_colour(h) for h in range(v.n_heads)],
             value_label=t("common.axis.weight"),
+            positions=keys,
         ),
         key="focus_chart",
     )
@@ -368,7 +390,7 @@ def show_stages(v: Shown) -> None:
     rows = cols = slice(None)
     start = (0, 0)
     if is_long(len(sq), len(sk)):  # one window of the head, at full resolution
-        rows, cols = zoom_window(len(sq), len(sk))
+        rows, cols = zoom_window(len(sq), len(sk), limit=STAGES_WINDOW_MAX)
         sq, sk, start = sq[rows], sk[cols], (rows.start, cols.start)
     one = staged.attention_stages(v.kind, v.layer, stage_head, rows=rows, cols=cols)
     stages = {name: getattr(one, name) for name in ("scores", "scaled", "masked", "weights")}

@@ -12,15 +12,26 @@ import numpy as np
 import streamlit as st
 import torch
 
-from model.trace import Trace, block_edges, pool_map
+from model.trace import LONG_TRACE, Trace, block_edges, pool_map
 from ui.i18n import t
 
-LONG_ABOVE = 512  # a side longer than this: overview + zoom window
+# A side longer than this: overview + zoom window (where a CPU pass records block sums too)
+LONG_ABOVE = LONG_TRACE
 # What the browser receives for a float32 cell is base64 with every "/" escaped as \u002f
-# (Streamlit's JSON), about 6 bytes, and its mask one byte more as base64: 480 x 480 cells
-# are 1.8 MB at most, under the 2 MB a chart may send. (512 x 512 measured 2.04 MB.)
-OVERVIEW_SIZE = 480
-WINDOW_MAX = 480  # the zoom window's longest side, in positions
+# (Streamlit's JSON), about 6 bytes, and its mask one byte more: 256 x 256 cells are about
+# 0.5 MB (480 x 480 were 1.8 MB, 512 x 512 2.04 MB, over the 2 MB a chart may send). What
+# sets the size is the time to draw: headless Chromium took about 0.5 s for each 480 x 480
+# heatmap and a quarter of that for 256 x 256 (four tokens a pixel of a 900 px chart at
+# 4,096 tokens, and a window's tokens still legible).
+OVERVIEW_SIZE = 256
+WINDOW_MAX = 256  # the zoom window's longest side, in positions
+# The stages of a long input: four maps of one window, so a smaller one than the heatmap's
+# (four 256 x 256 maps took the browser about 2 s to draw, four 128 x 128 ones about 1 s)
+STAGES_WINDOW_MAX = 128
+# Token focus of a long input: bars for the keys the token weighs most (14 heads x 4,096
+# bars took the browser 7 s to draw), and the text shaded around the token only.
+FOCUS_KEYS = 48
+FOCUS_TEXT_BEFORE, FOCUS_TEXT_AFTER = 240, 60
 
 
 def is_long(n_queries: int, n_keys: int) -> bool:
@@ -49,13 +60,6 @@ def chosen_reader(trace: Trace, kind: str, layer: int, aggregate: str, head: int
         return maps.mean(0) if aggregate == "mean" else maps.amax(0)
 
     return read
-
-
-def allowed_counts(mask: torch.Tensor, row_edges: list[int], col_edges: list[int]) -> np.ndarray:
-    """How many cells of each block the model's mask allows: int [blocks, blocks]."""
-    m = np.asarray(mask, dtype=np.uint8)
-    by_rows = np.add.reduceat(m, row_edges[:-1], axis=0, dtype=np.int64)
-    return np.add.reduceat(by_rows, col_edges[:-1], axis=1, dtype=np.int64)
 
 
 def pooled_map(
@@ -93,7 +97,7 @@ def pooled_heads(
 def _over_allowed(trace: Trace, kind: str, ov) -> np.ndarray:
     """Pooled values [..., blocks, blocks] as a reader of the map expects: a mean over the
     cells the mask allows, NaN where it allows none."""
-    counts = allowed_counts(trace.mask(kind), ov.row_edges, ov.col_edges)
+    counts = trace.allowed_counts(kind, ov.row_edges, ov.col_edges).numpy()
     values = ov.values.numpy().astype(np.float32)
     if ov.reduce == "mean":
         cells = np.outer(np.diff(ov.row_edges), np.diff(ov.col_edges))
@@ -112,23 +116,24 @@ def _clamped(key: str, n: int, default: tuple[int, int]) -> None:
     st.session_state[key] = (min(a, b), max(a, b))
 
 
-def zoom_window(n_queries: int, n_keys: int) -> tuple[slice, slice]:
+def zoom_window(n_queries: int, n_keys: int, limit: int = WINDOW_MAX) -> tuple[slice, slice]:
     """Two range inputs (sliders: Tab to a handle, then the arrow keys, PageUp/PageDown and
     Home/End move it) that pick the query and key positions drawn at full resolution.
 
-    A range longer than WINDOW_MAX is cut to its first WINDOW_MAX positions, with a note."""
+    A range longer than ``limit`` (at most WINDOW_MAX) is cut to its first ``limit``
+    positions, with a note: the stages view draws four maps of the window, so it takes less."""
     span_q, span_k = min(WINDOW_MAX, n_queries), min(WINDOW_MAX, n_keys)
     _clamped("zoom_q", n_queries, (0, span_q - 1))
     _clamped("zoom_k", n_keys, (0, span_k - 1))
-    st.markdown(t("explorer.zoom_intro", limit=WINDOW_MAX))
+    st.markdown(t("explorer.zoom_intro", limit=limit))
     c1, c2 = st.columns(2)
     q = c1.slider(t("explorer.zoom_queries"), 0, n_queries - 1, key="zoom_q")
     k = c2.slider(t("explorer.zoom_keys"), 0, n_keys - 1, key="zoom_k")
     cut = False
     rows, cols = [q[0], q[1] + 1], [k[0], k[1] + 1]
     for r in (rows, cols):
-        if r[1] - r[0] > WINDOW_MAX:
-            r[1], cut = r[0] + WINDOW_MAX, True
+        if r[1] - r[0] > limit:
+            r[1], cut = r[0] + limit, True
     if cut:
-        st.caption(t("explorer.zoom_cut", limit=WINDOW_MAX))
+        st.caption(t("explorer.zoom_cut", limit=limit))
     return slice(*rows), slice(*cols)

@@ -526,8 +526,12 @@ def focus_bars_figure(
     head_titles: list[str],
     colours: list[str],
     value_label: str = "weight",
+    positions: list[int] | None = None,
 ) -> go.Figure:
-    """One query's attention over the keys, a bar chart per head ([H, Lk] in), shared axes."""
+    """One query's attention over the keys, a bar chart per head ([H, Lk] in), shared axes.
+
+    ``positions``: the keys' positions when they are some of the input's keys (the ones a
+    long input's token weighs most), so the labels and hover name where each one stands."""
     z = _as_array(rows)
     n_heads = z.shape[0]
     fig = make_subplots(
@@ -538,6 +542,10 @@ def focus_bars_figure(
         row_titles=[html.escape(h) for h in head_titles],
     )
     labels = [token_label(t) for t in key_tokens]
+    where = "(#%{x})"
+    if positions is not None:
+        labels = [f"{label} #{p}" for label, p in zip(labels, positions)]
+        where = ""
     for head in range(n_heads):
         fig.add_trace(
             go.Bar(
@@ -546,7 +554,7 @@ def focus_bars_figure(
                 marker_color=colours[head],
                 customdata=labels,
                 showlegend=False,
-                hovertemplate=f"%{{customdata}} (#%{{x}})<br>{html.escape(value_label)}: "
+                hovertemplate=f"%{{customdata}} {where}<br>{html.escape(value_label)}: "
                 "%{y:.3f}<extra></extra>",
             ),
             row=head + 1,

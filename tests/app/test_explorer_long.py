@@ -11,8 +11,10 @@ import re
 
 import numpy as np
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
+from model.trace import block_edges
 from tests.app.helpers import APP, elements
 from tests.hf_folders import build_long_folder, long_text
 from ui.i18n import translate
@@ -91,11 +93,13 @@ def test_a_long_input_shows_its_overview_with_caption_and_a_window_with_token_la
     at = explorer(long_folder)
     figures = assert_small(at)
     captions = " ".join(c.value for c in at.caption)
-    said = re.search(r"Overview of all (\d+) × (\d+) token pairs in 480 × 480 blocks", captions)
+    blocks = f"{OVERVIEW_SIZE} × {OVERVIEW_SIZE} blocks"
+    said = re.search(rf"Overview of all (\d+) × (\d+) token pairs in {blocks}", captions)
     assert said and int(said[1]) == int(said[2]) >= TOKENS, captions
     assert translate("explorer.reduce_said.max", "en") in captions
     overview = figures["overview_chart"]["data"][-1]
-    assert overview["y"][0] == "#0–8" and "%{y}" in overview["hovertemplate"]  # block named
+    first_block = f"#0–{block_edges(int(said[1]), OVERVIEW_SIZE)[1] - 1}"
+    assert overview["y"][0] == first_block and "%{y}" in overview["hovertemplate"]  # named
     window = figures["heatmap_chart"]
     assert len(window["layout"]["xaxis"]["ticktext"]) > 1
     assert not window["layout"]["xaxis"]["ticktext"][1].isdigit()  # tokens, not positions
@@ -153,3 +157,55 @@ def test_stages_of_a_long_input_show_one_window_of_one_head_computed_on_demand(t
     for fig in stages.values():
         z = np.asarray(json_arrays(fig["data"][0]["z"]))
         assert 0 < z.shape[0] <= 512 and 0 < z.shape[1] <= 512  # a window, not 3,136²
+
+
+def kept_trace(text: str):
+    """The trace the page drew last (the shared trace cache, least recently used first,
+    keyed by the text it read among other things)."""
+    from ui.models import TRACES
+
+    return TRACES.get([k for k in TRACES.kept_keys() if k[2] == text][-1])
+
+
+def test_token_focus_of_a_long_input_draws_the_keys_it_weighs_most_by_position(long_folder):
+    """Bars for the FOCUS_KEYS keys with the most weight (mean over heads), in reading order,
+    each named with its position, the share they hold said in the caption."""
+    from ui.maps import FOCUS_KEYS
+
+    at = explorer(long_folder, view="focus", token="4000", layer="1")
+    bars = [json_arrays(b) for b in assert_small(at)["focus_chart"]["data"]]
+    trace = kept_trace(long_text())
+    row = torch.stack([trace.attention_map("decoder", 1, h, rows=[4000])[0] for h in (0, 1)])
+    mean = row.mean(0)
+    top = sorted(mean.topk(FOCUS_KEYS).indices.tolist())
+    tokens = trace.tokens("decoder")[1]
+    assert len(bars) == 2 and all(len(b["y"]) == FOCUS_KEYS for b in bars)
+    assert [label.rsplit(" #", 1)[1] for label in bars[0]["customdata"]] == [str(i) for i in top]
+    assert bars[0]["customdata"][0].startswith(tokens[top[0]].replace("<", "&lt;")[:3])
+    np.testing.assert_allclose(np.asarray(bars[1]["y"], dtype=float), row[1, top], atol=1e-6)
+    share = round(float(mean[top].sum()) * 100)
+    said = translate("explorer.focus_top_keys", "en", k=FOCUS_KEYS, n=len(tokens), share=share)
+    assert said in [c.value for c in at.caption]
+
+
+def test_the_whole_model_of_a_long_input_is_drawn_from_the_block_sums_the_pass_kept(long_folder):
+    """Every tile of the grid is a block mean of its head's map, read from the sums the
+    traced pass recorded (16 blocks a side), none of the maps recomputed."""
+    from model.trace import BLOCK_SUMS
+
+    at = explorer(long_folder, view="model")
+    grid = assert_small(at)["model_chart"]["data"][-1]
+    trace = kept_trace(long_text())
+    assert trace.summed_blocks("decoder") == BLOCK_SUMS and trace._sums_cache == {}
+    picture = np.asarray(json_arrays(grid)["z"], dtype=float)
+    n = len(trace.tokens("decoder")[0])
+    edges = block_edges(n, BLOCK_SUMS)
+    full = trace.attention_map("decoder", 1, 1)  # layer 2, head 2: the last tile
+    gutter = max(1, BLOCK_SUMS // 8)
+    tile = picture[-BLOCK_SUMS:, -BLOCK_SUMS:]
+    for i in (0, 7, 15):
+        for j in (0, i):  # the first key block, and the diagonal's
+            block = full[edges[i] : edges[i + 1], edges[j] : edges[j + 1]]
+            allowed = trace.mask("decoder")[edges[i] : edges[i + 1], edges[j] : edges[j + 1]]
+            assert tile[i, j] == pytest.approx(float(block.sum() / allowed.sum()), rel=1e-4)
+    assert picture.shape == (2 * BLOCK_SUMS + gutter, 2 * BLOCK_SUMS + gutter)
