@@ -8,17 +8,20 @@ A random folder (tests.hf_folders' Qwen2 builder) at Qwen2.5-0.5B's dimensions: 
 24 layers, 14 query heads sharing 2 key/value heads, feed-forward 4,864. The vocabulary is
 the tests' 300-token byte-level BPE, not Qwen's 151,936 (nothing is downloaded; the
 embedding and the output layer are then small, so the weights are 1.4 GB, not 2 GB). The
-folder's max_position_embeddings is twice ``--tokens``: today's loader reads half of a
-decoder's positions as input, the rest is room for the 64 tokens it appends.
+folder's max_position_embeddings is twice ``--tokens``; the explorer reads the prompt's own
+map (no generated tokens) up to that limit.
 
 Measured in one run, against a server started for it (bench.loadtest.serve, script runs timed
 by bench.scripttiming):
 - *first view*: the long text typed into the explorer's sentence box, Enter pressed, until
   the heatmap (pooled overview and zoom window) is drawn and painted; beside it, in this
-  process, our engine's fast (fused) forward over the same input tokens (median of 3);
+  process, our engine's fast (fused) forward over the same input tokens (median of 3), with
+  the torch threads the server runs with (model.runtime.device.configure_threads: one of
+  this machine's two cores), so the two are timed alike;
 - *later views*, each from its click or key press to drawn, with no new forward pass (the
-  trace is kept): another layer, another head, the zoom window moved by the keyboard, mean
-  instead of max per block, all heads, the whole model, token focus;
+  trace is kept): another layer, another head (the click on the option of an open list),
+  the zoom window moved by the keyboard, mean instead of max per block, all heads, the whole
+  model, token focus;
 - *bytes*: the largest websocket frame the browser received for each step (Streamlit sends
   one element a frame, so this bounds the largest chart);
 - *stages*: a second text of ``--stages-tokens`` tokens, then the stages view of one head.
@@ -72,7 +75,9 @@ def fast_forward_s(folder: Path, text: str, repeats: int = 3) -> tuple[float, in
     import torch
 
     from model import load
+    from model.runtime.device import configure_threads
 
+    configure_threads()  # as the server does: the first view's pass ran with these threads
     lm = load(str(folder), "cpu")
     ids = torch.tensor([lm.encode(text).ids])
     times = []
@@ -83,6 +88,12 @@ def fast_forward_s(folder: Path, text: str, repeats: int = 3) -> tuple[float, in
             lm.network(ids)
             times.append(time.perf_counter() - start)
     return statistics.median(times), ids.shape[1]
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
@@ -123,7 +134,9 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
             settle_after(page, timing_log, seen)
             main = page.get_by_test_id("stMain")
 
-            def step(name: str, act) -> dict:
+            def step(name: str, act, prepare=None) -> dict:
+                if prepare:  # what a reader does before the click that asks for the view
+                    prepare()
                 seen, mark = len(scripttiming.read_runs(timing_log)), len(frames)
                 start = time.perf_counter()
                 act()
@@ -152,8 +165,8 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
 
                 return act
 
-            def choose(box: int, option: str):
-                def act():  # a click on a busy page can miss the list opening: try again
+            def open_list(box: int, option: str):
+                def prepare():  # a click on a busy page can miss the list opening: try again
                     choice = page.get_by_role("option", name=option, exact=True)
                     for _ in range(5):
                         main.get_by_test_id("stSelectbox").nth(box).click()
@@ -162,9 +175,11 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
                             break
                         except Exception:  # noqa: BLE001 - Playwright's TimeoutError
                             page.keyboard.press("Escape")
-                    choice.click()
 
-                return act
+                return prepare
+
+            def choose(option: str):  # the click on the option: the clock starts here
+                return lambda: page.get_by_role("option", name=option, exact=True).click()
 
             def press_button(label: str):
                 only = re.compile(rf"^\s*{re.escape(label)}\s*$")
@@ -173,15 +188,14 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
             def view(key: str):
                 return lambda: main.locator("button", has_text=en(key)).first.click()
 
-            def zoom_right():
-                handle = main.get_by_test_id("stSlider").nth(1).get_by_role("slider").first
-                handle.focus()
-                handle.press("PageUp")
+            def key_handle():
+                return main.get_by_test_id("stSlider").nth(1).get_by_role("slider").first
 
             first = step("first view", enter(text))
-            step("layer", choose(0, en("common.layer_n", n=2)))
-            step("head", choose(1, en("common.head_n", n=2)))
-            step("zoom", zoom_right)
+            layer2, head2 = en("common.layer_n", n=2), en("common.head_n", n=2)
+            step("layer", choose(layer2), prepare=open_list(0, layer2))
+            step("head", choose(head2), prepare=open_list(1, head2))
+            step("zoom", lambda: key_handle().press("PageUp"), prepare=lambda: key_handle().focus())
             step("mean blocks", press_button(en("explorer.reduce.mean")))
             step("all heads", view("explorer.view.heads"))
             step("whole model", view("explorer.view.model"))
@@ -199,6 +213,7 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
             "load_average": [round(x, 1) for x in os.getloadavg()],
             "tokens": n,
             "fast_forward_s": round(fast, 3),
+            "threads": torch_threads(),
             "first_view_s": first["drawn_s"],
             "first_view_vs_fast": round(first["drawn_s"] / fast, 2),
             "stages_tokens": stages_tokens,
@@ -229,10 +244,11 @@ def markdown(r: dict) -> list[str]:
         "every chart is laid out and painted; *largest frame*: the biggest websocket message "
         "the browser received in that step (one chart each).",
         "",
-        f"- Our fast forward over the same {r['tokens']} tokens: {r['fast_forward_s']:.2f} s; "
+        f"- Our fast forward over the same {r['tokens']} tokens: {r['fast_forward_s']:.2f} s "
+        f"({r.get('threads', '?')} torch thread(s), as the server runs); "
         f"the explorer's first view drawn: {r['first_view_s']:.2f} s "
-        f"({r['first_view_vs_fast']:.2f}× the fast forward; it also generates the model's "
-        "continuation).",
+        f"({r['first_view_vs_fast']:.2f}× the fast forward: the traced pass, which also "
+        "sums each head's weights over 16 × 16 blocks, then the view).",
         f"- Slowest later view: {r['worst_later_view_s']:.2f} s; stages of one head at "
         f"{r['stages_tokens']} tokens: {r['stages_s']:.2f} s"
         + ("" if r.get("stages_drawn", True) else " (not drawn: too big for memory, said so)")
