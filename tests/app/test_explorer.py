@@ -58,7 +58,8 @@ def test_all_heads_of_a_long_sentence_are_drawn_as_block_means_with_a_note(lang)
     at = explorer(view="heads", text=text, lang=lang)
     (fig,) = figures(at)
     maps = [d for d in fig["data"] if d.get("hovertemplate")]
-    assert len(maps) == 12 and all("customdata[3]" in m["hovertemplate"] for m in maps)
+    assert len(maps) == 12 and all("%{x}" in m["hovertemplate"] for m in maps)
+    assert all(m["y"][0] == "#0–1" for m in maps)  # each block named by its positions
     note = translate("explorer.heads_pooled", lang, n=102, k=2)
     assert note in [c.value for c in at.caption]
 

@@ -156,9 +156,8 @@ def test_all_heads_of_a_long_input_draw_block_means_whose_hover_names_the_positi
     maps = [d for d in fig.data if d.hovertemplate]
     assert len(maps) == 4 and np.asarray(maps[0].z).shape == (64, 64)
     assert np.asarray(maps[0].z)[1, 0] == pytest.approx(weights[0, 4:8, 0:4].mean(), rel=1e-5)
-    first_q, last_q, first_k, last_k = np.asarray(maps[0].customdata)[1, 2]
-    assert (first_q, last_q, first_k, last_k) == (4, 7, 8, 11)
-    assert "customdata[0]" in maps[0].hovertemplate and "customdata[3]" in maps[0].hovertemplate
+    assert (maps[0].y[1], maps[0].x[2]) == ("#4–7", "#8–11")  # the hover's block names
+    assert "%{y}" in maps[0].hovertemplate and "%{x}" in maps[0].hovertemplate
     short = heads_figure(weights[:, :20, :20], tokens[:20], tokens[:20], max_side=64)
     assert np.asarray(short.data[0].z).shape == (20, 20)  # short inputs stay token by token
 
