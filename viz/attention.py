@@ -347,12 +347,18 @@ def heads_figure(
             x, y = _axes(query_tokens, key_tokens, ticks, keys_on_top=False)
         x["showticklabels"] = ticks and i + cols >= n  # keys only under the bottom panels
         y["showticklabels"] = ticks and c == 1  # queries only left of the first column
-        layout[f"xaxis{name}"] = {**x, "domain": [left, left + width], "anchor": f"y{name}"}
-        layout[f"yaxis{name}"] = {**y, "domain": [top - height, top], "anchor": f"x{name}"}
+        layout[f"xaxis{name}"] = {**x, "domain": _span(left, left + width), "anchor": f"y{name}"}
+        layout[f"yaxis{name}"] = {**y, "domain": _span(top - height, top), "anchor": f"x{name}"}
     panel = 40 + _cell_px(len(query_tokens), len(key_tokens)) * len(query_tokens) * 3 // 4
     layout["height"] = min(2000, max(260, 60 + rows * max(160, panel)))
     layout["margin"] = {"l": 10, "r": 10, "t": 40, "b": 10}
     return go.Figure({"data": data, "layout": layout})
+
+
+def _span(a: float, b: float) -> list[float]:
+    """An axis domain inside [0, 1]: sums of spacings land a hair outside (-5.6e-17), which
+    plotly refuses."""
+    return [min(1.0, max(0.0, round(a, 9))), min(1.0, max(0.0, round(b, 9)))]
 
 
 def _diverging_map(

@@ -178,3 +178,15 @@ def test_a_figure_asked_for_again_with_equal_inputs_is_not_rebuilt_but_new_input
         again is not first
         and np.asarray(again.data[-1].z)[4, 0] != np.asarray(first.data[-1].z)[4, 0]
     )
+
+
+def test_all_heads_lay_out_for_any_number_of_heads():
+    """Every panel's axes lie inside the figure, one title each, for 1 to 16 heads (14 heads'
+    last row once ended a hair below 0, which plotly refused: a traceback, no chart)."""
+    tokens = [f"w{i}" for i in range(100)]
+    for n in range(1, 17):
+        weights = np.random.default_rng(n).random((n, 100, 100)).astype(np.float32)
+        fig = heads_figure(weights, tokens, tokens, max_side=64, titles=[f"H{i}" for i in range(n)])
+        domains = [a.domain for a in (*fig.select_xaxes(), *fig.select_yaxes())]
+        assert len(domains) == 2 * n and all(0 <= lo < hi <= 1 for lo, hi in domains)
+        assert [a.text for a in fig.layout.annotations] == [f"H{i}" for i in range(n)]
