@@ -202,11 +202,19 @@ def test_a_script_run_log_says_how_much_was_its_own_work_and_how_much_the_collec
 
 
 def test_the_long_document_section_sets_the_first_view_beside_the_fast_forward_and_lists_steps():
-    from bench.longinput import SIZES, markdown
+    from bench.longinput import SIZES, later_steps, markdown
 
     steps = [
         {"step": name, "drawn_s": s, "server_ms": 1000 * s / 2, "max_frame_bytes": 1_800_000}
-        for name, s in (("first view", 12.0), ("layer", 0.8), ("zoom", 0.5), ("stages", 1.2))
+        for name, s in (
+            ("first view", 12.0),
+            ("layer", 0.8),
+            ("layer", 0.6),
+            ("layer", 0.7),
+            ("zoom", 0.5),
+            ("2048-token text", 9.0),
+            ("stages", 1.2),
+        )
     ]
     result = {
         "size": "qwen0.5b",
@@ -226,6 +234,9 @@ def test_the_long_document_section_sets_the_first_view_beside_the_fast_forward_a
     assert "hidden 896, 24 layers, 14 heads sharing 2 key/value heads" in text
     assert "10.00 s" in text and "12.00 s (1.20× the fast forward" in text
     assert all(f"| {s['step']} |" in text for s in steps)
+    # a view timed several times: how often, its median and its slowest
+    assert "| layer | 3 | 0.70 s, 0.80 s | 0.35 s |" in text and "| zoom | 1 | 0.50 s |" in text
+    assert [r["drawn_s"] for r in later_steps(steps)] == [0.8, 0.6, 0.7, 0.5]
     assert "largest frame: 1.80 MB" in text
     assert "Not measured: no Chromium" in "\n".join(markdown("no Chromium at /x"))
 
