@@ -350,6 +350,8 @@ def heads_figure(
         layout[f"xaxis{name}"] = {**x, "domain": _span(left, left + width), "anchor": f"y{name}"}
         layout[f"yaxis{name}"] = {**y, "domain": _span(top - height, top), "anchor": f"x{name}"}
     panel = 40 + _cell_px(len(query_tokens), len(key_tokens)) * len(query_tokens) * 3 // 4
+    if pooled:  # about as tall as wide in four columns: the blocks, not the tokens, set it
+        panel = 240
     layout["height"] = min(2000, max(260, 60 + rows * max(160, panel)))
     layout["margin"] = {"l": 10, "r": 10, "t": 40, "b": 10}
     return go.Figure({"data": data, "layout": layout})

@@ -191,7 +191,8 @@ _HIGHLIGHT = (
     "<!doctype html><html><head><meta charset='utf-8'>"
     + _STYLE
     + """<style>
-  .sent { line-height: 2.1; }
+  .sent { line-height: 2.1; display: flex; flex-wrap: wrap; }  /* no spaces between the
+     tokens' spans, so a long text wraps only as flex items do */
   .w { padding: 2px 4px; margin: 0 2px; border-radius: 4px; white-space: pre; }
   .focus { outline: 2px solid #ff4b4b; }
 </style></head><body>
@@ -210,5 +211,10 @@ D.tokens.forEach((tok, i) => {
   sent.appendChild(s);
 });
 document.getElementById("cap").textContent = D.caption;
+// On a narrow screen the text runs longer than its frame: keep the chosen token in view.
+const chosen = sent.querySelector(".focus");
+if (chosen && chosen.getBoundingClientRect().bottom > window.innerHeight) {
+  chosen.scrollIntoView({ block: "center" });
+}
 </script></body></html>"""
 )
