@@ -32,11 +32,12 @@ TOP_K = 10  # predictions a Trace keeps per position (never the whole vocabulary
 # A pass over more tokens than this on a CPU also records block sums (Recorder.block_sums):
 # there, recomputing every head of a 4,096-token input for one picture took a minute.
 LONG_TRACE = 512
-# Blocks a side the pass sums over: the whole-model grid's tiles (a layer's other block
-# means are summed when a view asks, one fused pass a layer). Each is a value column more in
-# the fused kernel, with as many zero query/key columns: 16 cost 6% of the pass at 4,096
-# tokens of a 0.5B model on a CPU, 64 cost 17-40%.
-BLOCK_SUMS = 16
+# Blocks a side the pass sums over: the all-heads view's panels and, joined in pairs, the
+# whole-model grid's tiles (other sizes are summed when a view asks, one fused pass a
+# layer: half a second at 4,096 tokens). Each is a value column more in the fused kernel,
+# with as many zero query/key columns: at 4,096 tokens of a 0.5B model on a CPU, 16 cost
+# about 6% of the pass, 32 about 12%, 64 (as many as d_k) 17-40%.
+BLOCK_SUMS = 32
 
 
 def block_sums_for(n_tokens: int, device: torch.device | str) -> int:

@@ -209,3 +209,25 @@ def test_the_whole_model_of_a_long_input_is_drawn_from_the_block_sums_the_pass_k
             allowed = trace.mask("decoder")[edges[i] : edges[i + 1], edges[j] : edges[j + 1]]
             assert tile[i, j] == pytest.approx(float(block.sum() / allowed.sum()), rel=1e-4)
     assert picture.shape == (2 * BLOCK_SUMS + gutter, 2 * BLOCK_SUMS + gutter)
+
+
+def test_all_heads_of_a_long_input_are_the_block_means_the_pass_summed(long_folder):
+    """Each panel is its head's map in BLOCK_SUMS x BLOCK_SUMS block means (over the cells
+    the mask allows), read from the pass's own sums: no layer is summed again."""
+    from model.trace import BLOCK_SUMS
+
+    at = explorer(long_folder, view="heads", layer="1")
+    panels = [json_arrays(d) for d in assert_small(at)["heads_chart"]["data"]]
+    panels = [p for p in panels if p.get("hovertemplate")]  # not the grey mask layers
+    trace = kept_trace(long_text())
+    assert trace._sums_cache == {} and len(panels) == 2
+    n = len(trace.tokens("decoder")[0])
+    edges = block_edges(n, BLOCK_SUMS)
+    assert panels[1]["y"][1] == f"#{edges[1]}–{edges[2] - 1}"  # blocks named by position
+    full, allowed = trace.attention_map("decoder", 1, 1), trace.mask("decoder")
+    z = np.asarray(panels[1]["z"], dtype=float)
+    for i, j in ((0, 0), (9, 3), (BLOCK_SUMS - 1, BLOCK_SUMS - 1)):
+        rows, cols = slice(edges[i], edges[i + 1]), slice(edges[j], edges[j + 1])
+        want = float(full[rows, cols].sum() / allowed[rows, cols].sum())
+        assert z[i, j] == pytest.approx(want, rel=1e-4)
+    assert np.isnan(z[0, BLOCK_SUMS - 1])  # the future, masked throughout: grey
