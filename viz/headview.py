@@ -214,7 +214,8 @@ document.getElementById("cap").textContent = D.caption;
 // On a narrow screen the text runs longer than its frame: keep the chosen token in view.
 const chosen = sent.querySelector(".focus");
 if (chosen && chosen.getBoundingClientRect().bottom > window.innerHeight) {
-  chosen.scrollIntoView({ block: "center" });
+  // this frame's own scroll only (scrollIntoView would scroll the page around it too)
+  window.scrollTo(0, chosen.offsetTop - window.innerHeight / 2);
 }
 </script></body></html>"""
 )
