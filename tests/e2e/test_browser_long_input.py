@@ -28,8 +28,13 @@ def long_folder(tmp_path_factory):
 
 
 def settled(page) -> None:
+    """No script run in flight (the status widget shows only after a while, so the app's own
+    script state is read too): a key pressed during a run can be drawn over by its end."""
     page.wait_for_function(
-        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
+        """() => !document.querySelector('[data-testid=stStatusWidget]')
+            && document.querySelector('[data-testid=stApp]')
+                ?.getAttribute('data-test-script-state') === 'notRunning'""",
+        timeout=TIMEOUT_MS,
     )
 
 
@@ -69,14 +74,16 @@ def test_a_long_input_shows_an_overview_and_a_keyboard_zoom_in_under_2_mb_a_char
     screenshot_whole_page(page, artifacts_dir / f"explorer-long-{lang}-1440.png")
 
     # Zoom with the keyboard: Tab to the key range's lower handle, three steps right.
+    settled(page)  # the screenshot resized the page: let any run it caused end first
     key_slider = page.get_by_test_id("stSlider").nth(1).get_by_role("slider").first
     key_slider.focus()
     for _ in range(3):
         key_slider.press("ArrowRight")
     page.wait_for_timeout(300)  # the slider sends its value once the keys stop
+    settled(page)
     # as far as the presses took it (a range input's value, or an ARIA slider's)
     start = int(key_slider.evaluate("e => e.value ?? e.getAttribute('aria-valuenow')"))
-    assert start > 0
+    assert start > 0, "the key presses did not move the window"
     page.wait_for_function(
         """([start, last]) => {
             const t = document.querySelectorAll('[data-testid=stPlotlyChart] .gtitle')[1];
