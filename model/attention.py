@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.masks import MaskSpec
+from model.masks import MaskSpec, block_owner
 from model.positional import alibi_bias, alibi_slopes, rope_table, rotate
 
 
@@ -156,12 +156,6 @@ def block_edges(n: int, size: int) -> list[int]:
     return [round(i * n / blocks) for i in range(blocks + 1)]
 
 
-def _owner(edges: list[int], device) -> torch.Tensor:
-    """Which block each position is in: long [edges[-1]]."""
-    sizes = torch.tensor([b - a for a, b in zip(edges[:-1], edges[1:])], device=device)
-    return torch.repeat_interleave(torch.arange(len(sizes), device=device), sizes)
-
-
 def block_sums(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -185,7 +179,7 @@ def block_sums(
     n_cols, d_v = len(cols) - 1, 0 if v is None else v.shape[-1]
     width = max(d, d_v + n_cols)
     indicator = torch.zeros(lk, width - d_v, dtype=q.dtype, device=q.device)
-    indicator[torch.arange(lk, device=q.device), _owner(cols, q.device)] = 1
+    indicator[torch.arange(lk, device=q.device), block_owner(cols, q.device)] = 1
     values = indicator.expand(*k.shape[:-2], lk, width - d_v)
     if v is not None:
         values = torch.cat([v, values], dim=-1)
@@ -193,7 +187,7 @@ def block_sums(
         q, k = F.pad(q, (0, width - d)), F.pad(k, (0, width - d))
     out = _fast_attention(q, k, values, mask, dropout_p, bias, scale=1 / math.sqrt(d))
     row_blocks = torch.zeros(len(rows) - 1, lq, device=q.device)
-    row_blocks[_owner(rows, q.device), torch.arange(lq, device=q.device)] = 1
+    row_blocks[block_owner(rows, q.device), torch.arange(lq, device=q.device)] = 1
     sums = row_blocks @ out[..., d_v : d_v + n_cols].float()  # [B, H, R, C]
     return (None if v is None else out[..., :d_v]), sums
 

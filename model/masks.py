@@ -137,10 +137,8 @@ class MaskSpec:
         per_row = (before[b] - before[a]).clamp_min(0)  # [Lq, C]
         if self.query_valid is not None:
             per_row = per_row * self.query_valid[0].cpu().long()[:, None]
-        sizes = torch.tensor([b - a for a, b in zip(row_edges[:-1], row_edges[1:])])
-        owner = torch.repeat_interleave(torch.arange(len(sizes)), sizes)
-        return torch.zeros(len(sizes), per_row.shape[1], dtype=torch.long).index_add_(
-            0, owner, per_row
+        return torch.zeros(len(row_edges) - 1, per_row.shape[1], dtype=torch.long).index_add_(
+            0, block_owner(row_edges), per_row
         )
 
     def dense(self, rows=None, cols=None, device=None) -> torch.Tensor | None:
@@ -181,6 +179,13 @@ class MaskSpec:
 
 def _device(*tensors: torch.Tensor | None) -> torch.device | None:
     return next((t.device for t in tensors if t is not None), None)
+
+
+def block_owner(edges: list[int], device=None) -> torch.Tensor:
+    """Which block each position from edges[0] to edges[-1] is in: long [edges[-1] - edges[0]]
+    (block 0 first)."""
+    sizes = torch.tensor([b - a for a, b in zip(edges[:-1], edges[1:])], device=device)
+    return torch.repeat_interleave(torch.arange(len(sizes), device=device), sizes)
 
 
 def _take(x: torch.Tensor, index, dim: int = 0) -> torch.Tensor:

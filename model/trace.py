@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from model.attention import QK, AttentionStages, attention_weights, block_edges, block_sums
-from model.masks import MaskSpec
+from model.masks import MaskSpec, block_owner
 from model.positional import alibi_bias
 
 KINDS = ("encoder", "decoder", "cross")
@@ -301,8 +301,7 @@ class AttentionRecord:
             group = min(g for g in range(1, fine + 1) if fine % g == 0 and fine // g <= size)
             found = found.unflatten(axis, (fine // group, group)).sum(axis + 1)
             edges.append(block_edges(n, fine)[::group])
-        cells = torch.outer(*(torch.tensor(e).diff().float() for e in edges))
-        return Overview(found / cells, edges[0], edges[1], "mean")
+        return block_means(found, edges[0], edges[1])
 
     def weights(self, layer: int, heads=None, rows=None, cols=None, stages: bool = False):
         """float32 [len(heads), rows, cols] on the record's device (or AttentionStages)."""
@@ -630,10 +629,7 @@ class Trace:
                 bias = alibi_bias(q.shape[1], positions[n_k - n_q :], positions)
             _, sums = block_sums(q, k, record.mask, bias, size)
             self._sums_cache[key] = sums[0].cpu()
-        sums = self._sums_cache[key]
-        rows, cols = block_edges(n_q, size), block_edges(n_k, size)
-        cells = torch.outer(*(torch.tensor(e).diff().float() for e in (rows, cols)))
-        return Overview(sums / cells, rows, cols, "mean")
+        return block_means(self._sums_cache[key], block_edges(n_q, size), block_edges(n_k, size))
 
     def _check(self, kind: str, layer: int, head: int) -> None:
         layers, heads, _, _ = self.shape(kind)
@@ -738,14 +734,10 @@ class Trace:
         if record is not None and isinstance(record.mask, MaskSpec):
             return record.mask.block_counts(row_edges, col_edges)
         m = self.mask(kind).long()
-        rows = torch.tensor([b - a for a, b in zip(row_edges[:-1], row_edges[1:])])
-        cols = torch.tensor([b - a for a, b in zip(col_edges[:-1], col_edges[1:])])
-        by_rows = torch.zeros(len(rows), m.shape[1], dtype=torch.long).index_add_(
-            0, torch.repeat_interleave(torch.arange(len(rows)), rows), m
-        )
-        return torch.zeros(len(rows), len(cols), dtype=torch.long).index_add_(
-            1, torch.repeat_interleave(torch.arange(len(cols)), cols), by_rows
-        )
+        by_rows = torch.zeros(len(row_edges) - 1, m.shape[1], dtype=torch.long)
+        by_rows.index_add_(0, block_owner(row_edges), m)
+        counts = torch.zeros(len(row_edges) - 1, len(col_edges) - 1, dtype=torch.long)
+        return counts.index_add_(1, block_owner(col_edges), by_rows)
 
     def tokens(self, kind: str) -> tuple[list[str], list[str]]:
         """(query tokens, key tokens) for an attention kind."""
@@ -779,6 +771,12 @@ class Overview:
     reduce: str
 
 
+def block_means(sums: torch.Tensor, row_edges: list[int], col_edges: list[int]) -> Overview:
+    """Block sums [..., R, C] as the mean over each block's cells, an Overview."""
+    cells = torch.outer(*(torch.tensor(e).diff().float() for e in (row_edges, col_edges)))
+    return Overview(sums / cells, list(row_edges), list(col_edges), "mean")
+
+
 def pool_map(
     read_rows, row_edges: list[int], col_edges: list[int], reduce: str, max_cells: int = 2**22
 ) -> Overview:
@@ -795,7 +793,7 @@ def pool_map(
     n_rb, n_cb = len(row_edges) - 1, len(col_edges) - 1
     n_k = col_edges[-1] - col_edges[0]
     col_sizes = torch.tensor([b - a for a, b in zip(col_edges[:-1], col_edges[1:])])
-    col_owner = torch.repeat_interleave(torch.arange(n_cb), col_sizes)  # key -> column block
+    col_owner = block_owner(col_edges)  # key -> column block
     col_mean = None  # [Lk, n_cb]: 1/size where a key is in the block
     out = None
     i = 0
@@ -805,7 +803,7 @@ def pool_map(
             j += 1
         band = read_rows(slice(row_edges[i], row_edges[j]))  # [..., rows, Lk]
         sizes = torch.tensor([row_edges[r + 1] - row_edges[r] for r in range(i, j)])
-        row_owner = torch.repeat_interleave(torch.arange(j - i), sizes).to(band.device)
+        row_owner = block_owner(row_edges[i : j + 1], band.device)  # band row -> its block
         if col_owner.device != band.device:  # once: the key -> block map lives by the band
             col_owner = col_owner.to(band.device)
         if reduce == "mean":

@@ -80,11 +80,9 @@ VIEW_ICONS = {
 }
 HEAD_VIEW_MAX_TOKENS = 160  # more lines than a reader can follow, and a heavy page
 PILLS_MAX_TOKENS = 40  # beyond this a drop-down is easier than a wall of pills
-
 CSV_MAX_CELLS = 2_000_000  # the whole kind when it fits, else the chosen layer
 GRID_MAX_CELLS = 150_000  # the model grid's cells in all: about 1.5 MB sent at any size
 GENERATE_MAX = 256  # tokens a decoder may add after the prompt, when asked
-
 GENERATED_MARK = "⁺"  # after a generated token's label: the prompt's tokens stay plain
 
 
@@ -276,8 +274,9 @@ def show_model(v: Shown) -> None:
     st.caption(t("explorer.model_grid_note"))
     q_tokens, k_tokens = v.tokens
     side = max(4, min(32, int((GRID_MAX_CELLS / (v.n_layers * v.n_heads)) ** 0.5)))
-    if v.long and v.shown.summed_blocks(v.kind):  # the pass summed every head's blocks:
-        side = min(side, v.shown.summed_blocks(v.kind))  # tiles of those, nothing recomputed
+    summed = v.shown.summed_blocks(v.kind)
+    if v.long and summed:  # the pass summed every head's blocks: tiles of those, none recomputed
+        side = min(side, summed)
     if max(len(q_tokens), len(k_tokens)) <= side:  # every cell fits its tile
         tiles = torch.stack(
             [head_maps(v.shown, v.kind, layer, v.n_heads) for layer in range(v.n_layers)]

@@ -66,6 +66,13 @@ def chosen_reader(trace: Trace, kind: str, layer: int, aggregate: str, head: int
     return read
 
 
+# trace -> the last POOLED_KEPT overviews drawn of it (256 KB each); they go with the trace
+# when the trace cache lets it go
+POOLED_KEPT = 8
+_POOLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_POOLED_LOCK = threading.Lock()
+
+
 def pooled_map(
     trace: Trace,
     kind: str,
@@ -95,13 +102,6 @@ def pooled_map(
         while len(kept) > POOLED_KEPT:
             kept.popitem(last=False)
     return found
-
-
-# trace -> the last POOLED_KEPT overviews drawn of it (256 KB each); they go with the trace
-# when the trace cache lets it go
-POOLED_KEPT = 8
-_POOLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_POOLED_LOCK = threading.Lock()
 
 
 def _pooled_map(trace, kind, layer, aggregate, head, n_heads, reduce, size):
