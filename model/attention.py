@@ -192,6 +192,84 @@ def block_sums(
     return (None if v is None else out[..., :d_v]), sums
 
 
+# torch's CPU FlashAttention kernel, which also returns each row's log-normaliser (what
+# F.scaled_dot_product_attention drops); None on a torch without it
+try:
+    _CPU_FLASH_WITH_LSE = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+except (AttributeError, RuntimeError):
+    _CPU_FLASH_WITH_LSE = None
+
+
+@dataclass
+class RowStatistics:
+    """Per head and query row, from one fused pass (``row_statistics``)."""
+
+    entropy: torch.Tensor  # float32 [H, Lq]: the row's weights' entropy in nats
+    key_position: torch.Tensor  # float32 [H, Lq]: the mean key position, weighted
+    query_position: torch.Tensor  # [Lq]: each query's own position, counted from key 0
+    live: torch.Tensor  # bool [Lq]: rows that may see some key (others are all zeros)
+
+
+def row_statistics(
+    q: torch.Tensor, k: torch.Tensor, mask: MaskSpec | torch.Tensor | None, alibi: bool = False
+) -> RowStatistics | None:
+    """Every head's entropy and mean key position per query of one layer, exactly as the
+    weights would give them, from torch's fused CPU kernel: no map is held.
+
+    q [H, Lq, d_k], k [G, Lk, d_k] of one sentence (a record's layout; G divides H). For a
+    row's weights p = softmax(s), H(p) = log Σ exp(s) − Σ p·s: the kernel returns the first
+    (its log-normaliser), and Σ_j p_j s_j = q · (Σ_j p_j k_j) / √d_k (+ the bias's mean)
+    needs only the keys as value columns, beside one column holding each key's position.
+
+    Only where every allowed key is at or before its query (the causal rule), so that the
+    mean distance is the query's position less the mean key position; None otherwise, on
+    a GPU, or on a torch without that kernel: the caller then reads the maps in bands."""
+    if _CPU_FLASH_WITH_LSE is None or q.device.type != "cpu":
+        return None
+    h, lq, d = q.shape
+    lk = k.shape[-2]
+    if isinstance(mask, MaskSpec):
+        if not mask.causal or (mask.lq, mask.lk) != (lq, lk):
+            return None
+        q_pos, k_pos = mask.positions(device=q.device)
+        plain = mask.query_valid is None and mask.key_valid is None and mask.offset == 0
+        plain = plain and lq == lk and (mask.window is None or mask.window >= lk)
+        allowed = None if plain and not alibi else mask.dense(device=q.device)[0, 0]
+    else:
+        q_pos, k_pos = torch.arange(lq) + (lk - lq), torch.arange(lk)
+        plain = False
+        allowed = torch.ones(lq, lk, dtype=torch.bool) if mask is None else mask.to(torch.bool)
+        allowed = torch.broadcast_to(allowed, (*allowed.shape[:-2], lq, lk)).reshape(-1, lq, lk)[0]
+        if bool((allowed & (k_pos[None, :] > q_pos[:, None])).any()):
+            return None  # a key after its query: |i - j| is not linear in j
+    live = torch.ones(lq, dtype=torch.bool) if allowed is None else allowed.any(-1)
+    bias = None
+    if allowed is not None:  # rows that see nothing see everything, then are left out
+        bias = torch.zeros(lq, lk).masked_fill_(~(allowed | ~live[:, None]), float("-inf"))
+        if alibi:
+            bias = bias + alibi_bias(h, q_pos, k_pos)
+        bias = bias[None] if bias.dim() == 3 else bias[None, None]
+    keys = repeat_kv(k.float()[None], h // k.shape[0])  # [1, H, Lk, d]
+    values = torch.cat([keys, k_pos.float()[None, None, :, None].expand(1, h, lk, 1)], -1)
+    scale = 1 / math.sqrt(d)
+    out, log_z = _CPU_FLASH_WITH_LSE(
+        F.pad(q.float()[None], (0, 1)),
+        F.pad(keys, (0, 1)),
+        values,
+        0.0,
+        plain and not alibi,
+        attn_mask=bias,
+        scale=scale,
+    )
+    mean_score = scale * (q.float() * out[0, ..., :d]).sum(-1)  # [H, Lq]
+    key_position = out[0, ..., d]
+    if alibi:  # the bias -m·(i - j) at its weighted mean
+        slopes = alibi_slopes(h)[:, None]
+        mean_score = mean_score - slopes * (q_pos.float()[None, :] - key_position)
+    entropy = (log_z[0] - mean_score).clamp_min_(0).masked_fill_(~live, 0.0)
+    return RowStatistics(entropy, key_position.masked_fill(~live, 0.0), q_pos, live)
+
+
 def _positions(n: int, index, device) -> torch.Tensor:
     pos = torch.arange(n, device=device)
     if index is None:

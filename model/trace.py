@@ -16,7 +16,15 @@ from dataclasses import dataclass
 
 import torch
 
-from model.attention import QK, AttentionStages, attention_weights, block_edges, block_sums
+from model.attention import (
+    QK,
+    AttentionStages,
+    RowStatistics,
+    attention_weights,
+    block_edges,
+    block_sums,
+    row_statistics,
+)
 from model.masks import MaskSpec, block_owner
 from model.positional import alibi_bias
 
@@ -630,6 +638,17 @@ class Trace:
             _, sums = block_sums(q, k, record.mask, bias, size)
             self._sums_cache[key] = sums[0].cpu()
         return block_means(self._sums_cache[key], block_edges(n_q, size), block_edges(n_k, size))
+
+    def row_statistics(self, kind: str, layer: int) -> RowStatistics | None:
+        """Every head's entropy and mean key position for each query of one layer, from one
+        fused pass over the record (``model.attention.row_statistics``); None where that
+        cannot serve (maps given, a record on a GPU, keys after their query): read the maps
+        in bands then (``model.analysis.summaries.trace_head_statistics``)."""
+        self._check(kind, layer, 0)
+        record = self.records.get(kind)
+        if record is None:
+            return None
+        return row_statistics(record.q[layer], record.k[layer], record.mask, record.alibi)
 
     def _check(self, kind: str, layer: int, head: int) -> None:
         layers, heads, _, _ = self.shape(kind)

@@ -427,9 +427,18 @@ def show_stages(v: Shown) -> None:
 
 
 def show_stats(v: Shown) -> None:
+    bar = None
+
+    def progress(done: int, layers: int) -> None:  # a long input's table takes seconds
+        nonlocal bar
+        bar = bar or st.progress(0.0)
+        bar.progress(done / layers, text=t("explorer.stats_progress", done=done, n=layers))
+
     frame = streamed_head_stats(
-        v.shown, v.kind, v.n_layers, v.n_heads, self_attention=v.kind != "cross"
+        v.shown, v.kind, self_attention=v.kind != "cross", progress=progress if v.long else None
     )
+    if bar is not None:
+        bar.empty()
     st.caption(t("explorer.stats_caption"))
     st.dataframe(
         frame,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 import pandas as pd
 import torch
 
-from model.analysis.summaries import entropy, mean_distance
+from model.analysis.summaries import entropy, mean_distance, trace_head_statistics
 
 
 def head_stats_frame(attention: torch.Tensor, self_attention: bool) -> pd.DataFrame:
@@ -14,29 +17,43 @@ def head_stats_frame(attention: torch.Tensor, self_attention: bool) -> pd.DataFr
 
     Layers and heads are numbered from 1, as people count them.
     """
-    n_layers, n_heads = attention.shape[:2]
-    layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)
-    frame = pd.DataFrame(
-        {"layer": layers + 1, "head": heads + 1, "entropy": entropy(attention).flatten().numpy()}
-    )
+    stats = {"entropy": entropy(attention)}
     if self_attention:
-        frame["mean_distance"] = mean_distance(attention).flatten().numpy()
+        stats["mean_distance"] = mean_distance(attention)
+    return _stats_table(stats)
+
+
+def _stats_table(stats: dict[str, torch.Tensor]) -> pd.DataFrame:
+    n_layers, n_heads = stats["entropy"].shape
+    layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)
+    frame = pd.DataFrame({"layer": layers + 1, "head": heads + 1})
+    for name, values in stats.items():
+        frame[name] = values.flatten().numpy()
     return frame
 
 
-def streamed_head_stats(
-    trace, kind: str, n_layers: int, n_heads: int, self_attention: bool
-) -> pd.DataFrame:
-    """``head_stats_frame`` read one head's map at a time (Trace.attention_map), so a long
-    input never holds every map of the model at once."""
-    parts = [
-        head_stats_frame(trace.attention_map(kind, layer, head)[None, None], self_attention).assign(
-            layer=layer + 1, head=head + 1
-        )
-        for layer in range(n_layers)
-        for head in range(n_heads)
-    ]
-    return pd.concat(parts, ignore_index=True)
+# trace -> {(kind, self_attention): its table}: a long input's table takes seconds (every
+# head of every layer); it is kept while the trace is, so a rerun reads it again
+_KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_KEPT_LOCK = threading.Lock()
+
+
+def streamed_head_stats(trace, kind: str, self_attention: bool, progress=None) -> pd.DataFrame:
+    """``head_stats_frame`` of a Trace without stacking its maps: a layer at a time, each
+    from one fused pass over its queries and keys where it can, else its maps in bands
+    (``trace_head_statistics``; ``progress(done, layers)`` after each layer). Kept with the
+    trace (a copy is returned)."""
+    key = (kind, self_attention)
+    with _KEPT_LOCK:
+        found = _KEPT.get(trace, {}).get(key)
+    if found is None:
+        stats = trace_head_statistics(trace, kind, progress)
+        if not self_attention:
+            stats.pop("mean_distance", None)
+        found = _stats_table(stats)
+        with _KEPT_LOCK:
+            _KEPT.setdefault(trace, {})[key] = found
+    return found.copy()
 
 
 def attention_frame(

@@ -134,6 +134,25 @@ def test_a_pasted_document_longer_than_10000_characters_is_read_up_to_the_models
     assert translate("input.truncated", "en", limit=TOKENS) in warnings  # the model's own
 
 
+def test_a_long_inputs_statistics_table_gives_every_head_as_its_maps_do(long_folder):
+    """Entropy and mean distance of 4,096 tokens without a map held (one fused pass a
+    layer): equal to the maps read in bands, on the trace the page made."""
+    from model.analysis import summaries
+    from ui import models as ui_models
+
+    at = explorer(long_folder, view="stats")
+    assert not at.exception
+    frame = at.dataframe[0].value
+    assert len(frame) == 2 * 2 and frame["entropy"].between(0.5, np.log(TOKENS + 64)).all()
+    trace = ui_models.TRACES.get(ui_models.TRACES.kept_keys()[-1])  # the one just read
+    assert trace.shape("decoder")[2] >= TOKENS
+    for layer in range(2):
+        entropy, distance = summaries._band_statistics(trace, "decoder", layer, True)
+        rows = frame[frame["layer"] == layer + 1]
+        np.testing.assert_allclose(rows["entropy"], entropy.numpy(), atol=1e-4)
+        np.testing.assert_allclose(rows["mean_distance"], distance.numpy(), rtol=1e-5)
+
+
 def test_stages_of_a_long_input_show_one_window_of_one_head_computed_on_demand(tmp_path):
     from tests.hf_folders import build_decoder_folder
 

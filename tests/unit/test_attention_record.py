@@ -246,6 +246,7 @@ def test_streamed_summaries_equal_the_stacked_ones(folders, monkeypatch):
     trace = traced(lm, random_ids(lm, 40))
     stacked = trace.attention["decoder"]
     monkeypatch.setattr(summaries, "BAND_CELLS", 8 * 40 * 7)  # bands of 7 rows
+    monkeypatch.setattr(trace, "row_statistics", lambda kind, layer: None)  # maps, in bands
     stats = summaries.trace_head_statistics(trace, "decoder")
     torch.testing.assert_close(stats["entropy"], summaries.entropy(stacked))
     torch.testing.assert_close(stats["mean_distance"], summaries.mean_distance(stacked))
@@ -255,6 +256,29 @@ def test_streamed_summaries_equal_the_stacked_ones(folders, monkeypatch):
     for how, want in (("mean", summaries.head_mean), ("max", summaries.head_max)):
         got = summaries.trace_layer_aggregate(trace, "decoder", 1, how)
         torch.testing.assert_close(got, want(stacked)[1])
+
+
+@pytest.mark.parametrize("model_type", DECODER_TYPES)
+def test_head_statistics_from_the_fused_kernel_equal_those_of_the_maps_for_every_layout(
+    folders, model_type
+):
+    """The explorer's statistics table reads no map on a CPU (one fused pass a layer): the
+    same entropy and mean distance as the stacked maps, GQA, Mistral's window and GPT-2's
+    absolute positions included, with each layer's progress reported."""
+    from model.analysis import summaries
+
+    lm = load(folders[model_type], device="cpu")
+    trace = traced(lm, random_ids(lm, N_TOKENS))
+    assert trace.row_statistics("decoder", 0) is not None  # the fused path, not the maps
+    stacked = trace.attention["decoder"]
+    seen = []
+    stats = summaries.trace_head_statistics(trace, "decoder", lambda *done: seen.append(done))
+    torch.testing.assert_close(stats["entropy"], summaries.entropy(stacked), atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        stats["mean_distance"], summaries.mean_distance(stacked), atol=1e-3, rtol=1e-5
+    )
+    layers = stacked.shape[0]
+    assert seen == [(n, layers) for n in range(1, layers + 1)]
 
 
 def test_masks_are_built_on_the_device_of_the_queries_and_keys():

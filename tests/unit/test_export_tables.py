@@ -56,3 +56,28 @@ def test_head_statistics_count_layers_and_heads_from_one():
     assert frame[["layer", "head"]].values.tolist()[:4] == [[1, 1], [1, 2], [1, 3], [2, 1]]
     assert "mean_distance" in frame
     assert "mean_distance" not in head_stats_frame(small_trace().attention["cross"], False)
+
+
+def test_the_explorers_statistics_table_equals_the_stacked_maps_and_is_kept_with_its_trace():
+    """Every kind of a real trace: the decoder from the fused kernel, the encoder and the
+    cross-attention from their maps; a second read of the table computes nothing."""
+    import pandas as pd
+
+    from model import load
+    from viz.tables import streamed_head_stats
+
+    trace = load("en2ko").trace("I study math at school every day")
+    for kind in ("encoder", "decoder", "cross"):
+        self_attention = kind != "cross"
+        want = head_stats_frame(trace.attention[kind], self_attention)
+        calls: list[tuple[int, int]] = []
+
+        def progress(done: int, layers: int, calls=calls) -> None:
+            calls.append((done, layers))
+
+        got = streamed_head_stats(trace, kind, self_attention, progress)
+        pd.testing.assert_frame_equal(got, want, atol=1e-4, rtol=1e-4)
+        assert calls and calls[-1] == (want.layer.max(), want.layer.max())
+        again = streamed_head_stats(trace, kind, self_attention, progress)
+        pd.testing.assert_frame_equal(again, got)
+        assert len(calls) == want.layer.max()  # read once

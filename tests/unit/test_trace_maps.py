@@ -272,3 +272,64 @@ def test_block_counts_from_the_masks_rule_equal_counting_its_cells(spec):
         rows, cols = block_edges(lq, size), block_edges(lk, size)
         want = _block_sums_of(dense, rows, cols)
         assert torch.equal(mask.block_counts(rows, cols), want)
+
+
+def _dense_row_statistics(weights: torch.Tensor, q_pos: torch.Tensor):
+    """Entropy and mean |query - key| of each row of [H, Lq, Lk] weights, and live rows."""
+    entropy = -(weights * torch.log(weights.clamp_min(1e-12))).sum(-1)
+    gap = (q_pos[:, None] - torch.arange(weights.shape[-1])[None, :]).abs().float()
+    return entropy, (weights * gap).sum(-1), weights.sum(-1)[0] > 0
+
+
+@pytest.mark.parametrize("alibi", [False, True], ids=["plain", "alibi"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        dict(),
+        dict(window=37),
+        dict(offset=20),
+        dict(key_valid=True),
+        dict(query_valid=True),
+    ],
+    ids=["causal", "sliding-window", "cached-keys", "padded-keys", "padded-queries"],
+)
+def test_head_statistics_from_one_fused_pass_equal_those_of_the_weights(spec, alibi):
+    """Entropy is the kernel's log-normaliser less the weights' mean score; the mean distance
+    the query's position less the mean key position: both as the explicit weights give them,
+    with GQA, windows, cached keys, padding on either side and ALiBi."""
+    from model.attention import attention_weights, row_statistics
+    from model.masks import MaskSpec
+
+    torch.manual_seed(6)
+    lk = 140
+    offset = spec.get("offset", 0)
+    lq = lk - offset
+    q, k = 2 * torch.randn(4, lq, 16), 2 * torch.randn(2, lk, 16)
+    key_valid = query_valid = None
+    if spec.get("key_valid"):
+        key_valid = torch.ones(1, lk, dtype=torch.bool)
+        key_valid[0, 3:9] = False
+    if spec.get("query_valid"):  # a right-padded sentence: its pads neither ask nor answer
+        query_valid = torch.ones(1, lq, dtype=torch.bool)
+        query_valid[0, -5:] = False
+        key_valid = query_valid.clone()
+    mask = MaskSpec(lq, lk, query_valid, key_valid, True, offset, spec.get("window"))
+    got = row_statistics(q, k, mask, alibi)
+    weights = attention_weights(q, k, mask, alibi=alibi, stages=True).weights
+    entropy, distance, live = _dense_row_statistics(weights, torch.arange(lq) + offset)
+    assert torch.equal(got.live, live) and bool(live.any())
+    assert_close_f32(got.entropy, entropy, 5e-5)
+    gap = (got.query_position[None, :] - got.key_position).masked_fill(~got.live, 0)
+    torch.testing.assert_close(gap, distance, atol=5e-4, rtol=1e-5)
+    assert float(entropy[:, live].std()) > 0.1  # the rows really differ
+
+
+def test_head_statistics_are_left_to_the_maps_where_a_key_may_follow_its_query():
+    """An encoder's |query - key| is not linear in the key's position: no fused answer."""
+    from model.attention import row_statistics
+    from model.masks import MaskSpec
+
+    q, k = torch.randn(2, 30, 8), torch.randn(2, 30, 8)
+    assert row_statistics(q, k, None) is None
+    assert row_statistics(q, k, MaskSpec(30, 30, torch.ones(1, 30, dtype=torch.bool))) is None
+    assert row_statistics(q, k, torch.ones(30, 30, dtype=torch.bool).tril()) is not None
