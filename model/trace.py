@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -53,6 +55,25 @@ def block_sums_for(n_tokens: int, device: torch.device | str) -> int:
     over: BLOCK_SUMS for a long input on a CPU, else 0 (none: on a GPU every map is
     recomputed in milliseconds, and the traced pass must stay as fast as the fused one)."""
     return BLOCK_SUMS if n_tokens > LONG_TRACE and torch.device(device).type == "cpu" else 0
+
+
+# Who hears of each layer a traced pass records (``reporting_progress``): per thread and
+# task, so one session's progress bar never hears another session's pass.
+_PROGRESS: ContextVar[Callable[[str, int], None] | None] = ContextVar(
+    "trace_progress", default=None
+)
+
+
+@contextmanager
+def reporting_progress(callback: Callable[[str, int], None]):
+    """Within this block, a traced pass calls ``callback(kind, layers_done)`` as it records
+    each layer's attention: a long input's first pass takes a minute on a laptop, and the
+    page can say how far it is."""
+    token = _PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 def stack_budget() -> int:
@@ -136,6 +157,9 @@ class Recorder:
         if kind not in self.masks:
             self.masks[kind] = mask.detach() if isinstance(mask, torch.Tensor) else mask
         self.qk[kind].append(qk)
+        report = _PROGRESS.get()
+        if report is not None:
+            report(kind, len(self.qk[kind]))
 
     @property
     def layers(self) -> dict[str, int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import textwrap
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +24,7 @@ from model.analysis.views import (
     shown_rollout,
     shown_trace,
 )
-from model.trace import Trace
+from model.trace import Trace, reporting_progress
 from ui.charts import attention_summary, image_format, plotly_chart
 from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t
@@ -725,8 +726,39 @@ def show_output(lm, model_name: str, trace: Trace, n_prompt: int, specials) -> N
         st.caption(t(key, tokens=code_span(" ".join(output))))
 
 
+@contextmanager
+def pass_progress(lm, text: str):
+    """Within this block, a long input's traced pass fills a bar of the attention layers it
+    has read (its first pass takes a minute on a laptop), gone when the pass ends; a short
+    one, or a trace already kept, shows none."""
+    n_tokens = len(lm.encode(text).ids)
+    if not is_long(n_tokens, n_tokens):
+        yield
+        return
+    cfg = lm.config
+    total = {
+        "encoder": cfg.n_encoder_layers,
+        "decoder": cfg.n_decoder_layers,
+        "encoder-decoder": cfg.n_encoder_layers + 2 * cfg.n_decoder_layers,
+    }[lm.kind]
+    bar, done = None, 0
+
+    def report(kind: str, layers: int) -> None:
+        nonlocal bar, done
+        done = min(done + 1, total)
+        bar = bar or st.progress(0.0)
+        bar.progress(done / total, t("explorer.pass_progress", tokens=n_tokens, done=done, n=total))
+
+    try:
+        with reporting_progress(report):
+            yield
+    finally:
+        if bar is not None:
+            bar.empty()
+
+
 new_tokens = generation_option(lm)
-with st.spinner(t("explorer.running")):
+with st.spinner(t("explorer.running")), pass_progress(lm, text):
     trace = get_trace(text, new_tokens=new_tokens)
 
 specials = model_special_tokens(lm)

@@ -47,11 +47,18 @@ def test_a_long_input_shows_an_overview_and_a_keyboard_zoom_in_under_2_mb_a_char
     page, long_folder, artifacts_dir, screenshot_whole_page, lang
 ):
     frames: list[int] = []
-    page.on(
-        "websocket",
-        lambda ws: ws.on("framereceived", lambda payload: frames.append(len(payload or b""))),
-    )
-    page.goto(f"/explorer?model=folder&lang={lang}&text={quote(long_text())}")
+    said: list[str] = []  # the small frames' text: the progress bar's words among them
+
+    def received(payload) -> None:
+        data = payload.encode() if isinstance(payload, str) else (payload or b"")
+        frames.append(len(data))
+        if len(data) < 4096:
+            said.append(data.decode("utf-8", "ignore"))
+
+    page.on("websocket", lambda ws: ws.on("framereceived", received))
+    # a text of its own per language: a kept trace would show no progress (nothing to read)
+    text = long_text(seed=["en", "ko"].index(lang))
+    page.goto(f"/explorer?model=folder&lang={lang}&text={quote(text)}")
     folder_box = page.get_by_label(translate("sidebar.folder", lang))
     folder_box.fill(str(long_folder))
     folder_box.press("Enter")
@@ -61,6 +68,11 @@ def test_a_long_input_shows_an_overview_and_a_keyboard_zoom_in_under_2_mb_a_char
         page.locator(CHARTS).nth(n).locator(".ytick text").first.wait_for(timeout=TIMEOUT_MS)
 
     main = page.get_by_test_id("stMain")
+    # the first pass said how far it was, layer by layer (2 layers), and the bar is gone
+    words = translate("explorer.pass_progress", lang, tokens="TOKENS", done=2, n=2)
+    last_layer = re.compile(re.escape(words).replace("TOKENS", r"\d{4}"))
+    assert any(last_layer.search(frame) for frame in said), "no progress for the long pass"
+    assert page.get_by_test_id("stProgress").count() == 0
     assert translate("explorer.reduce_said.max", lang) in main.inner_text()  # the caption
     overview = chart_title(page, 0)
     assert translate("explorer.overview", lang) in overview

@@ -333,3 +333,20 @@ def test_head_statistics_are_left_to_the_maps_where_a_key_may_follow_its_query()
     assert row_statistics(q, k, None) is None
     assert row_statistics(q, k, MaskSpec(30, 30, torch.ones(1, 30, dtype=torch.bool))) is None
     assert row_statistics(q, k, torch.ones(30, 30, dtype=torch.bool).tril()) is not None
+
+
+def test_a_traced_pass_reports_each_layer_it_records_only_inside_the_progress_block():
+    """The explorer's bar for a long input's first pass: every attention layer, in order,
+    for the pass inside the block; nothing for a pass outside it."""
+    from model.trace import reporting_progress
+
+    lm = load("en2ko")
+    heard: list[tuple[str, int]] = []
+    with reporting_progress(lambda kind, done: heard.append((kind, done))):
+        lm.trace("I study math at school", target="나는 학교에서 수학을 공부한다")
+    enc, dec = lm.config.n_encoder_layers, lm.config.n_decoder_layers
+    assert [h for h in heard if h[0] == "encoder"] == [("encoder", n) for n in range(1, enc + 1)]
+    assert [h for h in heard if h[0] == "cross"] == [("cross", n) for n in range(1, dec + 1)]
+    assert len(heard) == enc + 2 * dec
+    lm.trace("I study math")
+    assert len(heard) == enc + 2 * dec
