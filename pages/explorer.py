@@ -15,7 +15,12 @@ import numpy as np
 import streamlit as st
 import torch
 
-from model.analysis.export import trace_to_json, trace_to_npz
+from model.analysis.export import (
+    trace_to_json,
+    trace_to_npz,
+    window_to_json,
+    window_to_npz,
+)
 from model.analysis.tokens import subword_style, written_text
 from model.analysis.views import (
     AGGREGATES,
@@ -63,7 +68,7 @@ from viz.attention import (
     scores_heatmap,
 )
 from viz.headview import head_colour, head_view_height, head_view_html, highlighted_text_html
-from viz.tables import attention_frame, streamed_head_stats
+from viz.tables import attention_frame, streamed_head_stats, window_frame
 
 require_frame()
 
@@ -597,11 +602,8 @@ def show_compare(v: Shown) -> None:
 
 def show_export(v: Shown) -> None:
     q_tokens, k_tokens = v.tokens
-    if v.long:  # every map of a long input is gigabytes of text: a notebook reads one
-        st.info(
-            t("explorer.export_too_long", n=max(len(q_tokens), len(k_tokens))),
-            icon=":material/info:",
-        )
+    if v.long:
+        show_window_export(v)
         return
     whole = v.n_layers * v.n_heads * len(q_tokens) * len(k_tokens) <= CSV_MAX_CELLS
     layers = range(v.n_layers) if whole else [v.layer]
@@ -616,27 +618,67 @@ def show_export(v: Shown) -> None:
     st.caption(
         t("explorer.export_caption") if whole else t("explorer.export_layer_only", n=v.layer + 1)
     )
+    download_buttons(
+        v,
+        csv_bytes,
+        lambda: trace_to_json(v.shown, v.model_name, v.text),
+        lambda: trace_to_npz(v.shown),
+        "attention",
+    )
+
+
+def show_window_export(v: Shown) -> None:
+    """A long input: every map together would be gigabytes, so the files hold one window of
+    the chosen layer, every head (the zoom's window: the heatmap picks the same one)."""
+    q_tokens, k_tokens = v.tokens
+    st.caption(
+        t(
+            "explorer.export_window",
+            n=max(len(q_tokens), len(k_tokens)),
+            layer=v.layer + 1,
+        )
+    )
+    rows, cols = zoom_window(len(q_tokens), len(k_tokens))
+
+    def csv_bytes() -> bytes:
+        frame = window_frame(v.shown, v.kind, v.layer, rows, cols)
+        return frame.to_csv(index=False).encode("utf-8")
+
+    name = (
+        f"attention-layer{v.layer + 1}-q{rows.start}-{rows.stop - 1}-k{cols.start}-{cols.stop - 1}"
+    )
+    download_buttons(
+        v,
+        csv_bytes,
+        lambda: window_to_json(v.shown, v.kind, v.layer, rows, cols, v.model_name, v.text),
+        lambda: window_to_npz(v.shown, v.kind, v.layer, rows, cols),
+        name,
+    )
+
+
+def download_buttons(v: Shown, csv_bytes, json_text, npz_bytes, name: str) -> None:
+    """CSV, JSON and NPZ side by side (each made when clicked), then the permalink's note."""
     e1, e2, e3 = st.columns(3)
     e1.download_button(
         t("explorer.export.csv"),
         csv_bytes,
-        file_name=f"attention-{v.kind}.csv",
+        file_name=f"{name}-{v.kind}.csv" if name == "attention" else f"{name}.csv",
         mime="text/csv",
         icon=":material/table:",
         on_click="ignore",
     )
     e2.download_button(
         t("explorer.export.json"),
-        lambda: trace_to_json(v.shown, v.model_name, v.text),
-        file_name="attention.json",
+        json_text,
+        file_name=f"{name}.json",
         mime="application/json",
         icon=":material/data_object:",
         on_click="ignore",
     )
     e3.download_button(
         t("explorer.export.npz"),
-        lambda: trace_to_npz(v.shown),
-        file_name="attention.npz",
+        npz_bytes,
+        file_name=f"{name}.npz",
         mime="application/octet-stream",
         icon=":material/deployed_code:",
         on_click="ignore",

@@ -73,3 +73,20 @@ def attention_frame(
     frame.insert(3, "query_token", np.asarray(query_tokens, dtype=object)[frame["query"]])
     frame.insert(5, "key_token", np.asarray(key_tokens, dtype=object)[frame["key"]])
     return frame
+
+
+def window_frame(trace, kind: str, layer: int, rows: slice, cols: slice) -> pd.DataFrame:
+    """``attention_frame`` of one window of one layer, every head (a long input's CSV):
+    layer counted from 1, query and key positions in the whole text, not the window."""
+    from model.analysis.export import window_maps
+
+    found = window_maps(trace, kind, layer, rows, cols)
+    frame = attention_frame(
+        torch.from_numpy(found["attention"])[None],
+        found["query_tokens"].tolist(),
+        found["key_tokens"].tolist(),
+    )
+    frame["layer"] = layer + 1
+    frame["query"] += rows.start
+    frame["key"] += cols.start
+    return frame

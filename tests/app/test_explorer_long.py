@@ -153,6 +153,22 @@ def test_a_long_inputs_statistics_table_gives_every_head_as_its_maps_do(long_fol
         np.testing.assert_allclose(rows["mean_distance"], distance.numpy(), rtol=1e-5)
 
 
+def test_a_long_inputs_downloads_hold_the_zoom_window_of_the_chosen_layer(long_folder):
+    """Every map together would be gigabytes: the three files hold the window the zoom's
+    sliders pick (the heatmap's), of the layer chosen, every head (contents:
+    tests/unit/test_export_tables.py)."""
+    at = explorer(long_folder, view="export", layer="1")  # the URL counts layers from 0
+    assert not at.exception
+    said = translate("explorer.export_window", "en", n=TOKENS, layer=2)
+    assert said in [c.value for c in at.caption]
+    buttons = elements(at, "download_button")
+    assert [b.proto.label for b in buttons] == [
+        translate(f"explorer.export.{k}", "en") for k in ("csv", "json", "npz")
+    ]
+    assert all(b.proto.deferred_file_id for b in buttons)  # made when clicked, not before
+    assert at.slider(key="zoom_q").value == (0, WINDOW_MAX - 1)
+
+
 def test_stages_of_a_long_input_show_one_window_of_one_head_computed_on_demand(tmp_path):
     from tests.hf_folders import build_decoder_folder
 

@@ -111,5 +111,14 @@ def test_a_long_input_shows_an_overview_and_a_keyboard_zoom_in_under_2_mb_a_char
     page.set_viewport_size({"width": 390, "height": 844})
     page.wait_for_timeout(500)
     screenshot_whole_page(page, artifacts_dir / f"explorer-long-{lang}-390.png")
+
+    # Head statistics: every head of both layers, said layer by layer, then the table
+    said.clear()
+    main.locator("button", has_text=translate("explorer.view.stats", lang)).first.click()
+    page.get_by_test_id("stDataFrame").wait_for(timeout=TIMEOUT_MS)
+    settled(page)
+    words = translate("explorer.stats_progress", lang, done=2, n=2)
+    assert any(words in frame for frame in said), "no progress for the statistics"
+    assert page.get_by_test_id("stProgress").count() == 0
     assert frames and max(frames) <= FRAME_BYTES_MAX, sorted(frames)[-3:]
     assert page.problems == []

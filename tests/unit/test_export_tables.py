@@ -81,3 +81,31 @@ def test_the_explorers_statistics_table_equals_the_stacked_maps_and_is_kept_with
         again = streamed_head_stats(trace, kind, self_attention, progress)
         pd.testing.assert_frame_equal(again, got)
         assert len(calls) == want.layer.max()  # read once
+
+
+def test_a_long_inputs_files_hold_one_window_of_a_layer_every_head_at_its_true_positions():
+    """What the explorer's downloads hold for a long input: the window's maps as the trace
+    computes them, positions counted in the whole text, the tokens at those positions."""
+    from model import load
+    from model.analysis.export import window_to_json, window_to_npz
+    from viz.tables import window_frame
+
+    trace = load("en2ko").trace("I study math at school every day with my friends")
+    kind, layer, rows, cols = "encoder", 1, slice(3, 7), slice(2, 9)
+    tokens = trace.tokens(kind)[0]
+    heads = trace.shape(kind)[1]
+    arrays = np.load(io.BytesIO(window_to_npz(trace, kind, layer, rows, cols)))
+    assert arrays["attention"].shape == (heads, 4, 7) and int(arrays["layer"]) == 2
+    for h in range(heads):
+        want = trace.attention_map(kind, layer, h, rows=rows, cols=cols).numpy()
+        np.testing.assert_array_equal(arrays["attention"][h], want)
+    assert arrays["query_positions"].tolist() == [3, 4, 5, 6]
+    assert arrays["key_tokens"].tolist() == tokens[2:9]
+    data = json.loads(window_to_json(trace, kind, layer, rows, cols, model="en2ko"))
+    assert data["layer"] == 2 and data["axes"] == ["head", "query", "key"]
+    assert np.allclose(data["attention"], arrays["attention"], atol=1e-5)
+    frame = window_frame(trace, kind, layer, rows, cols)
+    assert len(frame) == heads * 4 * 7 and set(frame["layer"]) == {2}
+    row = frame[(frame["head"] == 2) & (frame["query"] == 5) & (frame["key"] == 8)]
+    assert row.weight.item() == arrays["attention"][1, 2, 6]
+    assert row.query_token.item() == tokens[5] and row.key_token.item() == tokens[8]
