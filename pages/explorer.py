@@ -30,7 +30,7 @@ from model.analysis.views import (
     shown_trace,
 )
 from model.trace import Trace, reporting_progress
-from ui.charts import attention_summary, image_format, plotly_chart
+from ui.charts import attention_summary, describe_figure, image_format, plotly_chart
 from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t
 from ui.maps import (
@@ -365,17 +365,16 @@ def show_focus(v: Shown) -> None:
         st.caption(
             t("explorer.focus_top_keys", k=FOCUS_KEYS, n=len(k_tokens), share=f"{share:.0f}")
         )
-    plotly_chart(
-        focus_bars_figure(
-            rows if keys is None else rows[:, keys],
-            k_tokens if keys is None else [k_tokens[i] for i in keys],
-            head_titles=head_titles(v.n_heads),
-            colours=[head_colour(h) for h in range(v.n_heads)],
-            value_label=t("common.axis.weight"),
-            positions=keys,
-        ),
-        key="focus_chart",
+    figure = focus_bars_figure(
+        rows if keys is None else rows[:, keys],
+        k_tokens if keys is None else [k_tokens[i] for i in keys],
+        head_titles=head_titles(v.n_heads),
+        colours=[head_colour(h) for h in range(v.n_heads)],
+        value_label=t("common.axis.weight"),
+        positions=keys,
     )
+    where = f"{t('explorer.view.focus')} · {t('common.layer_n', n=v.layer + 1)}"
+    plotly_chart(figure, key="focus_chart", summary=describe_figure(figure, title=where))
 
 
 def show_stages(v: Shown) -> None:

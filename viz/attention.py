@@ -567,6 +567,7 @@ def focus_bars_figure(
                 marker_color=colours[head],
                 customdata=labels,
                 showlegend=False,
+                meta={"quantity": value_label},  # the summary's noun: the axes show no title
                 hovertemplate=f"%{{customdata}} {where}<br>{html.escape(value_label)}: "
                 "%{y:.3f}<extra></extra>",
             ),

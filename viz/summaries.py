@@ -219,7 +219,7 @@ def figure_facts(fig: go.Figure) -> list[dict]:
                 "kind": "bar" if trace.type == "bar" else "line",
                 "name": name,
                 "x_title": _axis_title(_axis(fig, trace, "x")),
-                "y_title": _axis_title(_axis(fig, trace, "y")),
+                "y_title": _axis_title(_axis(fig, trace, "y")) or _meta_quantity(trace),
                 "index": i,
             }
             if final and trace.type != "bar":  # where a curve ends: a training run's result
@@ -238,6 +238,13 @@ def figure_facts(fig: go.Figure) -> list[dict]:
             fact["y"] = number(yv[j])
             facts.append(fact)
     return facts
+
+
+def _meta_quantity(trace) -> str:
+    """What a series measures when its axis shows no title (small multiples: the focus
+    view's bars per head), from ``meta={"quantity": ...}``."""
+    meta = trace.meta if isinstance(trace.meta, dict) else {}
+    return plain(str(meta.get("quantity", "")))
 
 
 def figure_title(fig: go.Figure) -> str:

@@ -128,6 +128,26 @@ def test_bars_with_category_axes():
     assert list(figure_table(fig)["x"]) == ["sin", "cos", "tan"]
 
 
+def test_the_focus_views_bars_say_what_each_heads_largest_bar_measures():
+    """Small multiples with no axis titles: each head's fact still names its quantity (the
+    summary read "the largest  is …" with a gap), and the key by its token and position."""
+    from viz.attention import focus_bars_figure
+
+    rows = np.array([[0.1, 0.7, 0.2], [0.5, 0.2, 0.3]])
+    fig = focus_bars_figure(
+        rows, ["the", "cat", "sat"], head_titles=["Head 1", "Head 2"],
+        colours=["red", "blue"], value_label="weight", positions=[40, 41, 97],
+    )  # fmt: skip
+    facts = figure_facts(fig)
+    assert [(f["name"], f["y_title"]) for f in facts] == [
+        ("Head 1", "weight"),
+        ("Head 2", "weight"),
+    ]
+    assert [(f["x"], f["y"]) for f in facts] == [("cat #41", "0.70"), ("the #40", "0.50")]
+    said = translate("a11y.summary.bar", "en", **facts[0])
+    assert "the largest weight is cat #41" in said
+
+
 def test_token_text_is_shown_as_typed():
     fig = attention_heatmap(np.eye(2), ["<b>", "a&b"], ["<b>", "a&b"])
     assert set(figure_table(fig)["key"]) == {"<b>", "a&b"}
