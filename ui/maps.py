@@ -151,7 +151,8 @@ def zoom_window(n_queries: int, n_keys: int, limit: int = WINDOW_MAX) -> tuple[s
 
     A range longer than ``limit`` (at most WINDOW_MAX) is cut to its first ``limit``
     positions, with a note: the stages view draws four maps of the window, so it takes less."""
-    span_q, span_k = min(WINDOW_MAX, n_queries), min(WINDOW_MAX, n_keys)
+    # a first window as wide as this view draws (the stages' narrower one has no cut note)
+    span_q, span_k = min(limit, n_queries), min(limit, n_keys)
     _clamped("zoom_q", n_queries, (0, span_q - 1))
     _clamped("zoom_k", n_keys, (0, span_k - 1))
     st.markdown(t("explorer.zoom_intro", limit=limit))

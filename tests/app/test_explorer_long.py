@@ -18,7 +18,7 @@ from model.trace import block_edges
 from tests.app.helpers import APP, elements
 from tests.hf_folders import build_long_folder, long_text
 from ui.i18n import translate
-from ui.maps import OVERVIEW_SIZE, WINDOW_MAX
+from ui.maps import OVERVIEW_SIZE, STAGES_WINDOW_MAX, WINDOW_MAX
 from viz.memo import json_arrays
 
 TOKENS = 4096
@@ -189,9 +189,11 @@ def test_stages_of_a_long_input_show_one_window_of_one_head_computed_on_demand(t
     figures = assert_small(at)
     stages = {key: fig for key, fig in figures.items() if key.startswith("stage")}
     assert len(stages) == 4, list(figures)  # scores, scaled, masked, weights
-    for fig in stages.values():
+    for fig in stages.values():  # a window, not 3,136²: at first the stages view's own width
         z = np.asarray(json_arrays(fig["data"][0]["z"]))
-        assert 0 < z.shape[0] <= 512 and 0 < z.shape[1] <= 512  # a window, not 3,136²
+        assert z.shape == (STAGES_WINDOW_MAX, STAGES_WINDOW_MAX)
+    cut = translate("explorer.zoom_cut", "en", limit=STAGES_WINDOW_MAX)
+    assert cut not in [c.value for c in at.caption]  # so nothing was cut from it
 
 
 def kept_trace(text: str):
