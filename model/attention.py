@@ -206,6 +206,7 @@ class RowStatistics:
 
     entropy: torch.Tensor  # float32 [H, Lq]: the row's weights' entropy in nats
     key_position: torch.Tensor  # float32 [H, Lq]: the mean key position, weighted
+    first_key: torch.Tensor  # float32 [H, Lq]: the weight on key 0 (an attention sink's)
     query_position: torch.Tensor  # [Lq]: each query's own position, counted from key 0
     live: torch.Tensor  # bool [Lq]: rows that may see some key (others are all zeros)
 
@@ -213,13 +214,15 @@ class RowStatistics:
 def row_statistics(
     q: torch.Tensor, k: torch.Tensor, mask: MaskSpec | torch.Tensor | None, alibi: bool = False
 ) -> RowStatistics | None:
-    """Every head's entropy and mean key position per query of one layer, exactly as the
-    weights would give them, from torch's fused CPU kernel: no map is held.
+    """Every head's entropy, mean key position and weight on the first key per query of one
+    layer, exactly as the weights would give them, from torch's fused CPU kernel: no map
+    is held.
 
     q [H, Lq, d_k], k [G, Lk, d_k] of one sentence (a record's layout; G divides H). For a
     row's weights p = softmax(s), H(p) = log Σ exp(s) − Σ p·s: the kernel returns the first
     (its log-normaliser), and Σ_j p_j s_j = q · (Σ_j p_j k_j) / √d_k (+ the bias's mean)
-    needs only the keys as value columns, beside one column holding each key's position.
+    needs only the keys as value columns, beside one column holding each key's position
+    and one that is 1 on the first key.
 
     Only where every allowed key is at or before its query (the causal rule), so that the
     mean distance is the query's position less the mean key position; None otherwise, on
@@ -250,11 +253,13 @@ def row_statistics(
             bias = bias + alibi_bias(h, q_pos, k_pos)
         bias = bias[None] if bias.dim() == 3 else bias[None, None]
     keys = repeat_kv(k.float()[None], h // k.shape[0])  # [1, H, Lk, d]
-    values = torch.cat([keys, k_pos.float()[None, None, :, None].expand(1, h, lk, 1)], -1)
+    extra = torch.zeros(lk, 2)  # each key's position, and 1 on key 0 only
+    extra[:, 0], extra[0, 1] = k_pos.float(), 1.0
+    values = torch.cat([keys, extra.expand(1, h, lk, 2)], -1)
     scale = 1 / math.sqrt(d)
     out, log_z = _CPU_FLASH_WITH_LSE(
-        F.pad(q.float()[None], (0, 1)),
-        F.pad(keys, (0, 1)),
+        F.pad(q.float()[None], (0, 2)),
+        F.pad(keys, (0, 2)),
         values,
         0.0,
         plain and not alibi,
@@ -267,7 +272,8 @@ def row_statistics(
         slopes = alibi_slopes(h)[:, None]
         mean_score = mean_score - slopes * (q_pos.float()[None, :] - key_position)
     entropy = (log_z[0] - mean_score).clamp_min_(0).masked_fill_(~live, 0.0)
-    return RowStatistics(entropy, key_position.masked_fill(~live, 0.0), q_pos, live)
+    first_key = out[0, ..., d + 1].masked_fill(~live, 0.0)
+    return RowStatistics(entropy, key_position.masked_fill(~live, 0.0), first_key, q_pos, live)
 
 
 def _positions(n: int, index, device) -> torch.Tensor:

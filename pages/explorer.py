@@ -461,6 +461,13 @@ def show_stats(v: Shown) -> None:
             "mean_distance": st.column_config.NumberColumn(
                 t("explorer.stats.distance"), help=t("explorer.stats.distance_help"), format="%.2f"
             ),
+            "first_token": st.column_config.ProgressColumn(
+                t("explorer.stats.first_token"),
+                help=t("explorer.stats.first_token_help"),
+                format="%.2f",
+                min_value=0.0,
+                max_value=1.0,
+            ),
         },
     )
 

@@ -9,17 +9,24 @@ import numpy as np
 import pandas as pd
 import torch
 
-from model.analysis.summaries import entropy, mean_distance, trace_head_statistics
+from model.analysis.summaries import (
+    entropy,
+    first_token_share,
+    mean_distance,
+    trace_head_statistics,
+)
 
 
 def head_stats_frame(attention: torch.Tensor, self_attention: bool) -> pd.DataFrame:
-    """One row per (layer, head): entropy (nats), and for self-attention the mean distance.
+    """One row per (layer, head): entropy (nats), for self-attention the mean distance, and
+    the weight on the first token.
 
     Layers and heads are numbered from 1, as people count them.
     """
     stats = {"entropy": entropy(attention)}
     if self_attention:
         stats["mean_distance"] = mean_distance(attention)
+    stats["first_token"] = first_token_share(attention)
     return _stats_table(stats)
 
 

@@ -47,48 +47,51 @@ def trace_rollout(trace, kind: str, upto: int | None = None) -> torch.Tensor:
 
 
 def trace_head_statistics(trace, kind: str, progress=None) -> dict[str, torch.Tensor]:
-    """{"entropy": [L, H], "mean_distance": [L, H] (self-attention only)}, as ``entropy``
-    and ``mean_distance`` compute them, a layer at a time: from one fused pass over its
+    """{"entropy": [L, H], "mean_distance": [L, H] (self-attention only), "first_token":
+    [L, H]}, as ``entropy``, ``mean_distance`` and ``first_token_share`` compute them, a
+    layer at a time: from one fused pass over its
     queries and keys where the trace allows (``Trace.row_statistics``: no map at all), else
     streamed over bands of query rows. ``progress(done, layers)`` after each layer."""
     layers, heads, n_q, n_k = trace.shape(kind)
     self_attn = n_q == n_k
-    ent = torch.zeros(layers, heads)
-    dist = torch.zeros(layers, heads)
+    ent, dist, first = (torch.zeros(layers, heads) for _ in range(3))
     for layer in range(layers):
         fused = trace.row_statistics(kind, layer)
         if fused is None:
-            ent[layer], dist[layer] = _band_statistics(trace, kind, layer, self_attn)
+            ent[layer], dist[layer], first[layer] = _band_statistics(trace, kind, layer, self_attn)
         else:
             live_n = fused.live.sum().clamp_min(1)
             ent[layer] = fused.entropy.sum(-1) / live_n
             gap = (fused.query_position[None, :] - fused.key_position).masked_fill(~fused.live, 0)
             dist[layer] = gap.sum(-1) / live_n
+            first[layer] = fused.first_key.sum(-1) / live_n
         if progress is not None:
             progress(layer + 1, layers)
     out = {"entropy": ent}
     if self_attn:
         out["mean_distance"] = dist
+    out["first_token"] = first
     return out
 
 
 def _band_statistics(trace, kind: str, layer: int, self_attn: bool):
-    """One layer's (entropy [H], mean distance [H]) from its maps, a band of rows at a time."""
+    """One layer's (entropy, mean distance, weight on the first key), each [H], from its
+    maps, a band of rows at a time."""
     _, heads, n_q, n_k = trace.shape(kind)
-    h_sum = torch.zeros(heads)
-    d_sum = torch.zeros(heads)
-    live_n = torch.zeros(heads)
+    h_sum, d_sum, f_sum, live_n = (torch.zeros(heads) for _ in range(4))
     for rows in _bands(trace, kind):
         p = trace.attention_heads(kind, layer, rows=rows).clamp_min(0)  # [H, r, Lk]
         live = (p.sum(dim=-1) > 0).float()  # [H, r]
         h = -(p * torch.log(p.clamp_min(1e-12))).sum(dim=-1)
         h_sum += (h * live).sum(-1)
+        f_sum += (p[..., 0] * live).sum(-1)
         live_n += live.sum(-1)
         if self_attn:
             q_pos = torch.arange(n_q)[rows].float()
             gap = (q_pos[:, None] - torch.arange(n_k).float()[None, :]).abs()
             d_sum += ((p * gap).sum(-1) * live).sum(-1)
-    return h_sum / live_n.clamp_min(1), d_sum / live_n.clamp_min(1)
+    n = live_n.clamp_min(1)
+    return h_sum / n, d_sum / n, f_sum / n
 
 
 def head_mean(attention: torch.Tensor) -> torch.Tensor:
@@ -150,6 +153,15 @@ def mean_distance(attention: torch.Tensor) -> torch.Tensor:
     per_query = (attention * dist).sum(dim=-1)  # [L, H, n]
     live = (attention.sum(dim=-1) > 0).to(attention.dtype)
     return (per_query * live).sum(dim=-1) / live.sum(dim=-1).clamp_min(1)
+
+
+def first_token_share(attention: torch.Tensor) -> torch.Tensor:
+    """Mean over queries of each head's weight on the first token: [L, H, Lq, Lk] -> [L, H].
+
+    Near 1 for a head that parks its attention there when it has nothing to do: large
+    decoders' attention sink (Xiao et al. 2023). Rows of all zeros are left out."""
+    live = (attention.sum(dim=-1) > 0).to(attention.dtype)
+    return (attention[..., 0] * live).sum(dim=-1) / live.sum(dim=-1).clamp_min(1)
 
 
 def sink_share(

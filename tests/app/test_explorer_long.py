@@ -147,10 +147,11 @@ def test_a_long_inputs_statistics_table_gives_every_head_as_its_maps_do(long_fol
     trace = ui_models.TRACES.get(ui_models.TRACES.kept_keys()[-1])  # the one just read
     assert trace.shape("decoder")[2] >= TOKENS
     for layer in range(2):
-        entropy, distance = summaries._band_statistics(trace, "decoder", layer, True)
+        entropy, distance, first = summaries._band_statistics(trace, "decoder", layer, True)
         rows = frame[frame["layer"] == layer + 1]
         np.testing.assert_allclose(rows["entropy"], entropy.numpy(), atol=1e-4)
         np.testing.assert_allclose(rows["mean_distance"], distance.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(rows["first_token"], first.numpy(), atol=1e-6)
 
 
 def test_a_long_inputs_downloads_hold_the_zoom_window_of_the_chosen_layer(long_folder):

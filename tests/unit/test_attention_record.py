@@ -250,6 +250,7 @@ def test_streamed_summaries_equal_the_stacked_ones(folders, monkeypatch):
     stats = summaries.trace_head_statistics(trace, "decoder")
     torch.testing.assert_close(stats["entropy"], summaries.entropy(stacked))
     torch.testing.assert_close(stats["mean_distance"], summaries.mean_distance(stacked))
+    torch.testing.assert_close(stats["first_token"], summaries.first_token_share(stacked))
     torch.testing.assert_close(
         summaries.trace_rollout(trace, "decoder"), summaries.rollout(stacked)
     )
@@ -277,6 +278,8 @@ def test_head_statistics_from_the_fused_kernel_equal_those_of_the_maps_for_every
     torch.testing.assert_close(
         stats["mean_distance"], summaries.mean_distance(stacked), atol=1e-3, rtol=1e-5
     )
+    first = summaries.first_token_share(stacked)
+    torch.testing.assert_close(stats["first_token"], first, atol=1e-5, rtol=0)
     layers = stacked.shape[0]
     assert seen == [(n, layers) for n in range(1, layers + 1)]
 

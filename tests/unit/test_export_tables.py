@@ -54,8 +54,12 @@ def test_long_table_has_one_row_per_cell_and_keeps_repeated_tokens_apart():
 def test_head_statistics_count_layers_and_heads_from_one():
     frame = head_stats_frame(small_trace().attention["encoder"], self_attention=True)
     assert frame[["layer", "head"]].values.tolist()[:4] == [[1, 1], [1, 2], [1, 3], [2, 1]]
-    assert "mean_distance" in frame
-    assert "mean_distance" not in head_stats_frame(small_trace().attention["cross"], False)
+    assert list(frame.columns) == ["layer", "head", "entropy", "mean_distance", "first_token"]
+    cross = head_stats_frame(small_trace().attention["cross"], False)
+    assert "mean_distance" not in cross
+    # the weight on the first key, averaged over queries: layer 2, head 3 of the cross maps
+    want = small_trace().attention["cross"][1, 2, :, 0].mean().item()
+    assert cross.loc[(cross["layer"] == 2) & (cross["head"] == 3), "first_token"].item() == want
 
 
 def test_the_explorers_statistics_table_equals_the_stacked_maps_and_is_kept_with_its_trace():

@@ -319,6 +319,7 @@ def test_head_statistics_from_one_fused_pass_equal_those_of_the_weights(spec, al
     entropy, distance, live = _dense_row_statistics(weights, torch.arange(lq) + offset)
     assert torch.equal(got.live, live) and bool(live.any())
     assert_close_f32(got.entropy, entropy, 5e-5)
+    assert_close_f32(got.first_key, weights[..., 0], 1e-6)
     gap = (got.query_position[None, :] - got.key_position).masked_fill(~got.live, 0)
     torch.testing.assert_close(gap, distance, atol=5e-4, rtol=1e-5)
     assert float(entropy[:, live].std()) > 0.1  # the rows really differ
