@@ -45,11 +45,16 @@ DIMS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_
 SIZES = {
     # bench.model_speed's Qwen2.5-0.5B config, less its vocabulary, ids and positions
     "qwen0.5b": {k: QWEN25_05B[k] for k in (*DIMS, "num_key_value_heads", "rope_theta")},
-    # the tests' tiny Qwen2 (tests.hf_folders): proves the bench end to end in minutes
-    "small": {},
+    # the tests' tiny Qwen2 (tests.hf_folders) with the layers the steps pick (up to 7):
+    # proves the bench end to end in minutes
+    "small": {"num_hidden_layers": 8},
 }
 TITLE = "## A long document in the explorer (bench.longinput)"
 STATS_FIRST = "statistics, first"  # the table's first reading of every head of the model
+# rollout multiplies every layer's head mean up to the one shown (seconds a layer)
+ROLLOUT_FIRST, ROLLOUT_NEXT = "rollout to layer 6", "rollout, a layer deeper"
+# each computes what no view before it needed: said on their own lines, not as later views
+FIRST_COMPUTED = (STATS_FIRST, ROLLOUT_FIRST, ROLLOUT_NEXT)
 WAIT_MS = 900_000  # a 0.5B model's first long trace on two cores takes minutes
 
 
@@ -193,6 +198,14 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
             def key_handle():  # the key range's lower handle
                 return main.get_by_test_id("stSlider").nth(1).get_by_role("slider").first
 
+            def settled_on(act):  # an untimed step: done, and drawn, before the timed one
+                def prepare():
+                    seen = len(scripttiming.read_runs(timing_log))
+                    act()
+                    settle_after(page, timing_log, seen)
+
+                return prepare
+
             def pick(name: str, box: int, option: str):
                 step(name, choose(option), prepare=open_list(box, option))
 
@@ -216,6 +229,14 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
             step(STATS_FIRST, view("explorer.view.stats"))
             step("heatmap", view("explorer.view.heatmap"))
             step("statistics again", view("explorer.view.stats"))
+            # rollout up to the layer chosen last (all heads' list: layer 6), then one deeper
+            step(
+                ROLLOUT_FIRST,
+                press_button(en("explorer.aggregate.rollout")),
+                prepare=settled_on(view("explorer.view.heatmap")),
+            )
+            pick(ROLLOUT_NEXT, 0, en("common.layer_n", n=7))
+            step("one head again", press_button(en("explorer.aggregate.head")))
             step(f"{stages_tokens}-token text", enter(short))
             stages = step("stages", view("explorer.view.stages"))
             # four stage charts, or the explorer's word that they would not fit in memory
@@ -235,9 +256,12 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
             "stages_s": stages["drawn_s"],
             "stages_drawn": stages_drawn,
             "worst_later_view_s": max(r["drawn_s"] for r in later_steps(result["steps"])),
-            "stats_first_s": next(
-                r["drawn_s"] for r in result["steps"] if r["step"] == STATS_FIRST
-            ),
+            **{
+                key: next(r["drawn_s"] for r in result["steps"] if r["step"] == name)
+                for key, name in zip(
+                    ("stats_first_s", "rollout_s", "rollout_next_s"), FIRST_COMPUTED
+                )
+            },
             "max_frame_bytes": max(r["max_frame_bytes"] for r in result["steps"]),
         }
     )
@@ -246,9 +270,9 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
 
 def later_steps(steps: list[dict]) -> list[dict]:
     """The views after the first, on the long text (not the second text or its stages, nor
-    the statistics table's first reading of every head: a progress bar, not a view)."""
+    the statistics table's or a rollout's first computation: a progress bar, not a view)."""
     second = next(i for i, r in enumerate(steps) if r["step"].endswith("-token text"))
-    return [r for r in steps[1:second] if r["step"] != STATS_FIRST]
+    return [r for r in steps[1:second] if r["step"] not in FIRST_COMPUTED]
 
 
 def grouped(steps: list[dict]) -> list[tuple[str, list[dict]]]:
@@ -293,6 +317,15 @@ def markdown(r: dict) -> list[str]:
                 "then kept with the trace)."
             ]
             if "stats_first_s" in r
+            else []
+        ),
+        *(
+            [
+                f"- Rollout to layer 6 (every head's mean of six layers, multiplied): "
+                f"{r['rollout_s']:.2f} s; a layer deeper (one more layer multiplied in): "
+                f"{r['rollout_next_s']:.2f} s."
+            ]
+            if "rollout_s" in r
             else []
         ),
         f"- Load average at the end (1, 5, 15 min): {r.get('load_average', '—')}.",

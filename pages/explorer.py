@@ -43,6 +43,7 @@ from ui.maps import (
     is_long,
     pooled_heads,
     pooled_map,
+    rollout_map,
     zoom_window,
 )
 from ui.models import (
@@ -199,6 +200,23 @@ def show_overview(v: Shown, found, title: str, reduce: str, key: str, where=st) 
     )
 
 
+def ready_rollout(trace: Trace, kind: str, layer: int) -> None:
+    """A long input's rollout up to ``layer``, computed now (kept with the trace) under a
+    bar of the layers multiplied: seconds a layer at thousands of tokens."""
+    bar = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        bar = bar or st.progress(0.0)
+        bar.progress(
+            done / total, t("explorer.rollout_progress", layer=layer + 1, done=done, n=total)
+        )
+
+    rollout_map(trace, kind, layer, progress)
+    if bar is not None:
+        bar.empty()
+
+
 def show_window(v: Shown, weights, rows: slice, cols: slice, title: str, key: str) -> None:
     """One zoom window at full resolution, its tokens on the axes."""
     q_tokens, k_tokens = v.tokens
@@ -232,6 +250,8 @@ def show_heatmap(v: Shown) -> None:
     q_tokens, k_tokens = v.tokens
     if v.long:
         reduce = reduce_choice()
+        if v.aggregate == "rollout":
+            ready_rollout(v.shown, v.kind, v.layer)
         found, title = v.pooled_of(v.shown, v.layer, reduce)
         show_overview(v, found, title, reduce, "overview_chart")
         rows, cols = zoom_window(len(q_tokens), len(k_tokens))
@@ -542,6 +562,9 @@ def show_compare(v: Shown) -> None:
     a_col, b_col = st.columns(2)
     if v.long or is_long(len(q2), len(k2)):  # block means, so the difference is exact
         st.caption(t("explorer.compare_pooled"))
+        if v.aggregate == "rollout":
+            ready_rollout(v.shown, v.kind, v.layer)
+            ready_rollout(shown2, v.kind, layer2)
         first = pooled_map(v.shown, v.kind, v.layer, v.aggregate, v.head, v.n_heads, "mean")
         second = pooled_map(shown2, v.kind, layer2, v.aggregate, v.head, heads2, "mean")
         for (values, re_, ce), title, key, col in (
@@ -832,17 +855,13 @@ with c1:
         format_func=lambda k: t(f"common.kind.{k}"),
     )
 n_layers, n_heads, _, _ = trace.shape(kind)  # from the record: no map computed
-# A long input is read map by map (ui.maps): rollout, merging and hiding need every map whole.
+# A long input is read map by map (ui.maps): merging and hiding need every map whole.
 long_input = is_long(*(len(toks) for toks in trace.tokens(kind)))
 with c2:
     aggregate = linked(
         st.segmented_control,
         t("explorer.aggregate"),
-        [
-            a
-            for a in AGGREGATES
-            if a != "rollout" or (rollout_means_flow(lm.kind, kind) and not long_input)
-        ],
+        [a for a in AGGREGATES if a != "rollout" or rollout_means_flow(lm.kind, kind)],
         key="agg",
         required=True,
         format_func=lambda a: t(f"explorer.aggregate.{a}"),

@@ -16,6 +16,7 @@ import numpy as np
 import streamlit as st
 import torch
 
+from model.analysis.summaries import trace_rollout_layer
 from model.trace import LONG_TRACE, Trace, block_edges, pool_map
 from ui.i18n import t
 
@@ -53,9 +54,13 @@ def head_maps(
 
 
 def chosen_reader(trace: Trace, kind: str, layer: int, aggregate: str, head: int, n_heads: int):
-    """read(rows, cols=None) -> [rows, cols] of one head, or the mean or max over heads."""
+    """read(rows, cols=None) -> [rows, cols] of one head, the mean or max over heads, or
+    the rollout up to the layer (``rollout_map``: computed when first asked, then kept)."""
     if aggregate == "head":
         return lambda rows, cols=None: trace.attention_map(kind, layer, head, rows=rows, cols=cols)
+    if aggregate == "rollout":
+        rolled = rollout_map(trace, kind, layer)
+        return lambda rows, cols=None: _window_of(rolled, rows, cols)
     if aggregate not in ("mean", "max"):
         raise ValueError(f"no streamed map for aggregate {aggregate!r}")
 
@@ -64,6 +69,42 @@ def chosen_reader(trace: Trace, kind: str, layer: int, aggregate: str, head: int
         return maps.mean(0) if aggregate == "mean" else maps.amax(0)
 
     return read
+
+
+def _window_of(m: torch.Tensor, rows, cols) -> torch.Tensor:
+    m = m if rows is None else m[rows]
+    return m if cols is None else m[:, cols]
+
+
+# trace -> {(kind, layer): its rollout [n, n]}, the ROLLOUTS_KEPT most recent: a long
+# input's rollout is 64 MB at 4,096 tokens and takes seconds a layer, so it is computed
+# once, when first drawn, and goes with the trace when the trace cache lets it go
+ROLLOUTS_KEPT = 2
+_ROLLOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_ROLLOUTS_LOCK = threading.Lock()
+
+
+def rollout_map(trace: Trace, kind: str, layer: int, progress=None) -> torch.Tensor:
+    """The rollout up to ``layer`` (``trace_rollout_layer``), kept with the trace; a deeper
+    one goes on from the deepest kept below it. ``progress(done, total)`` per layer."""
+    key = (kind, layer)
+    with _ROLLOUTS_LOCK:
+        kept = _ROLLOUTS.setdefault(trace, OrderedDict())
+        found = kept.get(key)
+        if found is not None:
+            kept.move_to_end(key)
+            return found
+        below = [k for k in kept if k[0] == kind and k[1] < layer]
+        start = None
+        if below:
+            deepest = max(below, key=lambda k: k[1])
+            start = (deepest[1], kept[deepest])
+    found = trace_rollout_layer(trace, kind, layer, start, progress)
+    with _ROLLOUTS_LOCK:
+        kept[key] = found
+        while len(kept) > ROLLOUTS_KEPT:
+            kept.popitem(last=False)
+    return found
 
 
 # trace -> the last POOLED_KEPT overviews drawn of it (256 KB each); they go with the trace

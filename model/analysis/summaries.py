@@ -46,6 +46,42 @@ def trace_rollout(trace, kind: str, upto: int | None = None) -> torch.Tensor:
     return torch.stack(out)
 
 
+def trace_rollout_layer(
+    trace, kind: str, layer: int, start: tuple[int, torch.Tensor] | None = None, progress=None
+) -> torch.Tensor:
+    """``rollout``'s entry ``layer`` alone, [n, n]: one layer's head mean at a time, never
+    more than two [n, n] matrices (a long input: 64 MB each at 4,096 tokens, where every
+    layer's rollout would be 1.6 GB). ``start``: (l, rollout up to l) to go on from, l <
+    layer. Lower-triangular products (causal self-attention: every key at or before its
+    query) skip the blocks above the diagonal, a third of the work. ``progress(done,
+    total)`` after each layer."""
+    layers, _, n_q, n_k = trace.shape(kind)
+    if n_q != n_k:
+        raise ValueError("rollout needs self-attention (as many queries as keys)")
+    if not 0 <= layer < layers:
+        raise IndexError(f"{kind} attention has layers 0..{layers - 1}, not {layer}")
+    first, acc = (0, None) if start is None else (start[0] + 1, start[1])
+    eye = torch.eye(n_q)
+    for done, step in enumerate(range(first, layer + 1), 1):
+        a = trace_layer_aggregate(trace, kind, step, "mean") + eye
+        a = a / a.sum(dim=-1, keepdim=True)
+        acc = a if acc is None else _product(a, acc)
+        if progress is not None:
+            progress(done, layer + 1 - first)
+    return acc
+
+
+def _product(a: torch.Tensor, b: torch.Tensor, block: int = 512) -> torch.Tensor:
+    """a @ b, by bands of rows that stop at the diagonal when both are lower-triangular."""
+    if bool(torch.triu(a, 1).any()) or bool(torch.triu(b, 1).any()):
+        return a @ b
+    out = torch.zeros_like(b)
+    for i in range(0, a.shape[0], block):
+        end = min(a.shape[0], i + block)
+        out[i:end, :end] = a[i:end, :end] @ b[:end, :end]
+    return out
+
+
 def trace_head_statistics(trace, kind: str, progress=None) -> dict[str, torch.Tensor]:
     """{"entropy": [L, H], "mean_distance": [L, H] (self-attention only), "first_token":
     [L, H]}, as ``entropy``, ``mean_distance`` and ``first_token_share`` compute them, a

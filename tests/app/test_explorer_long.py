@@ -197,6 +197,25 @@ def test_stages_of_a_long_input_show_one_window_of_one_head_computed_on_demand(t
     assert cut not in [c.value for c in at.caption]  # so nothing was cut from it
 
 
+def test_rollout_of_a_long_input_is_offered_and_drawn_from_one_layer_at_a_time(long_folder):
+    """Rollout up to the chosen layer, computed a layer at a time (two [n, n] matrices at
+    most) and drawn as any long map: the overview, and a window equal to the rollout's."""
+    from model.analysis.summaries import trace_rollout_layer
+
+    at = explorer(long_folder, agg="rollout", layer="1")
+    figures = assert_small(at)
+    assert translate("explorer.aggregate.rollout", "en") in at.segmented_control(key="agg").options
+    assert at.segmented_control(key="agg").value == "rollout"
+    title = translate("explorer.rollout_title", "en", n=2)
+    assert figures["overview_chart"]["layout"]["title"]["text"].startswith(title)
+    window = np.asarray(json_arrays(figures["heatmap_chart"]["data"][-1]["z"]), dtype=float)
+    want = trace_rollout_layer(kept_trace(long_text()), "decoder", 1)[:WINDOW_MAX, :WINDOW_MAX]
+    np.testing.assert_allclose(np.nan_to_num(window), want.numpy(), atol=1e-6)
+    assert np.allclose(np.nan_to_num(window).sum(-1)[:10], want.sum(-1)[:10].numpy())
+    note = translate("explorer.long_input_note", "en", n=TOKENS)
+    assert note in [c.value for c in at.caption]
+
+
 def kept_trace(text: str):
     """The trace the page drew last (the shared trace cache, least recently used first,
     keyed by the text it read among other things)."""

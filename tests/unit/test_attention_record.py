@@ -297,3 +297,30 @@ def test_masks_are_built_on_the_device_of_the_queries_and_keys():
     for spec in (causal, padded):
         assert attention_weights(q, k, spec, rows=slice(2, 5)).shape == (4, 3, 8)
         assert _fast_attention(q[None], k[None], k[None], spec, 0.0).device.type == "meta"
+
+
+def test_one_layers_rollout_streamed_equals_the_stacked_rollout_and_can_go_on_from_a_kept_one(
+    folders,
+):
+    """A long input's rollout holds two [n, n] matrices, never every layer's: the stacked
+    rollout's entry for each layer, from scratch or from the entry below it, with causal
+    products cut at the diagonal and a bidirectional map (no cut) alike."""
+    from model.analysis import summaries
+
+    lm = load(folders["llama"], device="cpu")
+    trace = traced(lm, random_ids(lm, N_TOKENS))
+    stacked = summaries.rollout(trace.attention["decoder"])
+    seen = []
+    for layer in range(stacked.shape[0]):
+        got = summaries.trace_rollout_layer(
+            trace, "decoder", layer, progress=lambda *d: seen.append(d)
+        )
+        torch.testing.assert_close(got, stacked[layer], atol=1e-6, rtol=1e-5)
+    on = summaries.trace_rollout_layer(trace, "decoder", 1, start=(0, stacked[0]))
+    torch.testing.assert_close(on, stacked[1], atol=1e-6, rtol=1e-5)
+    assert seen[-1] == (stacked.shape[0], stacked.shape[0])
+    a, b = torch.rand(700, 700), torch.rand(700, 700)
+    torch.testing.assert_close(summaries._product(a, b), a @ b)
+    torch.testing.assert_close(
+        summaries._product(a.tril(), b.tril()), a.tril() @ b.tril(), atol=1e-4, rtol=1e-5
+    )

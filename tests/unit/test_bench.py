@@ -214,6 +214,8 @@ def test_the_long_document_section_sets_the_first_view_beside_the_fast_forward_a
             ("zoom", 0.5),
             ("statistics, first", 11.6),
             ("statistics again", 0.4),
+            ("rollout to layer 6", 12.5),
+            ("rollout, a layer deeper", 2.2),
             ("2048-token text", 9.0),
             ("stages", 1.2),
         )
@@ -231,6 +233,8 @@ def test_the_long_document_section_sets_the_first_view_beside_the_fast_forward_a
         "stages_s": 1.2,
         "worst_later_view_s": 0.8,
         "stats_first_s": 11.6,
+        "rollout_s": 12.5,
+        "rollout_next_s": 2.2,
         "max_frame_bytes": 1_800_000,
     }
     text = "\n".join(markdown(result))
@@ -239,9 +243,10 @@ def test_the_long_document_section_sets_the_first_view_beside_the_fast_forward_a
     assert all(f"| {s['step']} |" in text for s in steps)
     # a view timed several times: how often, its median and its slowest
     assert "| layer | 3 | 0.70 s, 0.80 s | 0.35 s |" in text and "| zoom | 1 | 0.50 s |" in text
-    # the table's first reading of every head has its own line, with a progress bar
+    # the table's first reading of every head, and a rollout's, have lines of their own
     assert [r["drawn_s"] for r in later_steps(steps)] == [0.8, 0.6, 0.7, 0.5, 0.4]
     assert "every head of every layer, the first time: 11.60 s" in text
+    assert "multiplied): 12.50 s; a layer deeper (one more layer multiplied in): 2.20 s" in text
     assert "largest frame: 1.80 MB" in text
     assert "Not measured: no Chromium" in "\n".join(markdown("no Chromium at /x"))
 
