@@ -567,10 +567,14 @@ class Trace:
         self._check(kind, layer, head)
         return self._device_map(kind, layer, [head], rows, cols)[0].float().cpu()
 
-    def attention_heads(self, kind: str, layer: int, rows=None, cols=None) -> torch.Tensor:
-        """Every head of one layer for a window: float32 CPU [heads, rows, cols]."""
+    def attention_heads(
+        self, kind: str, layer: int, rows=None, cols=None, on_device: bool = False
+    ) -> torch.Tensor:
+        """Every head of one layer for a window: float32 [heads, rows, cols], on the CPU, or
+        ``on_device`` where the record lives (a GPU's: reduced there, never copied out)."""
         self._check(kind, layer, 0)
-        return self._device_map(kind, layer, None, rows, cols).float().cpu()
+        maps = self._device_map(kind, layer, None, rows, cols).float()
+        return maps if on_device else maps.cpu()
 
     def attention_stages(
         self, kind: str, layer: int, head: int, rows=None, cols=None

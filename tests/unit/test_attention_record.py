@@ -234,6 +234,27 @@ def test_attention_map_on_cuda_equals_transformers_eager_in_each_dtype(
     assert ov.values[-1, 0].item() == pytest.approx(full[-3:, :3].max().item(), abs=1e-6)
 
 
+@pytest.mark.gpu
+def test_head_statistics_of_a_gpu_record_are_reduced_on_the_gpu_and_equal_the_maps(folders):
+    """No fused CPU kernel there: the maps in bands, reduced where they are made (never
+    copied out), the same table as the stacked maps."""
+    from model.analysis import summaries
+
+    lm = load(folders["qwen2"], device="cuda")
+    trace = traced(lm, random_ids(lm, N_TOKENS))
+    assert trace.row_statistics("decoder", 0) is None
+    assert trace.attention_heads("decoder", 0, on_device=True).device.type == "cuda"
+    stats = summaries.trace_head_statistics(trace, "decoder")
+    stacked = trace.attention["decoder"]
+    for name, want in (
+        ("entropy", summaries.entropy(stacked)),
+        ("mean_distance", summaries.mean_distance(stacked)),
+        ("first_token", summaries.first_token_share(stacked)),
+    ):
+        assert stats[name].device.type == "cpu"
+        torch.testing.assert_close(stats[name], want, atol=1e-4, rtol=1e-5)
+
+
 def test_load_refuses_an_unknown_dtype_clearly(folders):
     with pytest.raises(ValueError, match="bfloat16"):
         load(folders["llama"], device="cpu", dtype="int8")
