@@ -299,12 +299,15 @@ def bench_pretrained_decoder(
 def bench_long_trace(length: int, repeats: int, vocab: int = 32000) -> dict:
     """One long input through a Qwen2.5-0.5B-sized decoder (random weights; the vocabulary
     cut from 151,936 to ``vocab`` so [L, vocab] logits stay small on a laptop): the fast
-    forward beside the traced one (fused attention + the query/key record, to the Trace a
-    page reads), peak memory beyond the weights of each, and what a view then costs: one
-    head's 1,024 x 1,024 overview, a 512-row zoom and that zoom's four stages."""
+    forward beside the traced one (fused attention + the query/key record and, as the
+    explorer's pass on a CPU, the block sums; to the Trace a page reads), peak memory beyond
+    the weights of each, and what a view then costs: one head's 1,024 x 1,024 overview, a
+    512-row zoom, that zoom's four stages and every head's statistics."""
     from transformers import Qwen2Config
 
+    from model.analysis.summaries import trace_head_statistics
     from model.hf.decoder import decoder_config
+    from model.trace import block_sums_for
 
     device = torch.device("cpu")
     dims = {**QWEN25_05B, "vocab_size": vocab, "bos_token_id": None, "eos_token_id": None}
@@ -314,8 +317,9 @@ def bench_long_trace(length: int, repeats: int, vocab: int = 32000) -> dict:
     ids = torch.randint(0, vocab, (1, length))
     tokens = ["t"] * length
 
-    def traced():
-        return ours(ids, trace=True).trace(0, [], tokens, ids[0].tolist())
+    def traced():  # as the explorer's pass: with the block sums a long CPU input records
+        sums = block_sums_for(length, device)
+        return ours(ids, trace=True, block_sums=sums).trace(0, [], tokens, ids[0].tolist())
 
     calls = {"ours_fast": lambda: ours(ids), "ours_traced": traced}
     with torch.inference_mode():
@@ -327,6 +331,7 @@ def bench_long_trace(length: int, repeats: int, vocab: int = 32000) -> dict:
         "overview": lambda: trace.attention_overview("decoder", layer, head, size=1024),
         "zoom": lambda: trace.attention_map("decoder", layer, head, rows=zoom, cols=zoom),
         "stages": lambda: trace.attention_stages("decoder", layer, head, rows=zoom, cols=zoom),
+        "statistics": lambda: trace_head_statistics(trace, "decoder"),
     }
     view_s = time_side_by_side(views, max(1, repeats), device)
     record_mib = trace.record_bytes / 2**20
@@ -366,7 +371,12 @@ def long_trace_table(d: dict) -> list[str]:
         + (f", {ratio:.2f}x the fast path's memory + the record." if ratio else ".")
         + f" Then one head's 1,024 x 1,024 overview takes {d['overview_s']:.2f} s, a 512 x 512 "
         f"zoom {d['zoom_s']:.2f} s and that zoom's four stages {d['stages_s']:.2f} s, with no "
-        "new forward pass.",
+        "new forward pass"
+        + (
+            f"; the statistics of every head of every layer {d['statistics_s']:.2f} s."
+            if "statistics_s" in d
+            else "."
+        ),
     ]
 
 
