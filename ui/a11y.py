@@ -125,6 +125,10 @@ label:has(input:focus-visible), label[data-focus-visible] {{
 /* a caption is drawn at 60 % opacity: its inline code takes the caption's near-black, since
    the code green at 60 % falls to 3:1 */
 [data-testid="stCaptionContainer"] code {{ color: inherit; }}
+/* a disabled widget's label stays readable: Streamlit fades it to 40 % (2.6:1 on white);
+   62 % is 5.3:1 and still lighter than a live label */
+[data-testid="stElementContainer"]:has(input:disabled, [role="slider"][aria-disabled="true"])
+  [data-testid="stWidgetLabel"] {{ color: rgba(17, 17, 17, 0.62); }}
 /* long links wrap instead of ending in an ellipsis (a page link's label included) */
 [data-testid="stPageLink-NavLink"] span, [data-testid="stPageLink-NavLink"] p,
 [data-testid="stPageLink-NavLink"] [data-testid="stMarkdownContainer"] {{

@@ -133,3 +133,15 @@ def test_no_moderate_serious_or_critical_violations(tab, axe, report, path, lang
         report.append((path, lang, width, [v for v in violations if v["impact"] not in FAILING]))
         serious += [f"{width} px: {describe(v)}" for v in violations if v["impact"] in FAILING]
     assert not serious, f"/{path}?lang={lang}\n" + "\n".join(serious)
+
+
+@pytest.mark.parametrize("lang", list(LANGUAGES))
+def test_a_disabled_widgets_label_keeps_its_contrast(tab, axe, lang):
+    """The explorer with a mean of heads: its head list is disabled, and Streamlit fades a
+    disabled label to 2.6:1, which axe counts as a serious contrast failure."""
+    tab.set_viewport_size({"width": 1440, "height": WIDTHS[1440]})
+    tab.goto(f"/explorer?lang={lang}&agg=mean")
+    settle(tab)
+    assert tab.locator("[data-testid=stSelectbox] input:disabled").count() >= 1
+    result = axe.run(tab, options={"runOnly": {"type": "rule", "values": ["color-contrast"]}})
+    assert not result.response["violations"], describe(result.response["violations"][0])
