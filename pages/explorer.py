@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import textwrap
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +29,7 @@ from model.analysis.views import (
     shown_trace,
 )
 from model.trace import Trace, reporting_progress
+from ui.background import with_progress
 from ui.charts import attention_summary, describe_figure, image_format, plotly_chart
 from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t
@@ -48,10 +48,12 @@ from ui.maps import (
 )
 from ui.models import (
     FOLDER,
+    cached_trace,
     get_model,
     get_trace,
     model_choices,
     model_label,
+    selected_device,
     selected_model,
     trace_with,
 )
@@ -201,20 +203,13 @@ def show_overview(v: Shown, found, title: str, reduce: str, key: str, where=st) 
 
 
 def ready_rollout(trace: Trace, kind: str, layer: int) -> None:
-    """A long input's rollout up to ``layer``, computed now (kept with the trace) under a
-    bar of the layers multiplied: seconds a layer at thousands of tokens."""
-    bar = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal bar
-        bar = bar or st.progress(0.0)
-        bar.progress(
-            done / total, t("explorer.rollout_progress", layer=layer + 1, done=done, n=total)
-        )
-
-    rollout_map(trace, kind, layer, progress)
-    if bar is not None:
-        bar.empty()
+    """A long input's rollout up to ``layer``, computed now (kept with the trace) in a
+    worker under a bar of the layers multiplied: seconds a layer at thousands of tokens."""
+    with_progress(
+        ("rollout", id(trace), kind, layer),
+        lambda report: rollout_map(trace, kind, layer, report),
+        lambda done, n: t("explorer.rollout_progress", layer=layer + 1, done=done, n=n),
+    )
 
 
 def show_window(v: Shown, weights, rows: slice, cols: slice, title: str, key: str) -> None:
@@ -452,18 +447,15 @@ def show_stages(v: Shown) -> None:
 
 
 def show_stats(v: Shown) -> None:
-    bar = None
-
-    def progress(done: int, layers: int) -> None:  # a long input's table takes seconds
-        nonlocal bar
-        bar = bar or st.progress(0.0)
-        bar.progress(done / layers, text=t("explorer.stats_progress", done=done, n=layers))
-
-    frame = streamed_head_stats(
-        v.shown, v.kind, self_attention=v.kind != "cross", progress=progress if v.long else None
-    )
-    if bar is not None:
-        bar.empty()
+    self_attention = v.kind != "cross"
+    if v.long:  # every head of every layer: seconds, in a worker under a bar of layers
+        frame = with_progress(
+            ("stats", id(v.shown), v.kind),
+            lambda report: streamed_head_stats(v.shown, v.kind, self_attention, report),
+            lambda done, n: t("explorer.stats_progress", done=done, n=n),
+        )
+    else:
+        frame = streamed_head_stats(v.shown, v.kind, self_attention)
     st.caption(t("explorer.stats_caption"))
     st.dataframe(
         frame,
@@ -797,40 +789,42 @@ def show_output(lm, model_name: str, trace: Trace, n_prompt: int, specials) -> N
         st.caption(t(key, tokens=code_span(" ".join(output))))
 
 
-@contextmanager
-def pass_progress(lm, text: str):
-    """Within this block, a long input's traced pass fills a bar of the attention layers it
-    has read (its first pass takes a minute on a laptop), gone when the pass ends; a short
-    one, or a trace already kept, shows none."""
+def traced(lm, text: str, new_tokens: int | None) -> Trace:
+    """``get_trace``; a long input's first pass runs in a worker (ui.background) under a
+    bar of the attention layers it has read: a minute on a laptop, which a click during it
+    must not throw away."""
     n_tokens = len(lm.encode(text).ids)
     if not is_long(n_tokens, n_tokens):
-        yield
-        return
+        return get_trace(text, new_tokens=new_tokens)
     cfg = lm.config
     total = {
         "encoder": cfg.n_encoder_layers,
         "decoder": cfg.n_decoder_layers,
         "encoder-decoder": cfg.n_encoder_layers + 2 * cfg.n_decoder_layers,
     }[lm.kind]
-    bar, done = None, 0
+    name, device = selected_model(), selected_device()
 
-    def report(kind: str, layers: int) -> None:
-        nonlocal bar, done
-        done = min(done + 1, total)
-        bar = bar or st.progress(0.0)
-        bar.progress(done / total, t("explorer.pass_progress", tokens=n_tokens, done=done, n=total))
+    def compute(report) -> Trace:
+        heard = 0
 
-    try:
-        with reporting_progress(report):
-            yield
-    finally:
-        if bar is not None:
-            bar.empty()
+        def layer_read(kind: str, layers: int) -> None:
+            nonlocal heard
+            heard = min(heard + 1, total)
+            report(heard, total)
+
+        with reporting_progress(layer_read):
+            return cached_trace(name, device, text, None, False, new_tokens)
+
+    return with_progress(
+        ("trace", name, device, text, new_tokens),
+        compute,
+        lambda done, n: t("explorer.pass_progress", tokens=n_tokens, done=done, n=n),
+    )
 
 
 new_tokens = generation_option(lm)
-with st.spinner(t("explorer.running")), pass_progress(lm, text):
-    trace = get_trace(text, new_tokens=new_tokens)
+with st.spinner(t("explorer.running")):
+    trace = traced(lm, text, new_tokens)
 
 specials = model_special_tokens(lm)
 n_prompt = len(lm.encode(text).ids) if lm.kind == "decoder" else 0
