@@ -170,6 +170,32 @@ def test_a_long_inputs_downloads_hold_the_zoom_window_of_the_chosen_layer(long_f
     assert at.slider(key="zoom_q").value == (0, WINDOW_MAX - 1)
 
 
+def test_a_long_inputs_first_pass_and_statistics_run_in_a_worker_reporting_each_layer(
+    long_folder, monkeypatch
+):
+    """The page hands its long computations to ui.background (a click during the wait joins
+    them instead of starting again): the pass reports each attention layer it reads, the
+    statistics each layer they read, under the bar's own words."""
+    from ui import background
+
+    real, seen = background.with_progress, []
+
+    def spy(key, compute, label):
+        def watched(report):
+            return compute(lambda done, n: (seen.append((key[0], done, n)), report(done, n)))
+
+        seen.append((key[0], label(1, 2)))
+        return real(key, watched, label)
+
+    monkeypatch.setattr(background, "with_progress", spy)
+    at = explorer(long_folder, text=long_text(seed=5), view="stats")
+    assert not at.exception and len(at.dataframe[0].value) == 4
+    said = translate("explorer.pass_progress", "en", tokens=TOKENS, done=1, n=2)
+    assert seen[:3] == [("trace", said), ("trace", 1, 2), ("trace", 2, 2)]
+    said = translate("explorer.stats_progress", "en", done=1, n=2)
+    assert seen[3:] == [("stats", said), ("stats", 1, 2), ("stats", 2, 2)]
+
+
 def test_stages_of_a_long_input_show_one_window_of_one_head_computed_on_demand(tmp_path):
     from tests.hf_folders import build_decoder_folder
 
