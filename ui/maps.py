@@ -8,10 +8,6 @@ same blocks (a block is grey only when every cell in it is masked).
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections import OrderedDict
-
 import numpy as np
 import streamlit as st
 import torch
@@ -19,6 +15,7 @@ import torch
 from model.analysis.summaries import trace_rollout_layer
 from model.trace import LONG_TRACE, Trace, block_edges, pool_map
 from ui.i18n import t
+from viz.memo import KeptWithTrace
 
 # A side longer than this: overview + zoom window (where a CPU pass records block sums too)
 LONG_ABOVE = LONG_TRACE
@@ -76,42 +73,27 @@ def _window_of(m: torch.Tensor, rows, cols) -> torch.Tensor:
     return m if cols is None else m[:, cols]
 
 
-# trace -> {(kind, layer): its rollout [n, n]}, the ROLLOUTS_KEPT most recent: a long
-# input's rollout is 64 MB at 4,096 tokens and takes seconds a layer, so it is computed
-# once, when first drawn, and goes with the trace when the trace cache lets it go
-ROLLOUTS_KEPT = 2
-_ROLLOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_ROLLOUTS_LOCK = threading.Lock()
+# A long input's rollout is 64 MB at 4,096 tokens and takes seconds a layer: the latest
+# two are kept with their trace, computed once, when first drawn
+ROLLOUTS = KeptWithTrace(kept=2)
 
 
 def rollout_map(trace: Trace, kind: str, layer: int, progress=None) -> torch.Tensor:
     """The rollout up to ``layer`` (``trace_rollout_layer``), kept with the trace; a deeper
     one goes on from the deepest kept below it. ``progress(done, total)`` per layer."""
-    key = (kind, layer)
-    with _ROLLOUTS_LOCK:
-        kept = _ROLLOUTS.setdefault(trace, OrderedDict())
-        found = kept.get(key)
-        if found is not None:
-            kept.move_to_end(key)
-            return found
-        below = [k for k in kept if k[0] == kind and k[1] < layer]
-        start = None
-        if below:
-            deepest = max(below, key=lambda k: k[1])
-            start = (deepest[1], kept[deepest])
+    found = ROLLOUTS.get(trace, (kind, layer))
+    if found is not None:
+        return found
+    below = [(k[1], r) for k, r in ROLLOUTS.items(trace) if k[0] == kind and k[1] < layer]
+    start = max(below, key=lambda kept: kept[0]) if below else None
     found = trace_rollout_layer(trace, kind, layer, start, progress)
-    with _ROLLOUTS_LOCK:
-        kept[key] = found
-        while len(kept) > ROLLOUTS_KEPT:
-            kept.popitem(last=False)
+    ROLLOUTS.put(trace, (kind, layer), found)
     return found
 
 
-# trace -> the last POOLED_KEPT overviews drawn of it (256 KB each); they go with the trace
-# when the trace cache lets it go
-POOLED_KEPT = 8
-_POOLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_POOLED_LOCK = threading.Lock()
+# The last 8 overviews drawn of a trace (256 KB each): moving the zoom window, or coming
+# back to the heatmap from another view, redraws the same one
+POOLED = KeptWithTrace(kept=8)
 
 
 def pooled_map(
@@ -131,17 +113,10 @@ def pooled_map(
     are kept with the trace: moving the zoom window, or coming back to the heatmap from
     another view, redraws the same overview (0.2 s each time at 4,096 tokens)."""
     key = (kind, layer, aggregate, head if aggregate == "head" else None, reduce, size)
-    with _POOLED_LOCK:
-        kept = _POOLED.setdefault(trace, OrderedDict())
-        found = kept.get(key)
-        if found is not None:
-            kept.move_to_end(key)
-            return found
-    found = _pooled_map(trace, kind, layer, aggregate, head, n_heads, reduce, size)
-    with _POOLED_LOCK:
-        kept[key] = found
-        while len(kept) > POOLED_KEPT:
-            kept.popitem(last=False)
+    found = POOLED.get(trace, key)
+    if found is None:
+        found = _pooled_map(trace, kind, layer, aggregate, head, n_heads, reduce, size)
+        POOLED.put(trace, key, found)
     return found
 
 

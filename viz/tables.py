@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import weakref
-
 import numpy as np
 import pandas as pd
 import torch
@@ -15,6 +12,7 @@ from model.analysis.summaries import (
     mean_distance,
     trace_head_statistics,
 )
+from viz.memo import KeptWithTrace
 
 
 def head_stats_frame(attention: torch.Tensor, self_attention: bool) -> pd.DataFrame:
@@ -39,10 +37,9 @@ def _stats_table(stats: dict[str, torch.Tensor]) -> pd.DataFrame:
     return frame
 
 
-# trace -> {(kind, self_attention): its table}: a long input's table takes seconds (every
-# head of every layer); it is kept while the trace is, so a rerun reads it again
-_KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_KEPT_LOCK = threading.Lock()
+# A long input's table takes seconds (every head of every layer): kept while its trace is,
+# so a rerun reads it again
+_TABLES = KeptWithTrace(kept=6)
 
 
 def streamed_head_stats(trace, kind: str, self_attention: bool, progress=None) -> pd.DataFrame:
@@ -51,15 +48,13 @@ def streamed_head_stats(trace, kind: str, self_attention: bool, progress=None) -
     (``trace_head_statistics``; ``progress(done, layers)`` after each layer). Kept with the
     trace (a copy is returned)."""
     key = (kind, self_attention)
-    with _KEPT_LOCK:
-        found = _KEPT.get(trace, {}).get(key)
+    found = _TABLES.get(trace, key)
     if found is None:
         stats = trace_head_statistics(trace, kind, progress)
         if not self_attention:
             stats.pop("mean_distance", None)
         found = _stats_table(stats)
-        with _KEPT_LOCK:
-            _KEPT.setdefault(trace, {})[key] = found
+        _TABLES.put(trace, key, found)
     return found.copy()
 
 

@@ -36,14 +36,20 @@ def trace_rollout(trace, kind: str, upto: int | None = None) -> torch.Tensor:
     layers, _, n_q, n_k = trace.shape(kind)
     if n_q != n_k:
         raise ValueError("rollout needs self-attention (as many queries as keys)")
-    eye = torch.eye(n_q)
-    out, acc = [], eye
+    out, acc = [], None
     for layer in range(layers if upto is None else upto + 1):
-        a = trace_layer_aggregate(trace, kind, layer, "mean") + eye
-        a = a / a.sum(dim=-1, keepdim=True)
-        acc = a @ acc
+        acc = _rollout_step(trace, kind, layer, acc)
         out.append(acc)
     return torch.stack(out)
+
+
+def _rollout_step(trace, kind: str, layer: int, acc: torch.Tensor | None) -> torch.Tensor:
+    """The rollout through ``layer`` from ``acc``, the rollout before it (None: none yet):
+    the layer's head mean plus the residual's identity, rows renormalised, times ``acc``."""
+    a = trace_layer_aggregate(trace, kind, layer, "mean")
+    a = a + torch.eye(a.shape[-1])
+    a = a / a.sum(dim=-1, keepdim=True)
+    return a if acc is None else _product(a, acc)
 
 
 def trace_rollout_layer(
@@ -61,11 +67,8 @@ def trace_rollout_layer(
     if not 0 <= layer < layers:
         raise IndexError(f"{kind} attention has layers 0..{layers - 1}, not {layer}")
     first, acc = (0, None) if start is None else (start[0] + 1, start[1])
-    eye = torch.eye(n_q)
     for done, step in enumerate(range(first, layer + 1), 1):
-        a = trace_layer_aggregate(trace, kind, step, "mean") + eye
-        a = a / a.sum(dim=-1, keepdim=True)
-        acc = a if acc is None else _product(a, acc)
+        acc = _rollout_step(trace, kind, step, acc)
         if progress is not None:
             progress(done, layer + 1 - first)
     return acc
