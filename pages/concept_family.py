@@ -17,6 +17,7 @@ from ui.frame import require_frame
 from ui.i18n import t
 from ui.models import load_model, selected_device, show_load_detail
 from ui.sentence import code_span
+from ui.token_cost import show_token_cost
 from viz.concepts import mask_figure, matrix_heatmap
 
 require_frame()
@@ -123,6 +124,8 @@ for col, family, name in zip(cols, ("encoder", "decoder", "encdec"), ("minilm", 
                     output=code_span(out or "∅"),
                 )
             )
+
+show_token_cost()
 
 # ---- the paper's base model beside the ones shipped here ------------------------------------------
 st.header(t("concepts.family.base"))

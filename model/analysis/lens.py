@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from model.analysis.circuit import check_network, run, unembed
+from model.analysis.tokens import token_names
 from model.runtime.lab import LabModel
 
 
@@ -77,7 +78,8 @@ def logit_lens(lm: LabModel, text: str, k: int = 5, continuation: list[int] | No
     k = max(1, min(k, probs.shape[-1]))
     top_probs, top_ids = probs.topk(k, dim=-1)
     tok = lm.tgt_tokenizer
-    top_tokens = [[tok.tokens(row.tolist()) for row in layer] for layer in top_ids]
+    names = iter(token_names(tok, top_ids.flatten().tolist()))  # each candidate read alone
+    top_tokens = [[[next(names) for _ in row] for row in layer] for layer in top_ids.tolist()]
     answer_ids = model_probs.argmax(-1)  # [Lt]
     answer_prob = probs.gather(-1, answer_ids.view(1, -1, 1).expand(len(probs), -1, 1))[..., 0]
     n = len(probs) - 1
@@ -89,7 +91,7 @@ def logit_lens(lm: LabModel, text: str, k: int = 5, continuation: list[int] | No
         top_ids=top_ids,
         top_tokens=top_tokens,
         top_probs=top_probs,
-        answer=tok.tokens(answer_ids.tolist()),
+        answer=token_names(tok, answer_ids.tolist()),
         answer_prob=answer_prob,
         model_probs=model_probs,
     )

@@ -5,6 +5,10 @@ Merging sums attention over a word's key pieces (a word receives what its pieces
 and averages it over its query pieces (a word attends as its pieces do on average), so every
 row still sums to 1. Only tokens and attention are carried over: stages, LayerNorm statistics
 and logits belong to pieces, not words.
+
+Tokens arrive as the lab shows them (model.hf.pieces): WordPiece's "##ing", and for
+byte-level BPE and SentencePiece "␣cat" and "학 · 2/3"; raw pieces ("Ġcat", "▁cat") from a
+notebook are read into that form first.
 """
 
 from __future__ import annotations
@@ -14,6 +18,16 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from model.hf.pieces import (
+    BYTE_OF_CHAR,
+    JOIN,
+    SPACE,
+    display_pieces,
+    display_text,
+    ends_word,
+    part_of,
+    starts_word,
+)
 from model.trace import Trace
 
 # Tokens that frame a text rather than carry it, across the common tokenizer families.
@@ -32,23 +46,13 @@ DEFAULT_SPECIAL_TOKENS = frozenset(
         "<|endoftext|>",
     }
 )
-STYLES = ("wordpiece", "byte-level", "sentencepiece")
+# "spaced": the lab's display of byte-level and SentencePiece pieces; the other two raw.
+STYLES = ("wordpiece", "byte-level", "sentencepiece", "spaced")
+UNITS = ("word", "character")
 _SPACE_MARKS = ("Ġ", "Ċ", "ĉ")  # byte-level space, newline, tab
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's table: every byte as a printable character (so "Ġ" is a space)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1)]
-    printable += range(ord("®"), ord("ÿ") + 1)
-    table, extra = {b: chr(b) for b in printable}, 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
-
-
-_BYTE_OF_CHAR = {c: b for b, c in _bytes_to_unicode().items()}
+# What a raw byte-level piece writes for a byte outside printable ASCII (mojibake if shown).
+_RAW_BYTES = frozenset(c for c, b in BYTE_OF_CHAR.items() if b >= 0x80 or b <= 0x20)
+_JAMO_AFTER_LEAD = ("\u1161", "\u11ff")  # Hangul vowels and final consonants (conjoining)
 
 
 def written_text(tokenizer, tokens: Sequence[str], specials: Iterable[str] = ()) -> str:
@@ -65,47 +69,106 @@ def special_token_set(tokenizer=None, extra: Iterable[str] = ()) -> frozenset[st
     return DEFAULT_SPECIAL_TOKENS | frozenset(own) | frozenset(extra)
 
 
+def token_names(tokenizer, ids: Iterable[int]) -> list[str]:
+    """Each id's token read alone (lens candidates, each position's answer): ``tokens``
+    reads its ids as one text, where the bytes of neighbours join into characters."""
+    names: dict[int, str] = {}
+    out = []
+    for i in ids:
+        i = int(i)
+        if i not in names:
+            names[i] = tokenizer.tokens([i])[0]
+        out.append(names[i])
+    return out
+
+
+def _shows_spaces(token: str) -> bool:
+    """Whether a token is in the lab's spaced display: a visible blank or a character part."""
+    return any(c in token for c in "␣↵⇥") or part_of(token.split(JOIN)[-1]) is not None
+
+
 def subword_style(tokens: Sequence[str]) -> str | None:
-    """Guess the piece marker from the tokens themselves: ## , Ġ or ▁ (None: whole words)."""
-    if any(t.startswith("##") for t in tokens):
-        return "wordpiece"
+    """Guess how ``tokens`` mark words, from the tokens themselves: "byte-level" /
+    "sentencepiece" for raw pieces ("Ġcat", "▁cat"), "spaced" for their display ("␣cat",
+    "학 · 2/3"), "wordpiece" for "##" pieces, None for whole words (nothing to join).
+
+    A guess: a text with no space and no split character gives no sign. Pass the
+    tokenizer's own ``subword_style`` where it is known."""
     if any(t.startswith(_SPACE_MARKS) for t in tokens):
         return "byte-level"
     if any(t.startswith("▁") for t in tokens):
         return "sentencepiece"
+    if any(_shows_spaces(t) for t in tokens):
+        return "spaced"
+    if any(t.startswith("##") and len(t) > 2 for t in tokens):
+        return "wordpiece"
     return None
+
+
+def _as_shown(
+    tokens: Sequence[str], specials: frozenset[str], style: str | None
+) -> tuple[list[str], str | None]:
+    """``tokens`` in the lab's display, with the rule their words follow: raw byte-level or
+    SentencePiece pieces are read into display strings; the rest stay as they are."""
+    style = style or subword_style(tokens)
+    if style is not None and style not in STYLES:
+        raise ValueError(f"unknown subword style {style!r}; expected one of {STYLES}")
+    if style not in ("byte-level", "sentencepiece"):
+        return list(tokens), style
+    raw = any(
+        t not in specials
+        and (t.startswith((*_SPACE_MARKS, "▁")) or any(c in _RAW_BYTES for c in t))
+        for t in tokens
+    )
+    return (display_pieces(tokens, style, specials) if raw else list(tokens)), "spaced"
 
 
 def _continues(prev: str, token: str, style: str | None) -> bool:
     """Whether ``token`` is a later piece of the word ``prev`` belongs to."""
     if style == "wordpiece":
         return token.startswith("##")
-    if style == "byte-level":
-        return not token.startswith(_SPACE_MARKS) and not prev.endswith(_SPACE_MARKS)
-    if style == "sentencepiece":
-        return not token.startswith("▁")
+    if style == "spaced":  # a blank-only token ("␣") is the space before the next word
+        return not starts_word(token) and (not ends_word(prev) or set(prev) == {SPACE})
     return False
 
 
-def word_groups(
-    tokens: Sequence[str], specials: Iterable[str] | None = None, style: str | None = None
-) -> list[list[int]]:
-    """Token positions grouped into words, in order; a special token is always alone.
+def _continues_character(prev: str, token: str, style: str | None) -> bool:
+    """Whether ``token`` holds more of the character ``prev`` ends with: its next byte part
+    ("학 · 2/3" after "학 · 1/3"), or for WordPiece a Hangul vowel or final jamo."""
+    if style == "wordpiece":
+        first = token.removeprefix("##")[:1]
+        return token.startswith("##") and _JAMO_AFTER_LEAD[0] <= first <= _JAMO_AFTER_LEAD[1]
+    last, first = part_of(prev.split(JOIN)[-1]), part_of(token.split(JOIN)[0])
+    return last is not None and first is not None and first[0] == last[0] and first[1] > 1
 
-    ``style`` is "wordpiece", "byte-level" or "sentencepiece"; None guesses it from ``tokens``.
+
+def word_groups(
+    tokens: Sequence[str],
+    specials: Iterable[str] | None = None,
+    style: str | None = None,
+    unit: str = "word",
+) -> list[list[int]]:
+    """Token positions grouped into words (or characters), in order; a special token is
+    always alone.
+
+    ``style`` is one of STYLES; None guesses it from ``tokens``. For "spaced" tokens a word
+    starts at a blank ("␣cat", or after "↵"), so Korean pieces join into 어절, the words
+    spaces separate ("␣학생" "입니다" "." -> "학생입니다."). ``unit="character"`` joins only
+    the tokens that share one character (its byte parts, or WordPiece's jamo of a syllable).
     """
     specials = DEFAULT_SPECIAL_TOKENS if specials is None else frozenset(specials)
-    style = style or subword_style(tokens)
-    if style is not None and style not in STYLES:
-        raise ValueError(f"unknown subword style {style!r}; expected one of {STYLES}")
+    if unit not in UNITS:
+        raise ValueError(f"unknown unit {unit!r}; expected one of {UNITS}")
+    shown, style = _as_shown(tokens, specials, style)
+    joins = _continues if unit == "word" else _continues_character
     groups: list[list[int]] = []
-    for i, token in enumerate(tokens):
-        prev = tokens[groups[-1][-1]] if groups else None
+    for i, token in enumerate(shown):
+        prev = shown[groups[-1][-1]] if groups else None
         if (
             prev is not None
             and token not in specials
             and prev not in specials
-            and _continues(prev, token, style)
+            and joins(prev, token, style)
         ):
             groups[-1].append(i)
         else:
@@ -113,23 +176,18 @@ def word_groups(
     return groups
 
 
-def word_text(pieces: Sequence[str], style: str | None) -> str:
-    """The word a run of pieces spells, markers removed (and byte-level bytes decoded)."""
+def word_text(pieces: Sequence[str], style: str | None, specials: Iterable[str] = ()) -> str:
+    """The word (or character) a run of tokens spells, marks removed and bytes decoded."""
+    shown, style = _as_shown(pieces, frozenset(specials), style)
     if style == "wordpiece":
-        text = pieces[0] + "".join(p.removeprefix("##") for p in pieces[1:])
-    elif style == "byte-level":
-        joined = "".join(pieces)
-        if all(c in _BYTE_OF_CHAR for c in joined):
-            text = bytes(_BYTE_OF_CHAR[c] for c in joined).decode("utf-8", errors="replace")
-        else:
-            text = joined.replace("Ġ", " ")
-    elif style == "sentencepiece":
-        text = "".join(pieces).replace("▁", " ")
+        text = shown[0] + "".join(p.removeprefix("##") for p in shown[1:])
+    elif style == "spaced":
+        text = display_text(shown)
     else:
-        text = "".join(pieces)
+        text = "".join(shown)
     # NFC joins what a tokenizer took apart (BERT-uncased splits Hangul into jamo).
     text = unicodedata.normalize("NFC", text.strip())
-    return text or "".join(pieces)
+    return text or "".join(shown)
 
 
 def merge_attention(
@@ -155,16 +213,20 @@ def _sides(kind: str) -> tuple[str, str]:
 
 
 def merge_subwords(
-    trace: Trace, specials: Iterable[str] | None = None, style: str | None = None
+    trace: Trace,
+    specials: Iterable[str] | None = None,
+    style: str | None = None,
+    unit: str = "word",
 ) -> Trace:
-    """The trace with pieces joined into words, for every attention kind (cross included)."""
+    """The trace with pieces joined into words (or, ``unit="character"``, only the pieces
+    of one character), for every attention kind (cross included)."""
     specials = DEFAULT_SPECIAL_TOKENS if specials is None else frozenset(specials)
     tokens = {"src": trace.src_tokens, "tgt": trace.tgt_tokens}
     groups, words = {}, {}
     for side, toks in tokens.items():
         side_style = style or subword_style(toks)
-        groups[side] = word_groups(toks, specials, side_style)
-        words[side] = [word_text([toks[i] for i in g], side_style) for g in groups[side]]
+        groups[side] = word_groups(toks, specials, side_style, unit)
+        words[side] = [word_text([toks[i] for i in g], side_style, specials) for g in groups[side]]
     attention, masks = {}, {}
     for kind, weights in trace.attention.items():
         q_side, k_side = _sides(kind)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from model.hf.pieces import display_pieces, display_text, style_of, style_of_vocab
 from model.runtime.types import (  # short_error: re-exported for the adapters
     Encoded,
     ModelLoadError,
@@ -40,16 +41,16 @@ TOKENIZER_FILES = (
 
 def subword_style(vocab: dict[str, int]) -> str | None:
     """How words split into pieces: "wordpiece" (##), "byte-level" (Ġ), "sentencepiece" (▁)."""
-    counts = {"wordpiece": 0, "byte-level": 0, "sentencepiece": 0}
-    for piece in vocab:
-        if piece.startswith("##"):
-            counts["wordpiece"] += 1
-        elif piece.startswith("Ġ"):
-            counts["byte-level"] += 1
-        elif piece.startswith("▁"):
-            counts["sentencepiece"] += 1
-    style, n = max(counts.items(), key=lambda kv: kv[1])
-    return style if n else None
+    return style_of_vocab(vocab)
+
+
+def tokenizer_style(tokenizer) -> str | None:
+    """A transformers tokenizer's family, from its fast backend's parts when it has one (a
+    vocabulary alone can mislead), else from the markers its vocabulary uses."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        return style_of(backend)
+    return subword_style(tokenizer.get_vocab())
 
 
 class HFTokenizer:
@@ -74,7 +75,10 @@ class HFTokenizer:
         # GPT-2 uses one token for unk, bos and eos: then it frames text and stays special.
         self.unk_id = tokenizer.unk_token_id if unk not in framing else None
         self.special_tokens = frozenset(tokenizer.all_special_tokens) - {unk} | framing
-        self.subword_style = subword_style(tokenizer.get_vocab())
+        self.subword_style = tokenizer_style(tokenizer)
+        # Shown as they are, never read as bytes: the specials and every added token.
+        added = getattr(tokenizer, "get_added_vocab", dict)()
+        self.verbatim = self.special_tokens | frozenset(added) | ({unk} - {None})
 
     def encode(self, text: str, max_len: int) -> Encoded:
         """[CLS] text [SEP] (or the model's own template), cut to ``max_len`` and flagged."""
@@ -103,15 +107,23 @@ class HFTokenizer:
         ids = list(self.hf(text, add_special_tokens=False, verbose=False)["input_ids"])
         return Encoded(ids[:max_len], self.tokens(ids[:max_len]), truncated=len(ids) > max_len)
 
-    def tokens(self, ids: list[int]) -> list[str]:
+    def pieces(self, ids: list[int]) -> list[str]:
+        """Ids -> the vocabulary's own pieces ("Ġcat", "<0xEC>"), for code that needs them."""
         return [str(t) for t in self.hf.convert_ids_to_tokens(list(ids))]
+
+    def tokens(self, ids: list[int]) -> list[str]:
+        """Ids of one text -> its tokens as people read them (model.hf.pieces): "␣cat", not
+        "Ġcat"; "학 · 2/3" for a byte of 학, not "í"."""
+        return display_pieces(self.pieces(ids), self.subword_style, self.verbatim)
 
     def detokenize(self, ids: list[int]) -> str:
         return self.hf.decode(list(ids), skip_special_tokens=True).strip()
 
     def written(self, tokens: list[str]) -> str:
-        """Tokens as the text they spell: byte-level "Ġcat" and SentencePiece "▁cat" pieces
-        joined back into words (model.analysis.tokens.written_text uses this)."""
+        """Tokens (as ``tokens`` shows them) as the text they spell: "␣cat" reads " cat", a
+        character's parts once (model.analysis.tokens.written_text uses this)."""
+        if self.subword_style in ("byte-level", "sentencepiece"):
+            return display_text(tokens, self.special_tokens).strip()
         try:
             return self.hf.convert_tokens_to_string(list(tokens)).strip()
         except Exception:  # a tokenizer without the conversion: pieces joined by spaces

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from model.hf.common import subword_style
+from model.hf.pieces import display_pieces, style_of
 from model.runtime.types import Encoded, ModelLoadError, read_json_object
 
 # transformers' BertConfig defaults, for keys a config.json leaves out.
@@ -73,7 +74,7 @@ class WordPieceTokenizer:
         framing = {name for role, name in roles.items() if name and role != "unk"}
         self.special_tokens = frozenset(framing)
         self.n_special = tok.num_special_tokens_to_add(is_pair=False)
-        self.subword_style = subword_style(tok.get_vocab(with_added_tokens=True))
+        self.subword_style = style_of(tok) or subword_style(tok.get_vocab(with_added_tokens=True))
 
     def encode(self, text: str, max_len: int) -> Encoded:
         if not isinstance(text, str):
@@ -95,8 +96,14 @@ class WordPieceTokenizer:
         ids = list(self.tok.encode(text, add_special_tokens=False).ids)
         return Encoded(ids[:max_len], self.tokens(ids[:max_len]), truncated=len(ids) > max_len)
 
-    def tokens(self, ids: list[int]) -> list[str]:
+    def pieces(self, ids: list[int]) -> list[str]:
+        """Ids -> the vocabulary's own pieces (for WordPiece, already what people read)."""
         return [self.tok.id_to_token(int(i)) for i in ids]
+
+    def tokens(self, ids: list[int]) -> list[str]:
+        """Ids of one text -> its tokens as people read them (model.hf.pieces): a WordPiece
+        vocabulary's pieces are text with "##" marks, and come back as they are."""
+        return display_pieces(self.pieces(ids), self.subword_style, self.special_tokens)
 
     def detokenize(self, ids: list[int]) -> str:
         return self.tok.decode([int(i) for i in ids], skip_special_tokens=True).strip()

@@ -34,7 +34,8 @@ def test_the_explorer_shows_a_llama_folders_four_stages_like_our_own_decoders(ll
     assert len(shown) >= 4  # scores, scaled, masked, weights
     # The weights heatmap reads the folder's own byte-level tokens, <s> first.
     ticks = [f["layout"]["xaxis"].get("ticktext") for f in shown if "xaxis" in f["layout"]]
-    assert any(t and t[0] == "&lt;s&gt;" and "Ġcat" in t for t in ticks)
+    assert any(t and t[0] == "&lt;s&gt;" and "␣cat" in t for t in ticks)
+    assert not any("Ġ" in label for t in ticks if t for label in t)
 
 
 @pytest.mark.parametrize("view", ["heatmap", "heads", "model", "lines", "focus", "stats"])

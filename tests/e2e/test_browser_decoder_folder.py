@@ -48,7 +48,8 @@ def test_a_llama_folder_in_the_explorer_decoding_and_mechanisms(
     settled(page)
     assert page.get_by_text(translate("explorer.stages_unavailable", lang)).count() == 0
     # Its own byte-level tokenizer labels the axes.
-    assert page.locator(".xtick text", has_text="Ġcat").count() >= 1
+    assert page.locator(".xtick text", has_text="␣cat").count() >= 1
+    assert page.locator(".xtick text", has_text="Ġ").count() == 0
     screenshot_whole_page(page, artifacts_dir / f"decoder-folder-explorer-{lang}.png")
 
     go_to(page, "nav.decoding", "decoding.title", lang)

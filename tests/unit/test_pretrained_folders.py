@@ -85,7 +85,7 @@ def test_gpt2_folder_traces_causal_decoder_attention(folders):
     assert lm.info["engine"] == "attention-lab" and lm.info["model_type"] == "gpt2"
     trace = lm.trace("the cat sat", target=" on the mat")
     assert trace.src_tokens == [] and set(trace.attention) == {"decoder"}
-    assert trace.tgt_tokens[:2] == ["the", "Ġcat"]
+    assert trace.tgt_tokens[:2] == ["the", "␣cat"]  # its " cat" piece, the space shown
     weights = trace.attention["decoder"]  # [layers, heads, L, L]
     n = len(trace.tgt_tokens)
     assert weights.shape == (2, 4, n, n)
@@ -165,7 +165,8 @@ def test_t5_folder_with_relative_positions_and_sentencepiece_pieces(folders):
     assert lm.max_len == 512  # relative positions: no table, so the lab's default limit
     trace = lm.trace("the cat sat", target="a dog")
     assert trace.src_tokens[-1] == "</s>" and trace.tgt_tokens[0] == "<pad>"
-    assert any(t.startswith("▁") for t in trace.src_tokens)
+    assert any(t.startswith("␣") for t in trace.src_tokens)  # "▁the" read as " the"
+    assert not any("▁" in t for t in trace.src_tokens)
     for weights in trace.attention.values():
         assert_rows_sum_to_one(weights)
     assert merge_subwords(trace).src_tokens[:3] == ["the", "cat", "sat"]

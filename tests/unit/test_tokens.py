@@ -5,7 +5,6 @@ import torch
 
 from model.analysis.tokens import (
     DEFAULT_SPECIAL_TOKENS,
-    _bytes_to_unicode,
     hide_special_tokens,
     merge_attention,
     merge_subwords,
@@ -14,6 +13,7 @@ from model.analysis.tokens import (
     word_groups,
     word_text,
 )
+from model.hf.pieces import _bytes_to_unicode
 from model.trace import Trace
 
 
