@@ -27,6 +27,7 @@ from model.hf.pieces import (
     ends_word,
     part_of,
     starts_word,
+    visible,
 )
 from model.trace import Trace
 
@@ -176,9 +177,17 @@ def word_groups(
     return groups
 
 
-def word_text(pieces: Sequence[str], style: str | None, specials: Iterable[str] = ()) -> str:
-    """The word (or character) a run of tokens spells, marks removed and bytes decoded."""
+def word_text(
+    pieces: Sequence[str], style: str | None, specials: Iterable[str] = (), unit: str = "word"
+) -> str:
+    """The word a run of tokens spells, marks removed and bytes decoded; for
+    ``unit="character"`` the run's characters as a token shows them ("␣학교": the space
+    stays visible, as on the token it came from)."""
     shown, style = _as_shown(pieces, frozenset(specials), style)
+    if unit == "character" and style == "spaced":
+        if len(shown) == 1:
+            return shown[0]
+        return "".join(visible(c) for c in display_text(shown))
     if style == "wordpiece":
         text = shown[0] + "".join(p.removeprefix("##") for p in shown[1:])
     elif style == "spaced":
@@ -226,7 +235,9 @@ def merge_subwords(
     for side, toks in tokens.items():
         side_style = style or subword_style(toks)
         groups[side] = word_groups(toks, specials, side_style, unit)
-        words[side] = [word_text([toks[i] for i in g], side_style, specials) for g in groups[side]]
+        words[side] = [
+            word_text([toks[i] for i in g], side_style, specials, unit) for g in groups[side]
+        ]
     attention, masks = {}, {}
     for kind, weights in trace.attention.items():
         q_side, k_side = _sides(kind)
