@@ -144,13 +144,16 @@ def test_parts_in_real_tokenizations_count_the_tokens_that_share_each_character(
         tokens = shown(tok, MIXED)
         parts = [part_of(seg) for t in tokens for seg in t.split(" + ") if part_of(seg)]
         assert parts, "the tiny vocabularies split some characters"
-        by_char: dict[str, list[tuple[int, int]]] = {}
+        # In order, each split character's parts count 1, 2, ... n, one per token.
+        expect = None
         for char, k, n in parts:
-            by_char.setdefault(char, []).append((k, n))
-        for char, seen in by_char.items():
-            ns = {n for _, n in seen}
-            assert len(seen) % min(ns) == 0  # every split occurrence has all its parts
-            assert all(1 <= k <= n for k, n in seen)
+            if expect is None:
+                assert k == 1
+                expect = (char, 2, n) if n > 1 else None
+            else:
+                assert (char, k, n) == expect
+                expect = (char, k + 1, n) if k < n else None
+        assert expect is None
     assert "🙂 · 1/4" in shown(sentencepiece, MIXED)  # four byte tokens, one each
 
 
