@@ -122,7 +122,8 @@ def _ordinary_ids(lm, vocab: int) -> torch.Tensor:
     tok = lm.tgt_tokenizer
     specials = set(getattr(tok, "special_tokens", ()))
     skip = {i for i in (tok.pad_id, tok.bos_id, tok.eos_id) if i is not None}
-    names = tok.tokens(list(range(vocab)))
+    # The vocabulary's own pieces: read as one text, unrelated entries would join bytes.
+    names = getattr(tok, "pieces", tok.tokens)(list(range(vocab)))
     keep = [i for i, name in enumerate(names) if i not in skip and name not in specials]
     return torch.tensor(keep, dtype=torch.long)
 
