@@ -6,9 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from model.analysis.token_cost import SENTENCE_PAIRS, token_cost
-from model.runtime.loading import CONTRAST, PRETRAINED, SHIPPED
 from model.runtime.types import ModelLoadError
-from ui.i18n import t
+from ui.i18n import load_catalog, t
 from ui.models import load_model, model_label, selected_device
 from ui.sentence import clean_text
 from viz.token_cost import COLUMNS, token_cost_frame, token_cost_summary
@@ -21,19 +20,22 @@ MAX_CHARS = 500
 LOAD_ERRORS = (ModelLoadError, ValueError, OSError, ImportError)
 
 
-def _known(name: str) -> bool:
-    return name in (*SHIPPED, *PRETRAINED, *CONTRAST)
+def label(name: str) -> str:
+    """The sidebar's name for a model, or this section's own for one this build does not
+    know yet (SmolLM2 and Gemma 3 arrive with their GGUF loader)."""
+    if f"model.name.{name}" in load_catalog("en"):
+        return model_label(name)
+    return t(f"tokens.cost.model.{name}")
 
 
 def loaded_models(device: str) -> tuple[dict[str, object], list[str]]:
-    """({name: model} for every candidate that loads, [names that do not])."""
+    """({name: model} for every candidate that loads, [names that do not]): models are
+    shared by every session (ui.models.load_model), so a model the explorer already holds
+    costs nothing here."""
     models, missing = {}, []
     for name in CANDIDATES:
-        if not _known(name):
-            missing.append(name)
-            continue
         try:
-            with st.spinner(t("model.loading", name=model_label(name))):
+            with st.spinner(t("model.loading", name=label(name))):
                 models[name] = load_model(name, device)
         except LOAD_ERRORS:
             missing.append(name)
@@ -69,7 +71,7 @@ def show_token_cost() -> None:
         st.info(t("tokens.cost.none"), icon=":material/hourglass_empty:")
         return
     costs = token_cost(models, korean, english)
-    names = {name: model_label(name) for name in models}
+    names = {name: label(name) for name in models}
     headers = {c: t(f"tokens.cost.col.{c}") for c in COLUMNS}
     st.caption(token_cost_summary(costs, t("tokens.cost.summary_line"), names))
     st.dataframe(
@@ -92,8 +94,4 @@ def show_token_cost() -> None:
         )
     st.caption(t("tokens.cost.reading"))
     if missing:
-        st.caption(t("tokens.cost.missing", names=", ".join(_missing_label(n) for n in missing)))
-
-
-def _missing_label(name: str) -> str:
-    return model_label(name) if _known(name) else t(f"tokens.cost.model.{name}")
+        st.caption(t("tokens.cost.missing", names=", ".join(label(n) for n in missing)))
