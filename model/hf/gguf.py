@@ -28,10 +28,11 @@ import numpy as np
 
 from model.runtime.types import ModelLoadError
 
-# Architectures whose tensors map into a transformers layout here (mistral: a LLaMA file whose
-# general.name is "mistral", as transformers reads it); gemma3 runs in the lab's engine where
-# that engine has the Gemma 3 layout, else through transformers' Gemma3ForCausalLM.
-ARCHITECTURES = ("llama", "mistral", "qwen2", "gpt2", "gemma3")
+# Architectures whose tensors map into a transformers layout here. llama.cpp writes Mistral
+# models as "llama" files (no sliding window: llama.cpp does not apply one), so they run as
+# LLaMA, as llama.cpp runs them. gemma3 runs in the lab's engine where that engine has the
+# Gemma 3 layout, else through transformers' Gemma3ForCausalLM.
+ARCHITECTURES = ("llama", "qwen2", "gpt2", "gemma3")
 # Quantisation types read (by gguf's own numpy dequantize); others are refused by name.
 QUANT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
 
@@ -192,11 +193,10 @@ def read_gguf(path: str | Path) -> GGUFFile:
 
 
 def model_type(f: GGUFFile) -> str:
-    """transformers' model_type for the file (its rule for Mistral: a LLaMA named "mistral")."""
-    arch = f.architecture
-    if arch == "llama" and str(f.metadata.get("general.name", "")).strip() == "mistral":
-        return "mistral"
-    return arch
+    """transformers' model_type for the file. (transformers 5.23 reads a LLaMA file named
+    "mistral" as Mistral, then fails: gguf 0.19 has no "mistral" architecture. Here it stays
+    LLaMA, which is what llama.cpp runs.)"""
+    return f.architecture
 
 
 def unsupported(f: GGUFFile) -> GGUFProblem | None:
@@ -287,8 +287,8 @@ def hf_config(f: GGUFFile) -> dict:
         **_token_ids(f),
     }
     base = float(key("rope.freq_base", 10000.0))
-    if mt in ("llama", "mistral"):
-        config["architectures"] = ["LlamaForCausalLM" if mt == "llama" else "MistralForCausalLM"]
+    if mt == "llama":
+        config["architectures"] = ["LlamaForCausalLM"]
         config["hidden_act"] = "silu"
         if key("rope.dimension_count") is not None:
             config["head_dim"] = int(key("rope.dimension_count"))

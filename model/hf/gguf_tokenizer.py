@@ -94,16 +94,21 @@ def _byte_level(meta: dict):
 def recovered_merges(tokens: list[str], order: dict[str, int]) -> list[tuple[str, str]]:
     """The merges a merge-less SentencePiece vocabulary implies: every split of a token into
     two tokens, best first by ``order`` (lower first), then longer left and right pieces
-    (transformers' ``generate_merges`` with the same order, in one pass)."""
-    vocab = {t: i for i, t in enumerate(tokens)}
+    (transformers' ``generate_merges`` with the same order, in one pass: it takes two
+    minutes on Gemma's vocabulary through transformers, seconds here)."""
+    has = {t: i for i, t in enumerate(tokens)}.__contains__
     found = []
-    for token, rank in order.items():
-        for cut in range(1, len(token)):
-            left, right = token[:cut], token[cut:]
-            if left in vocab and right in vocab:
-                found.append((rank, -len(left), -len(right), left, right))
-    found.sort(key=lambda m: m[:3])  # stable, as transformers' sort
-    return [(m[3], m[4]) for m in found]
+    add = found.append
+    for index, (token, rank) in enumerate(order.items()):
+        n = len(token)
+        for cut in range(1, n):
+            left = token[:cut]
+            if has(left):
+                right = token[cut:]
+                if has(right):
+                    add((rank, -cut, cut - n, index, left, right))
+    found.sort()  # ties in rank keep the vocabulary's order, as transformers' stable sort
+    return [(m[4], m[5]) for m in found]
 
 
 def _sentencepiece(meta: dict, architecture: str):
