@@ -51,8 +51,6 @@ DEFAULT_SPECIAL_TOKENS = frozenset(
 STYLES = ("wordpiece", "byte-level", "sentencepiece", "spaced")
 UNITS = ("word", "character")
 _SPACE_MARKS = ("Ġ", "Ċ", "ĉ")  # byte-level space, newline, tab
-# What a raw byte-level piece writes for a byte outside printable ASCII (mojibake if shown).
-_RAW_BYTES = frozenset(c for c, b in BYTE_OF_CHAR.items() if b >= 0x80 or b <= 0x20)
 _JAMO_AFTER_LEAD = ("\u1161", "\u11ff")  # Hangul vowels and final consonants (conjoining)
 
 
@@ -116,12 +114,19 @@ def _as_shown(
         raise ValueError(f"unknown subword style {style!r}; expected one of {STYLES}")
     if style not in ("byte-level", "sentencepiece"):
         return list(tokens), style
-    raw = any(
-        t not in specials
-        and (t.startswith((*_SPACE_MARKS, "▁")) or any(c in _RAW_BYTES for c in t))
-        for t in tokens
-    )
+    raw = _looks_raw([t for t in tokens if t not in specials])
     return (display_pieces(tokens, style, specials) if raw else list(tokens)), "spaced"
+
+
+def _looks_raw(tokens: Sequence[str]) -> bool:
+    """Whether tokens are a vocabulary's raw pieces rather than their display: a space mark
+    ("Ġcat", "▁cat"), or only byte stand-ins with at least one of those that stand for a
+    byte no text shows (U+0100-U+0143: "ķ", "Ī", ...). A display string holds a blank
+    symbol, a part's spaces, or a character outside the stand-ins."""
+    if any(t.startswith((*_SPACE_MARKS, "▁")) for t in tokens):
+        return True
+    chars = [c for t in tokens for c in t]
+    return all(c in BYTE_OF_CHAR for c in chars) and any("\u0100" <= c <= "\u0143" for c in chars)
 
 
 def _continues(prev: str, token: str, style: str | None) -> bool:

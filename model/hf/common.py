@@ -76,9 +76,9 @@ class HFTokenizer:
         self.unk_id = tokenizer.unk_token_id if unk not in framing else None
         self.special_tokens = frozenset(tokenizer.all_special_tokens) - {unk} | framing
         self.subword_style = tokenizer_style(tokenizer)
-        # Shown as they are, never read as bytes: the specials and every added token.
-        added = getattr(tokenizer, "get_added_vocab", dict)()
-        self.verbatim = self.special_tokens | frozenset(added) | ({unk} - {None})
+        # Shown as they are, never read as text: the specials (an added token that is text,
+        # such as Gemma's "\n" or two spaces, is shown as the text it holds).
+        self.verbatim = self.special_tokens | ({unk} - {None})
 
     def encode(self, text: str, max_len: int) -> Encoded:
         """[CLS] text [SEP] (or the model's own template), cut to ``max_len`` and flagged."""

@@ -104,10 +104,12 @@ def style_of(backend) -> str | None:
 
 
 def piece_bytes(piece: str, style: str | None) -> bytes | None:
-    """The bytes a piece stands for, or None when it is not made of text (an added token)."""
+    """The bytes a piece stands for (None for an empty piece, shown as it is)."""
     if style == "byte-level":
-        if not piece or any(c not in BYTE_OF_CHAR for c in piece):
+        if not piece:
             return None
+        if any(c not in BYTE_OF_CHAR for c in piece):  # an added token, kept as its text
+            return piece.encode("utf-8")
         return bytes(BYTE_OF_CHAR[c] for c in piece)
     if style == "sentencepiece":
         byte = _SP_BYTE.match(piece)

@@ -187,9 +187,13 @@ def test_word_merge_joins_korean_pieces_into_the_space_separated_words(
 ):
     for tok in (byte_level, sentencepiece):
         tokens = ["<bos>", *shown(tok, text)]
-        groups = word_groups(tokens, SPECIALS)
-        words = [word_text([tokens[i] for i in g], "spaced") for g in groups]
-        assert words == ["<bos>", *text.split()]  # 어절, punctuation kept on its word
+        for style in (None, style_of(tok)):  # guessed, or the tokenizer's own
+            groups = word_groups(tokens, SPECIALS, style)
+            words = [word_text([tokens[i] for i in g], style) for g in groups]
+            assert words == ["<bos>", *text.split()]  # 어절, punctuation kept on its word
+        raw = ["<bos>", *tok.encode(text).tokens]  # a notebook's raw pieces merge the same
+        words = [word_text([raw[i] for i in g], style_of(tok)) for g in word_groups(raw, SPECIALS)]
+        assert words == ["<bos>", *text.split()]
     # MiniLM's WordPiece splits Hangul into jamo and punctuation off; merge writes syllables.
     tokens = wordpiece.encode(text, 512).tokens
     groups = word_groups(tokens, wordpiece.special_tokens)
