@@ -276,3 +276,25 @@ def test_the_token_cost_table_and_its_summary_say_the_same_numbers(byte_level):
     assert frame["korean_tokens"][0] == ["␣x"] * 7
     line = token_cost_summary(costs, "{model}: {ko}/{en} = {ratio}", {"a": "Gemma"})
     assert line == "Gemma: 7/6 = 1.17; b: 35/6 = 5.83"
+
+
+def test_a_heatmap_its_table_summary_and_export_carry_the_display_not_the_bytes(byte_level):
+    from model.analysis.export import trace_to_json, window_to_json
+    from viz.attention import attention_heatmap
+    from viz.summaries import figure_facts, figure_table
+
+    tokens = shown(byte_level, MIXED)
+    n = len(tokens)
+    weights = torch.softmax(torch.randn(n, n, generator=torch.Generator().manual_seed(1)), -1)
+    fig = attention_heatmap(weights, tokens, tokens).to_dict()
+    ticks = fig["layout"]["xaxis"]["ticktext"] + fig["layout"]["yaxis"]["ticktext"]
+    assert any(part_of(t) for t in ticks) and "␣" in "".join(ticks)
+    texts = [
+        *ticks,
+        *figure_table(attention_heatmap(weights, tokens, tokens)).astype(str).values.ravel(),
+    ]
+    texts += [str(f) for f in figure_facts(attention_heatmap(weights, tokens, tokens))]
+    trace = Trace([], tokens, {"decoder": weights[None, None]})
+    texts += [trace_to_json(trace), window_to_json(trace, "decoder", 0, slice(0, 4), slice(0, 4))]
+    marks = [re.sub(r" · \d+/\d+", "", t) for t in texts]
+    assert [t for t in marks if any(c in MOJIBAKE for c in t)] == []
