@@ -125,8 +125,6 @@ for col, family, name in zip(cols, ("encoder", "decoder", "encdec"), ("minilm", 
                 )
             )
 
-show_token_cost()
-
 # ---- the paper's base model beside the ones shipped here ------------------------------------------
 st.header(t("concepts.family.base"))
 st.markdown(t("concepts.family.base_text"))
@@ -255,6 +253,7 @@ else:
         key="sim_cls_chart",
     )
     st.caption(t("concepts.family.sim_caption"))
+show_token_cost()
 st.page_link(
     "pages/practice.py",
     label=t("practice.check_yourself"),

@@ -81,14 +81,9 @@ def show_token_cost() -> None:
     names = {name: label(name) for name in models}
     headers = {c: t(f"tokens.cost.col.{c}") for c in COLUMNS}
     st.caption(token_cost_summary(costs, t("tokens.cost.summary_line"), names))
-    st.dataframe(
-        token_cost_frame(costs, headers, names),
-        hide_index=True,
-        column_config={
-            headers["korean_tokens"]: st.column_config.ListColumn(headers["korean_tokens"]),
-            headers["english_tokens"]: st.column_config.ListColumn(headers["english_tokens"]),
-        },
-    )
+    # A static table: its cells wrap (a long token list stays readable on a phone) and a
+    # screen reader reads it as text.
+    st.table(token_cost_frame(costs, headers, names).set_index(headers["model"]))
     unknown = [c for c in costs if c.korean.unknown or c.english.unknown]
     for cost in unknown:
         st.caption(

@@ -7,6 +7,9 @@ import pandas as pd
 from model.analysis.token_cost import TokenCost
 
 COLUMNS = ("model", "korean", "english", "ratio", "korean_tokens", "english_tokens")
+# Between tokens in a cell: spaces inside a token are always the lab's own ("␣" is the
+# text's), so " | " never splits one.
+SEPARATOR = " | "
 
 
 def token_cost_frame(
@@ -14,7 +17,7 @@ def token_cost_frame(
 ) -> pd.DataFrame:
     """One row per model: token counts (with "(n unknown)" where the vocabulary could not
     spell a word), Korean tokens per English token to two decimals, and the tokens
-    themselves as lists. ``headers`` names the COLUMNS (already translated); ``names`` the
+    themselves, separated by " | ". ``headers`` names the COLUMNS (already translated); ``names`` the
     models' labels (their names otherwise)."""
     names = names or {}
     rows = []
@@ -25,8 +28,8 @@ def token_cost_frame(
                 "korean": cost.korean.n,
                 "english": cost.english.n,
                 "ratio": None if cost.ratio is None else round(cost.ratio, 2),
-                "korean_tokens": list(cost.korean.tokens),
-                "english_tokens": list(cost.english.tokens),
+                "korean_tokens": SEPARATOR.join(cost.korean.tokens),
+                "english_tokens": SEPARATOR.join(cost.english.tokens),
             }
         )
     frame = pd.DataFrame(rows, columns=list(COLUMNS))

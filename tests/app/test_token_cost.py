@@ -12,10 +12,10 @@ from ui.i18n import translate
 
 
 def cost_table(at, lang: str):
-    model = translate("tokens.cost.col.model", lang)
-    found = [d.value for d in at.dataframe if model in d.value.columns]
+    korean = translate("tokens.cost.col.korean", lang)
+    found = [d.value for d in at.table if korean in d.value.columns]
     assert len(found) == 1
-    return found[0]
+    return found[0].reset_index()
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])

@@ -273,7 +273,7 @@ def test_the_token_cost_table_and_its_summary_say_the_same_numbers(byte_level):
     frame = token_cost_frame(costs, headers, {"a": "Gemma"})
     assert list(frame["Model"]) == ["Gemma", "b"]
     assert list(frame["Ratio"]) == [1.17, 5.83]
-    assert frame["korean_tokens"][0] == ["␣x"] * 7
+    assert frame["korean_tokens"][0] == " | ".join(["␣x"] * 7)
     line = token_cost_summary(costs, "{model}: {ko}/{en} = {ratio}", {"a": "Gemma"})
     assert line == "Gemma: 7/6 = 1.17; b: 35/6 = 5.83"
 
