@@ -59,6 +59,11 @@ def _pair() -> tuple[str, str]:
     return clean_text(korean, MAX_CHARS)[0], clean_text(english, MAX_CHARS)[0]
 
 
+def ratio_text(ratio) -> str:
+    """A ratio as the table shows it: two decimals (a static table would print four)."""
+    return "–" if ratio is None or ratio != ratio else f"{ratio:.2f}"
+
+
 def show_token_cost() -> None:
     """The section: the pair picker, the table, a one-line summary and what it teaches."""
     st.header(t("tokens.cost.title"))
@@ -83,7 +88,9 @@ def show_token_cost() -> None:
     st.caption(token_cost_summary(costs, t("tokens.cost.summary_line"), names))
     # A static table: its cells wrap (a long token list stays readable on a phone) and a
     # screen reader reads it as text.
-    st.table(token_cost_frame(costs, headers, names).set_index(headers["model"]))
+    frame = token_cost_frame(costs, headers, names)
+    frame[headers["ratio"]] = [ratio_text(r) for r in frame[headers["ratio"]]]
+    st.table(frame.set_index(headers["model"]))
     unknown = [c for c in costs if c.korean.unknown or c.english.unknown]
     for cost in unknown:
         st.caption(
