@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 STYLES = ("wordpiece", "byte-level", "sentencepiece")
 SPACE, NEWLINE, TAB = "␣", "↵", "⇥"
@@ -174,8 +175,37 @@ def _units(data: bytes) -> list[tuple[int, int, str | None]]:
     return units
 
 
+@lru_cache(maxsize=1 << 16)
+def _whole(data: bytes) -> str | None:
+    """A token's display when its bytes are whole characters (most tokens): then no
+    neighbour shares a character with it. None when a character is cut at either end."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return "".join(visible(c, alone=i == 0) for i, c in enumerate(text)) if text else None
+
+
 def _display_run(pieces: list[str], chunks: list[bytes]) -> list[str]:
-    """One run of text pieces (no special token inside) as display strings, read together."""
+    """One run of text pieces (no special token inside) as display strings, read together:
+    tokens of whole characters alone (cached), the rest in stretches, byte by byte."""
+    shown: list[str] = []
+    start = 0
+    for i, chunk in enumerate([*chunks, b""]):
+        whole = _whole(chunk) if i < len(chunks) else None
+        if whole is None and i < len(chunks):
+            continue
+        shown.extend(_display_cut(pieces[start:i], chunks[start:i]))
+        if i < len(chunks):
+            shown.append(whole)
+        start = i + 1
+    return shown
+
+
+def _display_cut(pieces: list[str], chunks: list[bytes]) -> list[str]:
+    """Tokens whose characters are cut between them, read together byte by byte."""
+    if not pieces:
+        return []
     data = b"".join(chunks)
     owner: list[int] = []
     for t, chunk in enumerate(chunks):
