@@ -259,3 +259,12 @@ def test_pieces_are_written_back_as_the_text_they_spell(models):
     tokens = lm.encode(TEXT).tokens
     assert tokens[:3] == ["<s>", "the", "␣cat"]  # byte-level pieces as people read them
     assert written_text(lm.tgt_tokenizer, tokens, lm.tgt_tokenizer.special_tokens) == TEXT
+    # Korean and an emoji, which the tiny vocabulary spells in bytes: each token shows the
+    # character it holds a part of, never a byte stand-in, and the trace is written back.
+    korean = "안녕 🙂"
+    trace = lm.trace(korean, target="")
+    assert any(" · " in t for t in trace.tgt_tokens)
+    assert not any(c in t for t in trace.tgt_tokens for c in "ìíëðŁĠ")
+    assert (
+        written_text(lm.tgt_tokenizer, trace.tgt_tokens, lm.tgt_tokenizer.special_tokens) == korean
+    )
