@@ -28,6 +28,12 @@ def head_stats_frame(attention: torch.Tensor, self_attention: bool) -> pd.DataFr
     return _stats_table(stats)
 
 
+def head_stats_table(stats: dict[str, torch.Tensor]) -> pd.DataFrame:
+    """One row per (layer, head) of per-head statistics, each [layers, heads] (an attention
+    view's ``statistics()``), layers and heads counted from 1."""
+    return _stats_table(stats)
+
+
 def _stats_table(stats: dict[str, torch.Tensor]) -> pd.DataFrame:
     n_layers, n_heads = stats["entropy"].shape
     layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)

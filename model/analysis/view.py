@@ -215,11 +215,16 @@ class AttentionView:
         ]
 
     def mask(self, rows=None, cols=None) -> torch.Tensor:
-        """The model's own mask as drawn: bool [rows, cols], True = may attend. A rollout's
-        is where it reaches: a position flows on through the layers past one layer's
-        sliding window, so the cells no path reaches (exact zeros) are the grey ones."""
+        """Where the chosen map can hold weight: bool [rows, cols]. The model's own mask
+        (``model_mask``) for a head, a mean or a max; for a rollout, where it reaches: a
+        position flows on through the layers past one layer's sliding window, so the cells
+        no path reaches (exact zeros) are the grey ones."""
         if self.aggregate == "rollout":
             return _window(self.rollout(), rows, cols) > 0
+        return self.model_mask(rows, cols)
+
+    def model_mask(self, rows=None, cols=None) -> torch.Tensor:
+        """The model's own mask as drawn: bool [rows, cols], True = may attend."""
         return self.shown.mask(self.kind, rows, cols)
 
     # --- maps ------------------------------------------------------------------------------
@@ -264,7 +269,7 @@ class AttentionView:
                 block_edges(n_k, size),
                 reduce,
             )
-        return self._over_allowed(ov)
+        return self._over_allowed(ov, layer)
 
     def heads_overview(
         self, size: int = OVERVIEW_SIZE, reduce: str = "mean", layer: int | None = None
@@ -272,15 +277,21 @@ class AttentionView:
         """``overview`` of every head of a layer at once: values [heads, blocks, blocks]."""
         layer = self.layer if layer is None else layer
         ov = self.shown.attention_overviews(self.kind, layer, size=size, reduce=reduce)
-        return self._over_allowed(ov)
+        return self._over_allowed(ov, None)
 
-    def _over_allowed(self, ov) -> Pooled:
+    def _over_allowed(self, ov, layer: int | None) -> Pooled:
         """Pooled values as a reader of the map expects: a mean over the cells the mask
-        allows (masked cells hold no weight), NaN where it allows none."""
-        if self.aggregate == "rollout" and ov.values.ndim == 2:
-            reached = (self.rollout() > 0).numpy().astype(np.int64)
-            rows, cols = list(ov.row_edges[:-1]), list(ov.col_edges[:-1])
-            counts = np.add.reduceat(np.add.reduceat(reached, rows, axis=0), cols, axis=1)
+        allows (masked cells hold no weight), NaN where it allows none. ``layer``: the
+        rollout's (None: heads, under the model's mask)."""
+        if self.aggregate == "rollout" and layer is not None:
+            rolled, cols = self.rollout(layer), list(ov.col_edges[:-1])
+            edges = list(ov.row_edges)
+            counts = np.stack(  # a band of rows at a time: no [n, n] of counts
+                [
+                    np.add.reduceat((rolled[a:b] > 0).sum(0).numpy(), cols)
+                    for a, b in zip(edges[:-1], edges[1:])
+                ]
+            )
         else:
             counts = self.shown.allowed_counts(self.kind, ov.row_edges, ov.col_edges).numpy()
         values = ov.values.numpy().astype(np.float32)
