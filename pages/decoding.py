@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from model.analysis.tokens import written_text
-from model.analysis.views import model_special_tokens
+from model.analysis.view import model_special_tokens
 from model.masks import future_mask
 from model.runtime.types import DecodeStep
 from model.tasks import reference_answer
