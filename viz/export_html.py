@@ -14,6 +14,7 @@ import functools
 import gzip
 import html
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,12 +52,9 @@ def _script_json(value) -> str:
 
 
 def _table_html(frame: pd.DataFrame, caption: str) -> str:
-    body = frame.to_html(index=False, escape=True, border=0, classes="data", na_rep="")
-    return body.replace(
-        '<table border="0" class="dataframe data">',
-        f'<table class="data"><caption>{html.escape(caption)}</caption>',
-        1,
-    )
+    body = frame.to_html(index=False, escape=True, border=0, na_rep="")
+    head = f'<table class="data"><caption>{html.escape(caption)}</caption>'
+    return re.sub(r"<table[^>]*>", lambda _: head, body, count=1)
 
 
 _LOADER = """
@@ -101,6 +99,9 @@ def view_html(
     parts = []
     for i, chart in enumerate(charts):
         fig = go.Figure(chart.figure)
+        # Streamlit's own template makes room for the tick labels; plotly's alone does not
+        fig.update_xaxes(automargin=True)
+        fig.update_yaxes(automargin=True)
         spec = {**json.loads(fig.to_json()), "config": {"displaylogo": False, "responsive": True}}
         table = figure_table(fig, chart.headers)
         caption = f"<p class='caption'>{html.escape(chart.caption)}</p>" if chart.caption else ""
