@@ -184,6 +184,13 @@ def ready_rollout(view: AttentionView) -> None:
     )
 
 
+def drawn(figure, key: str, summary: str | None = None, where=st, caption: str = ""):
+    """Draw a chart (ui.charts.plotly_chart) and keep it, as drawn, for the view's file."""
+    summary = summary or describe_figure(figure)
+    plotly_chart(figure, key=key, summary=summary, where=where)
+    return exported(figure, summary, caption)
+
+
 def export_charts(view: AttentionView, reading: Reading, charts, name: str) -> None:
     """The charts just drawn, as one HTML file that opens offline (ui.downloads)."""
     intro = t(
@@ -205,8 +212,8 @@ def show_heatmap(view: AttentionView, reading: Reading) -> None:
         show_long_heatmap(view, reading)
         return
     figure, summary = whole_map_chart(view)
-    plotly_chart(figure, key="heatmap_chart", summary=summary)
-    export_charts(view, reading, [exported(figure, summary)], "heatmap")
+    chart = drawn(figure, "heatmap_chart", summary)
+    export_charts(view, reading, [chart], "heatmap")
 
 
 def show_long_heatmap(view: AttentionView, reading: Reading) -> None:
@@ -215,12 +222,10 @@ def show_long_heatmap(view: AttentionView, reading: Reading) -> None:
     ready_rollout(view)
     overview, caption = overview_chart(view, reduce)
     st.caption(caption)
-    overview_summary = describe_figure(overview)
-    plotly_chart(overview, key="overview_chart", summary=overview_summary)
+    charts = [drawn(overview, "overview_chart", caption=caption)]
     rows, cols = zoom_window(*(len(toks) for toks in view.tokens))
     window, summary = window_chart(view, rows, cols)
-    plotly_chart(window, key="heatmap_chart", summary=summary)
-    charts = [exported(overview, overview_summary, caption), exported(window, summary)]
+    charts.append(drawn(window, "heatmap_chart", summary))
     export_charts(view, reading, charts, "heatmap")
 
 
@@ -237,7 +242,7 @@ def show_heads(view: AttentionView, reading: Reading) -> None:
         figure = heads_figure(values, q_tokens, k_tokens, edges=(row_edges, col_edges), **common)
     else:
         figure = heads_figure(view.heads(), q_tokens, k_tokens, mask=view.model_mask(), **common)
-    plotly_chart(figure, key="heads_chart")
+    export_charts(view, reading, [drawn(figure, "heads_chart")], "heads")
 
 
 def show_model(view: AttentionView, reading: Reading) -> None:
@@ -253,16 +258,14 @@ def show_model(view: AttentionView, reading: Reading) -> None:
     else:  # each head pooled on its own, block means of the cells the mask allows
         tiles = np.stack([view.heads_overview(side, "mean", layer).values for layer in layers])
         mask = None  # already NaN where a whole block is masked
-    plotly_chart(
-        model_grid_figure(
-            tiles,
-            mask=mask,
-            col_titles=head_titles(view.n_heads),
-            row_titles=[t("common.layer_n", n=i + 1) for i in layers],
-            max_side=side,
-        ),
-        key="model_chart",
+    figure = model_grid_figure(
+        tiles,
+        mask=mask,
+        col_titles=head_titles(view.n_heads),
+        row_titles=[t("common.layer_n", n=i + 1) for i in layers],
+        max_side=side,
     )
+    export_charts(view, reading, [drawn(figure, "model_chart")], "model")
 
 
 def show_lines(view: AttentionView, reading: Reading) -> None:
@@ -346,7 +349,8 @@ def show_focus(view: AttentionView, reading: Reading) -> None:
         positions=keys,
     )
     where = f"{t('explorer.view.focus')} · {t('common.layer_n', n=view.layer + 1)}"
-    plotly_chart(figure, key="focus_chart", summary=describe_figure(figure, title=where))
+    chart = drawn(figure, "focus_chart", describe_figure(figure, title=where))
+    export_charts(view, reading, [chart], f"focus-{token}")
 
 
 def stages_intro(view: AttentionView, reading: Reading, stage_head: int) -> None:
@@ -373,7 +377,7 @@ def show_stages(view: AttentionView, reading: Reading) -> None:
         rows, cols = zoom_window(len(sq), len(sk), limit=STAGES_WINDOW_MAX)
         sq, sk, start = sq[rows], sk[cols], (rows.start, cols.start)
     one = staged.attention_stages(view.kind, view.layer, stage_head, rows=rows, cols=cols)
-    columns = st.columns(2)
+    columns, charts = st.columns(2), []
     # The three pre-softmax stages on a diverging scale, then the softmax weights.
     for i, stage in enumerate(("scores", "scaled", "masked")):
         figure = scores_heatmap(
@@ -384,7 +388,7 @@ def show_stages(view: AttentionView, reading: Reading) -> None:
             labels=axis_labels(value="common.axis.score"),
             start=start,
         )
-        plotly_chart(figure, key=f"stage_{stage}", where=columns[i % 2])
+        charts.append(drawn(figure, f"stage_{stage}", where=columns[i % 2]))
     figure = attention_heatmap(
         one.weights,
         sq,
@@ -394,9 +398,10 @@ def show_stages(view: AttentionView, reading: Reading) -> None:
         labels=axis_labels(),
         start=start,
     )
-    plotly_chart(figure, key="stage_softmax", where=columns[1])
+    charts.append(drawn(figure, "stage_softmax", where=columns[1]))
     if view.merge or view.hide:
         st.caption(t("explorer.stages_raw_tokens"))
+    export_charts(view, reading, charts, f"stages-head{stage_head + 1}")
 
 
 def statistics_frame(view: AttentionView):
@@ -509,17 +514,20 @@ def show_compare(view: AttentionView, reading: Reading) -> None:
     other, second_title = found
     same_shape = len(view.tokens[0]) == len(other.tokens[0])
     same_shape = same_shape and len(view.tokens[1]) == len(other.tokens[1])
-    a_col, b_col = st.columns(2)
-    if view.long or other.long:  # block means, so the difference is exact
-        compare_pooled(view, other, second_title, (a_col, b_col), same_shape)
-        return
-    first, _ = whole_map_chart(view)
-    second, _ = whole_map_chart(other, second_title)
-    plotly_chart(first, key="cmp_first", where=a_col)
-    plotly_chart(second, key="cmp_second", where=b_col)
+    compared = compare_pooled if view.long or other.long else compare_whole
+    charts = compared(view, other, second_title, st.columns(2), same_shape)
+    export_charts(view, reading, charts, f"compare-{mode}")
+
+
+def compare_whole(view, other, second_title: str, columns, same_shape: bool) -> list:
+    """Two short maps side by side, and their difference cell by cell."""
+    charts = [
+        drawn(whole_map_chart(view)[0], "cmp_first", where=columns[0]),
+        drawn(whole_map_chart(other, second_title)[0], "cmp_second", where=columns[1]),
+    ]
     if not same_shape:
         st.info(t("explorer.compare_tokens_differ"), icon=":material/info:")
-        return
+        return charts
 
     def both(a: list[str], b: list[str]) -> list[str]:
         # Position by position; where the inputs differ, name both ("math/art").
@@ -534,25 +542,28 @@ def show_compare(view: AttentionView, reading: Reading) -> None:
         title=t("explorer.compare_difference"),
         labels=axis_labels(value="common.axis.difference"),
     )
-    plotly_chart(figure, key="cmp_diff")
-    st.caption(t("explorer.compare_difference_caption"))
+    caption = t("explorer.compare_difference_caption")
+    charts.append(drawn(figure, "cmp_diff", caption=caption))
+    st.caption(caption)
+    return charts
 
 
-def compare_pooled(view, other, second_title: str, columns, same_shape: bool) -> None:
-    """Two long maps as block means, and their difference block by block."""
+def compare_pooled(view, other, second_title: str, columns, same_shape: bool) -> list:
+    """Two long maps as block means (so the difference is exact), and their difference."""
     st.caption(t("explorer.compare_pooled"))
     ready_rollout(view)
     ready_rollout(other)
     first, second = view.overview(reduce="mean"), other.overview(reduce="mean")
+    charts = []
     for (values, row_edges, col_edges), title, key, col in (
         (first, title_of(view), "cmp_first", columns[0]),
         (second, second_title, "cmp_second", columns[1]),
     ):
         figure = overview_heatmap(values, row_edges, col_edges, title=title, labels=axis_labels())
-        plotly_chart(figure, key=key, where=col)
+        charts.append(drawn(figure, key, where=col))
     if not same_shape:
         st.info(t("explorer.compare_tokens_differ"), icon=":material/info:")
-        return
+        return charts
     figure = overview_heatmap(
         second.values - first.values,
         first.row_edges,
@@ -561,8 +572,10 @@ def compare_pooled(view, other, second_title: str, columns, same_shape: bool) ->
         labels=axis_labels(value="common.axis.difference"),
         bound=1.0,
     )
-    plotly_chart(figure, key="cmp_diff")
-    st.caption(t("explorer.compare_difference_caption"))
+    caption = t("explorer.compare_difference_caption")
+    charts.append(drawn(figure, "cmp_diff", caption=caption))
+    st.caption(caption)
+    return charts
 
 
 def show_export(view: AttentionView, reading: Reading) -> None:
