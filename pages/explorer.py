@@ -26,8 +26,8 @@ from model.analysis.view import (
 )
 from model.trace import Trace, reporting_progress
 from ui.background import with_progress
-from ui.charts import attention_summary, describe_figure, image_format, plotly_chart
-from ui.downloads import exported, html_download
+from ui.charts import attention_summary, describe_figure, image_format
+from ui.downloads import drawn, html_download
 from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t
 from ui.maps import FOCUS_KEYS, FOCUS_TEXT_AFTER, FOCUS_TEXT_BEFORE, STAGES_WINDOW_MAX, zoom_window
@@ -184,18 +184,9 @@ def ready_rollout(view: AttentionView) -> None:
     )
 
 
-def drawn(figure, key: str, summary: str | None = None, where=st, caption: str = ""):
-    """Draw a chart (ui.charts.plotly_chart) and keep it, as drawn, for the view's file."""
-    summary = summary or describe_figure(figure)
-    plotly_chart(figure, key=key, summary=summary, where=where)
-    return exported(figure, summary, caption)
-
-
 def export_charts(view: AttentionView, reading: Reading, charts, name: str) -> None:
     """The charts just drawn, as one HTML file that opens offline (ui.downloads)."""
-    intro = t(
-        "explorer.export.html_intro", model=model_label(reading.model_name), text=reading.text
-    )
+    intro = t("chart.export_html_intro", model=model_label(reading.model_name), text=reading.text)
     html_download(
         charts,
         title=f"{t('explorer.title')} · {title_of(view)}",

@@ -12,6 +12,7 @@ import re
 import plotly.graph_objects as go
 import streamlit as st
 
+from ui.charts import describe_figure, plotly_chart
 from ui.i18n import current_language, t
 from viz.export_html import ExportedChart, view_html
 from viz.summaries import TABLE_COLUMNS
@@ -21,6 +22,15 @@ def exported(figure: go.Figure, summary: str, caption: str = "") -> ExportedChar
     """A chart as drawn, with its table's column names in the reader's language."""
     headers = {c: t(f"a11y.col.{c}") for c in TABLE_COLUMNS}
     return ExportedChart(figure, summary, caption, headers)
+
+
+def drawn(
+    figure: go.Figure, key: str, summary: str | None = None, where=st, caption: str = ""
+) -> ExportedChart:
+    """Draw a chart (ui.charts.plotly_chart) and keep it, as drawn, for the page's file."""
+    summary = summary or describe_figure(figure)
+    plotly_chart(figure, key=key, summary=summary, where=where)
+    return exported(figure, summary, caption)
 
 
 def file_stem(*parts) -> str:
@@ -39,12 +49,12 @@ def html_download(
         return view_html(title, charts, lang, intro, table_label).encode("utf-8")
 
     where.download_button(
-        t("explorer.export.html"),
+        t("chart.export_html"),
         page,
         file_name=f"{file_stem(name, lang)}.html",
         mime="text/html",
         icon=":material/html:",
         on_click="ignore",
         key=key,
-        help=t("explorer.export.html_help"),
+        help=t("chart.export_html_help"),
     )

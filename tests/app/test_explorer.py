@@ -305,7 +305,7 @@ def test_korean_output_reads_as_written_with_its_tokens_on_the_axes():
 def test_the_heatmap_offers_itself_as_one_html_file_made_when_clicked():
     at = explorer(lang="ko", layer="1")
     (button,) = elements(at, "download_button")
-    assert button.proto.label == translate("explorer.export.html", "ko")
+    assert button.proto.label == translate("chart.export_html", "ko")
     assert button.proto.deferred_file_id  # made when clicked, not on every rerun
 
 

@@ -38,7 +38,7 @@ def test_the_heatmap_as_html_opens_offline_with_the_pages_top_weight(
     )
     said = page_summary(page, lang)
     weight = re.search(r"\((\d\.\d+)\)", said).group(1)
-    button = page.get_by_role("button", name=translate("explorer.export.html", lang))
+    button = page.get_by_role("button", name=translate("chart.export_html", lang))
     with page.expect_download(timeout=TIMEOUT_MS) as download:
         button.click()
     assert download.value.suggested_filename.endswith(f"-{lang}.html")

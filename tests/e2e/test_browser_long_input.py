@@ -100,7 +100,7 @@ def test_a_long_input_shows_an_overview_and_a_keyboard_zoom_in_under_2_mb_a_char
     assert tokens and not all(t.isdigit() for t in tokens)
 
     # The view as a file: the overview and the window shown, under 5 MB at any length
-    button = main.get_by_role("button", name=translate("explorer.export.html", lang))
+    button = main.get_by_role("button", name=translate("chart.export_html", lang))
     with page.expect_download(timeout=TIMEOUT_MS) as download:
         button.click()
     saved = artifacts_dir / f"explorer-long-{lang}.html"
