@@ -46,6 +46,11 @@ def _plotly_js_gzipped() -> str:
     return base64.b64encode(gzip.compress(bundle.read_bytes(), compresslevel=9, mtime=0)).decode()
 
 
+def _plain(text: str) -> str:
+    """A caption's markdown emphasis and code marks dropped: the file shows text as text."""
+    return re.sub(r"\*\*|`+|\\(?=[\\`*_{}\[\]()#+\-.!$<>|~])", "", text)
+
+
 def _script_json(value) -> str:
     """JSON safe inside a <script> element: no "</" can close it early."""
     return json.dumps(value, ensure_ascii=False).replace("</", "<\\/")
@@ -104,7 +109,8 @@ def view_html(
         fig.update_yaxes(automargin=True)
         spec = {**json.loads(fig.to_json()), "config": {"displaylogo": False, "responsive": True}}
         table = figure_table(fig, chart.headers)
-        caption = f"<p class='caption'>{html.escape(chart.caption)}</p>" if chart.caption else ""
+        caption = _plain(chart.caption)
+        caption = f"<p class='caption'>{html.escape(caption)}</p>" if caption else ""
         parts.append(
             f"""<figure aria-labelledby="summary-{i}">
 {caption}

@@ -29,7 +29,7 @@ def test_a_short_views_file_holds_its_chart_summary_caption_and_table_and_nothin
     fig = attention_heatmap(view.map(), q, k, mask=view.mask(), title="Layer 1 · mean")
     page = view_html(
         "Attention Explorer · 레이어 1",
-        [ExportedChart(fig, "Layer 1: 'w3' attends most to 'w0'", "A caption </script>")],
+        [ExportedChart(fig, "Layer 1: 'w3' attends most to 'w0'", "A **caption** </script>")],
         lang="ko",
         intro="typed <b>text</b>",
         table_label="표로 보기",
