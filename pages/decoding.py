@@ -16,7 +16,7 @@ from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t, translated_widget
 from ui.models import get_decoding, get_model, get_teacher_forcing, model_label, selected_model
 from ui.permalink import linked
-from ui.sentence import code_span, sentence_input
+from ui.sentence import code_span, sentence_read
 from viz.decoding import growing_mask_figure, head_rows_figure, next_token_figure
 
 require_frame()
@@ -38,9 +38,10 @@ if lm.kind == "encoder":
     st.stop()
 ours = lm.info.get("engine") != "transformers"  # transformers' own models: no ablation, no beam
 model_name = selected_model()
-text = sentence_input(lm, model_name)
-if text is None:
+read = sentence_read(lm, model_name)  # the text and its tokens: read once a rerun
+if read is None:
     st.stop()
+text, encoded = read
 
 # ---- strategy (in the URL, like everything a link should restore) ----
 strategies = [s for s in STRATEGIES if ours or s != "beam"]
@@ -297,7 +298,7 @@ def show_step() -> None:
             drawn(
                 head_rows_figure(
                     current.attention["cross"][layer],
-                    lm.encode(text).tokens,
+                    encoded.tokens,
                     head_titles=head_titles(heads),
                     title=t("decoding.cross_title", n=layer + 1),
                     labels=axis_labels(rows="common.head"),
