@@ -43,10 +43,14 @@ def html_download(
     charts: list[ExportedChart], *, title: str, intro: str, name: str, key: str, where=st
 ) -> None:
     """A button that saves ``charts`` as one HTML page that opens offline (viz.export_html)."""
-    lang, table_label = current_language(), t("a11y.show_table")
+    lang, table_label, no_chart = (
+        current_language(),
+        t("a11y.show_table"),
+        t("chart.export_no_chart"),
+    )
 
     def page() -> bytes:
-        return view_html(title, charts, lang, intro, table_label).encode("utf-8")
+        return view_html(title, charts, lang, intro, table_label, no_chart).encode("utf-8")
 
     where.download_button(
         t("chart.export_html"),

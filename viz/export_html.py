@@ -64,6 +64,14 @@ def _table_html(frame: pd.DataFrame, caption: str) -> str:
 
 _LOADER = """
 (async () => {
+  if (!("DecompressionStream" in window)) {  // an old browser: the tables still speak
+    for (const chart of document.querySelectorAll(".chart")) {
+      chart.textContent = document.body.dataset.noChart;
+      chart.style.minHeight = "0";
+    }
+    document.body.dataset.drawn = "no";
+    return;
+  }
   const packed = document.getElementById("plotly-js").textContent.trim();
   const bytes = Uint8Array.from(atob(packed), (c) => c.charCodeAt(0));
   const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
@@ -98,9 +106,11 @@ def view_html(
     lang: str = "en",
     intro: str = "",
     table_label: str = "Data table",
+    no_chart: str = "This browser cannot draw the chart: its numbers are in the table below.",
 ) -> str:
     """The whole file: ``title``, ``intro`` (a line saying what was read), then each chart
-    with its caption, summary, drawing and (under ``table_label``) its plotted numbers."""
+    with its caption, summary, drawing and (under ``table_label``) its plotted numbers;
+    ``no_chart`` stands in a chart's place in a browser too old to unpack plotly.js."""
     parts = []
     for i, chart in enumerate(charts):
         fig = go.Figure(chart.figure)
@@ -131,7 +141,7 @@ def view_html(
 <title>{html.escape(title)}</title>
 <style>{_STYLE}</style>
 </head>
-<body>
+<body data-no-chart="{html.escape(no_chart)}">
 <main>
 <h1>{html.escape(title)}</h1>
 <p class="intro">{html.escape(intro)}</p>
