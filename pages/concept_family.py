@@ -9,7 +9,7 @@ import torch
 
 from model.analysis.concepts import cosine_matrix
 from model.analysis.tokens import written_text
-from model.analysis.views import model_special_tokens
+from model.analysis.view import model_special_tokens
 from model.masks import causal_mask
 from ui.charts import plotly_chart
 from ui.concepts import try_model

@@ -6,17 +6,17 @@ import pandas as pd
 import streamlit as st
 
 from model.analysis.tokens import written_text
-from model.analysis.views import model_special_tokens
+from model.analysis.view import model_special_tokens
 from model.masks import future_mask
 from model.runtime.types import DecodeStep
 from model.tasks import reference_answer
 from ui.a11y import announce
-from ui.charts import plotly_chart
+from ui.downloads import drawn, html_download
 from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t, translated_widget
-from ui.models import get_decoding, get_model, get_teacher_forcing, selected_model
+from ui.models import get_decoding, get_model, get_teacher_forcing, model_label, selected_model
 from ui.permalink import linked
-from ui.sentence import code_span, sentence_input
+from ui.sentence import code_span, sentence_read
 from viz.decoding import growing_mask_figure, head_rows_figure, next_token_figure
 
 require_frame()
@@ -38,9 +38,10 @@ if lm.kind == "encoder":
     st.stop()
 ours = lm.info.get("engine") != "transformers"  # transformers' own models: no ablation, no beam
 model_name = selected_model()
-text = sentence_input(lm, model_name)
-if text is None:
+read = sentence_read(lm, model_name)  # the text and its tokens: read once a rerun
+if read is None:
     st.stop()
+text, encoded = read
 
 # ---- strategy (in the URL, like everything a link should restore) ----
 strategies = [s for s in STRATEGIES if ours or s != "beam"]
@@ -245,59 +246,76 @@ def show_step() -> None:
     mask = future_mask(step, len(keys), offset=len(keys) - step)
     rows = [s.attention["decoder"][layer].mean(0) for s in steps[:step]]
     mask_col, dist_col = st.columns(2)
-    plotly_chart(
-        growing_mask_figure(
-            rows,
-            queries,
-            keys,
-            mask=mask,
-            title=t("decoding.mask_title", n=layer + 1),
-            labels=axis_labels(),
-        ),
-        key="mask_chart",
-        where=mask_col,
+    charts = []  # as drawn, for the step's HTML file
+    charts.append(
+        drawn(
+            growing_mask_figure(
+                rows,
+                queries,
+                keys,
+                mask=mask,
+                title=t("decoding.mask_title", n=layer + 1),
+                labels=axis_labels(),
+            ),
+            "mask_chart",
+            where=mask_col,
+        )
     )
     vocab = lm.tgt_tokenizer.tokens(list(range(len(current.probs))))
     before = (current.logits.softmax(-1) if current.logits is not None else current.probs).numpy()
-    plotly_chart(
-        next_token_figure(
-            before,
-            current.probs.numpy(),
-            vocab,
-            current.token_id,
-            names=(t("decoding.dist.raw"), t("decoding.dist.used"), t("decoding.dist.chosen")),
-            axis=t("decoding.dist.axis"),
-        ),
-        key="dist_chart",
-        where=dist_col,
+    charts.append(
+        drawn(
+            next_token_figure(
+                before,
+                current.probs.numpy(),
+                vocab,
+                current.token_id,
+                names=(t("decoding.dist.raw"), t("decoding.dist.used"), t("decoding.dist.chosen")),
+                axis=t("decoding.dist.axis"),
+            ),
+            "dist_chart",
+            where=dist_col,
+            caption=t(f"decoding.dist_caption.{strategy}"),
+        )
     )
     dist_col.caption(t(f"decoding.dist_caption.{strategy}"))
     self_col, cross_col = st.columns(2)
-    plotly_chart(
-        head_rows_figure(
-            current.attention["decoder"][layer],
-            keys,
-            head_titles=head_titles(heads),
-            title=t("decoding.self_title", n=layer + 1),
-            labels=axis_labels(rows="common.head"),
-        ),
-        key="self_chart",
-        where=self_col,
-    )
-    if "cross" in current.attention:
-        plotly_chart(
+    charts.append(
+        drawn(
             head_rows_figure(
-                current.attention["cross"][layer],
-                lm.encode(text).tokens,
+                current.attention["decoder"][layer],
+                keys,
                 head_titles=head_titles(heads),
-                title=t("decoding.cross_title", n=layer + 1),
+                title=t("decoding.self_title", n=layer + 1),
                 labels=axis_labels(rows="common.head"),
             ),
-            key="cross_chart",
-            where=cross_col,
+            "self_chart",
+            where=self_col,
+        )
+    )
+    if "cross" in current.attention:
+        charts.append(
+            drawn(
+                head_rows_figure(
+                    current.attention["cross"][layer],
+                    encoded.tokens,
+                    head_titles=head_titles(heads),
+                    title=t("decoding.cross_title", n=layer + 1),
+                    labels=axis_labels(rows="common.head"),
+                ),
+                "cross_chart",
+                where=cross_col,
+            )
         )
     else:
         cross_col.caption(t("decoding.no_cross"))
+    html_download(
+        charts,
+        title=f"{t('decoding.title')} · {t('decoding.position', step=step, total=n_steps)}",
+        intro=t("chart.export_html_intro", model=model_label(model_name), text=text),
+        name=f"decoding-{strategy}-step{step}-layer{layer + 1}",
+        key="decoding_html",
+    )
     if current.beams:
         st.markdown(f"**{t('decoding.beams')}**")
         st.dataframe(

@@ -27,6 +27,7 @@ from model.tasks.induction import NotARepeat, split_block
 from model.training.warmup import load_curve
 from ui.charts import plotly_chart
 from ui.concepts import try_model
+from ui.downloads import drawn, html_download
 from ui.frame import require_frame
 from ui.i18n import axis_labels, t
 from ui.models import (
@@ -465,7 +466,7 @@ def show_lens() -> None:
             lens = cached_lens(name, device, text, k)
         labels = layer_labels(len(lens.probs) - 1)
         top1 = [[row[0] for row in layer] for layer in lens.top_tokens]
-        plotly_chart(
+        lens_chart = drawn(
             grid_heatmap(
                 lens.answer_prob,
                 labels,
@@ -476,9 +477,17 @@ def show_lens() -> None:
                 title=t("mech.lens.heatmap"),
                 text=top1,
             ),
-            key="mech_lens",
+            "mech_lens",
+            caption=t("mech.lens.caption"),
         )
         st.caption(t("mech.lens.caption"))
+        html_download(
+            [lens_chart],
+            title=f"{t('mech.title')} · {t('mech.lens.heatmap')}",
+            intro=t("chart.export_html_intro", model=model_label(name), text=text),
+            name="mechanisms-lens",
+            key="mech_lens_html",
+        )
         pos = st.select_slider(
             t("mech.lens.position"),
             list(range(len(lens.tokens))),
@@ -665,13 +674,19 @@ def show_heads() -> None:
                 "mech_sc_roll",
             ),
         )
-        for where, (xs, ys, x_title, y_title, key) in zip(st.columns(3), scatters, strict=True):
-            plotly_chart(
-                head_scatter(xs, ys, labels, x_title=x_title, y_title=y_title),
-                key=key,
-                where=where,
-            )
+        charts = [
+            drawn(head_scatter(xs, ys, labels, x_title=x_title, y_title=y_title), key, where=where)
+            for where, (xs, ys, x_title, y_title, key) in zip(st.columns(3), scatters, strict=True)
+        ]
         st.caption(t("mech.heads.caption"))
+        charts[-1].caption = t("mech.heads.caption")
+        html_download(
+            charts,
+            title=f"{t('mech.title')} · {t('mech.tab.heads')}",
+            intro=t("chart.export_html_intro", model=model_label(name), text=text),
+            name=f"mechanisms-heads-position{pos}",
+            key="mech_heads_html",
+        )
         # A head's whole contribution is what switching it off takes away (−ablation); the
         # part of it not written directly goes through later layers. Show the largest.
         indirect = max(a.heads, key=lambda h: abs(-h.ablation_logit - h.direct))
@@ -764,7 +779,7 @@ def show_scan() -> None:
         format_func=lambda s: t(f"mech.scan.score.{s}"),
     )
     grid = scan.scores[score]
-    plotly_chart(
+    scan_chart = drawn(
         grid_heatmap(
             grid,
             [t("common.layer_n", n=i + 1) for i in range(grid.shape[0])],
@@ -773,9 +788,20 @@ def show_scan() -> None:
             value_name=t(f"mech.scan.score.{score}"),
             title=t("mech.scan.grid_title", score=t(f"mech.scan.score.{score}")),
         ),
-        key="mech_scan_grid",
+        "mech_scan_grid",
+        caption=t("mech.scan.caption"),
     )
     st.caption(t("mech.scan.caption"))
+    setup = t(
+        "mech.scan.setup", n=scan.n, length=scan.length, total=2 * scan.length, seed=scan.seed
+    )
+    html_download(
+        [scan_chart],
+        title=f"{t('mech.title')} · {t('mech.tab.scan')}",
+        intro=f"{model_label(name)}. {setup}",
+        name=f"mechanisms-scan-{score}",
+        key="mech_scan_html",
+    )
 
 
 SECTIONS = {  # label -> (draw, the query parameters that open it from a link)

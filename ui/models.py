@@ -360,11 +360,20 @@ def trace_with(name: str, text: str) -> Trace | None:
 
 
 def get_trace(
-    text: str, target: str | None = None, stages: bool = False, new_tokens: int | None = None
+    lm, text: str, target: str | None = None, stages: bool = False, new_tokens: int | None = None
 ) -> Trace:
-    """A cached trace of ``text`` through the session's model (get_model() loaded it);
-    ``new_tokens``: how many tokens a decoder generates after the prompt (None: its default)."""
-    return cached_trace(selected_model(), selected_device(), text, target, stages, new_tokens)
+    """A cached trace of ``text`` through ``lm`` (the page's model, passed along: never
+    looked up again); ``new_tokens``: how many tokens a decoder generates after the prompt
+    (None: its default). Keyed by the model object's name, device and identity, beside the
+    text (third, as ``cached_trace`` keys it)."""
+
+    def run() -> Trace:
+        if new_tokens is None:
+            return lm.trace(text, target=target, stages=stages)
+        return lm.trace(text, target=target, stages=stages, max_new_tokens=new_tokens)
+
+    key = (lm.name, str(lm.device), text, target, stages, new_tokens, id(lm))
+    return TRACES.get_or_compute(key, run)
 
 
 def _decode(name: str, device: str, text: str, options: tuple) -> list[DecodeStep]:

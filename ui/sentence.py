@@ -77,7 +77,17 @@ def _looks_like_markup(text: str) -> bool:
 def sentence_input(
     lm: LabModel, model_name: str, key: str = "text", offer_pretrained: bool = False
 ) -> str | None:
-    """Draw the box and examples; return cleaned text ready for the model, or None.
+    """Draw the box and examples; return cleaned text ready for the model, or None
+    (``sentence_read``, for a page that needs no tokens of its own)."""
+    found = sentence_read(lm, model_name, key, offer_pretrained)
+    return None if found is None else found[0]
+
+
+def sentence_read(
+    lm: LabModel, model_name: str, key: str = "text", offer_pretrained: bool = False
+) -> tuple[str, Encoded] | None:
+    """Draw the box and examples; return (cleaned text ready for the model, how the model
+    reads it), or None. The page that needs the tokens gets them here: read once a rerun.
 
     With ``offer_pretrained``, a sentence with words the model does not know gets a button
     that reads the same sentence with MiniLM (the obvious next step for a free sentence).
@@ -143,7 +153,7 @@ def sentence_input(
     if not readable(lm, enc):
         st.warning(t("input.nothing_readable"), icon=":material/block:")
         return None
-    return text
+    return text, enc
 
 
 def readable(lm: LabModel, enc: Encoded) -> bool:

@@ -22,7 +22,6 @@ import json
 import math
 import os
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from numbers import Number
@@ -30,6 +29,8 @@ from numbers import Number
 import numpy as np
 import plotly.graph_objects as go
 import torch
+
+from model.analysis.kept import KeptWithTrace  # noqa: F401
 
 FIGURE_CACHE_ENV = "ATTENTION_LAB_FIGURE_CACHE_MB"
 # Every builder's kept figures together: about 50 MB for each of 20 students (README).
@@ -69,36 +70,7 @@ def nbytes(value, _depth: int = 0) -> int:
     return 8
 
 
-class KeptWithTrace:
-    """The last ``kept`` values computed from each trace (an overview, a rollout, a table),
-    least recently used first; keyed weakly, so they go when the trace cache lets the trace
-    go and need no byte budget of their own. Values are shared: callers only read them."""
-
-    def __init__(self, kept: int):
-        self.kept = kept
-        self._items: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-
-    def get(self, trace, key, default=None):
-        with self._lock:
-            found = self._items.get(trace)
-            if found is None or key not in found:
-                return default
-            found.move_to_end(key)
-            return found[key]
-
-    def items(self, trace) -> list[tuple]:
-        """(key, value) kept for ``trace``, least recently used first."""
-        with self._lock:
-            return list(self._items.get(trace, {}).items())
-
-    def put(self, trace, key, value) -> None:
-        with self._lock:
-            found = self._items.setdefault(trace, OrderedDict())
-            found[key] = value
-            found.move_to_end(key)
-            while len(found) > self.kept:
-                found.popitem(last=False)
+# KeptWithTrace lives below Streamlit now (model.analysis.kept): re-exported for viz callers
 
 
 class ByteLRU:

@@ -6,13 +6,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from model.analysis.summaries import (
-    entropy,
-    first_token_share,
-    mean_distance,
-    trace_head_statistics,
-)
-from viz.memo import KeptWithTrace
+from model.analysis.summaries import entropy, first_token_share, mean_distance
 
 
 def head_stats_frame(attention: torch.Tensor, self_attention: bool) -> pd.DataFrame:
@@ -28,6 +22,12 @@ def head_stats_frame(attention: torch.Tensor, self_attention: bool) -> pd.DataFr
     return _stats_table(stats)
 
 
+def head_stats_table(stats: dict[str, torch.Tensor]) -> pd.DataFrame:
+    """One row per (layer, head) of per-head statistics, each [layers, heads] (an attention
+    view's ``statistics()``), layers and heads counted from 1."""
+    return _stats_table(stats)
+
+
 def _stats_table(stats: dict[str, torch.Tensor]) -> pd.DataFrame:
     n_layers, n_heads = stats["entropy"].shape
     layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)
@@ -35,27 +35,6 @@ def _stats_table(stats: dict[str, torch.Tensor]) -> pd.DataFrame:
     for name, values in stats.items():
         frame[name] = values.flatten().numpy()
     return frame
-
-
-# A long input's table takes seconds (every head of every layer): kept while its trace is,
-# so a rerun reads it again
-_TABLES = KeptWithTrace(kept=6)
-
-
-def streamed_head_stats(trace, kind: str, self_attention: bool, progress=None) -> pd.DataFrame:
-    """``head_stats_frame`` of a Trace without stacking its maps: a layer at a time, each
-    from one fused pass over its queries and keys where it can, else its maps in bands
-    (``trace_head_statistics``; ``progress(done, layers)`` after each layer). Kept with the
-    trace (a copy is returned)."""
-    key = (kind, self_attention)
-    found = _TABLES.get(trace, key)
-    if found is None:
-        stats = trace_head_statistics(trace, kind, progress)
-        if not self_attention:
-            stats.pop("mean_distance", None)
-        found = _stats_table(stats)
-        _TABLES.put(trace, key, found)
-    return found.copy()
 
 
 def attention_frame(

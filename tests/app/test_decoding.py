@@ -151,3 +151,12 @@ def test_a_folder_transformers_runs_steps_with_greedy_and_sampling_only(hf_folde
     ]
     press(at, "step")
     assert at.session_state["step"] == 1
+
+
+def test_a_steps_charts_download_as_one_html_file_in_the_pages_language():
+    at = decoding(text="I study math at school", lang="ko")
+    assert not at.get("download_button")  # step 0: nothing drawn, nothing to save
+    at = decoding(text="I study math at school", lang="ko", step="2")
+    (button,) = at.get("download_button")
+    assert button.proto.label == translate("chart.export_html", "ko")
+    assert button.proto.deferred_file_id  # made when clicked

@@ -300,3 +300,37 @@ def test_korean_output_reads_as_written_with_its_tokens_on_the_axes():
     assert "나 는 학교 에서 수학 을 공부한다" in " ".join(c.value for c in at.caption)
     (fig,) = figures(at)
     assert fig["layout"]["xaxis"]["ticktext"][1:3] == ["나", "는"]  # tokens on the axes
+
+
+def test_the_heatmap_offers_itself_as_one_html_file_made_when_clicked():
+    at = explorer(lang="ko", layer="1")
+    (button,) = elements(at, "download_button")
+    assert button.proto.label == translate("chart.export_html", "ko")
+    assert button.proto.deferred_file_id  # made when clicked, not on every rerun
+
+
+def test_a_rerun_reads_the_text_once_and_draws_from_the_trace_the_model_made(monkeypatch):
+    """The page tokenizes its text once a rerun (the sentence box hands the tokens on), and
+    views draw from the very trace kept in the cache: no copy (a copy's kept rollouts and
+    overviews would be lost on every rerun)."""
+    from model.analysis import view as view_module
+    from model.runtime.lab import LabModel
+    from ui.models import TRACES
+
+    at = explorer(text="I study math at school", agg="rollout")
+    assert not at.exception
+    reads, drawn = [], []
+    real_encode, real_init = LabModel.encode, view_module.AttentionView.__post_init__
+    monkeypatch.setattr(
+        LabModel, "encode", lambda lm, text: (reads.append(text), real_encode(lm, text))[1]
+    )
+    monkeypatch.setattr(
+        view_module.AttentionView,
+        "__post_init__",
+        lambda v: (drawn.append(v.trace), real_init(v))[1],
+    )
+    at.run()
+    assert not at.exception
+    assert reads == ["I study math at school"]
+    kept = [TRACES.get(k) for k in TRACES.kept_keys() if k[2] == "I study math at school"]
+    assert drawn and all(any(t is k for k in kept) for t in drawn)

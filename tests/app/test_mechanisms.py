@@ -204,3 +204,12 @@ def test_the_heads_tab_names_the_previous_token_heads_indirect_effect():
     text = " ".join(m.value for m in at.markdown)
     assert f"self L1 H3 writes {direct:+.2f}" in text
     assert f"{-ablation - direct:+.2f} of it goes through later layers" in text
+
+
+@pytest.mark.parametrize(("tab", "lang"), [("scan", "en"), ("lens", "ko"), ("heads", "en")])
+def test_the_scan_lens_and_heads_charts_download_as_one_html_file(tab, lang):
+    at = open_page(tab, lang=lang)
+    ok(at)
+    (button,) = at.get("download_button")
+    assert button.proto.label == translate("chart.export_html", lang)
+    assert button.proto.deferred_file_id  # made when clicked

@@ -99,6 +99,16 @@ def test_a_long_input_shows_an_overview_and_a_keyboard_zoom_in_under_2_mb_a_char
     tokens = page.locator(CHARTS).nth(1).locator(".xtick text").all_text_contents()
     assert tokens and not all(t.isdigit() for t in tokens)
 
+    # The view as a file: the overview and the window shown, under 5 MB at any length
+    button = main.get_by_role("button", name=translate("chart.export_html", lang))
+    with page.expect_download(timeout=TIMEOUT_MS) as download:
+        button.click()
+    saved = artifacts_dir / f"explorer-long-{lang}.html"
+    download.value.save_as(saved)
+    html = saved.read_text(encoding="utf-8")
+    assert saved.stat().st_size < 5 * 10**6 and html.count('<script class="figure"') == 2
+    assert f"{start}–{last}" in html and f'lang="{lang}"' in html
+
     page.set_viewport_size({"width": 390, "height": 844})
     page.wait_for_timeout(500)
     screenshot_whole_page(page, artifacts_dir / f"explorer-long-{lang}-390.png")

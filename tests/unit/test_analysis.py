@@ -56,7 +56,7 @@ def test_mean_distance_is_zero_on_the_diagonal_and_grows_with_reach():
 
 
 def test_rollout_is_offered_only_where_it_is_the_flow_from_the_input():
-    from model.analysis.views import rollout_means_flow
+    from model.analysis.view import rollout_means_flow
 
     assert rollout_means_flow("encoder", "encoder")
     assert rollout_means_flow("encoder-decoder", "encoder")

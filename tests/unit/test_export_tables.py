@@ -68,7 +68,8 @@ def test_the_explorers_statistics_table_equals_the_stacked_maps_and_is_kept_with
     import pandas as pd
 
     from model import load
-    from viz.tables import streamed_head_stats
+    from model.analysis.view import AttentionView
+    from viz.tables import head_stats_table
 
     trace = load("en2ko").trace("I study math at school every day")
     for kind in ("encoder", "decoder", "cross"):
@@ -79,10 +80,10 @@ def test_the_explorers_statistics_table_equals_the_stacked_maps_and_is_kept_with
         def progress(done: int, layers: int, calls=calls) -> None:
             calls.append((done, layers))
 
-        got = streamed_head_stats(trace, kind, self_attention, progress)
+        got = head_stats_table(AttentionView(trace, kind).statistics(progress))
         pd.testing.assert_frame_equal(got, want, atol=1e-4, rtol=1e-4)
         assert calls and calls[-1] == (want.layer.max(), want.layer.max())
-        again = streamed_head_stats(trace, kind, self_attention, progress)
+        again = head_stats_table(AttentionView(trace, kind, layer=1).statistics(progress))
         pd.testing.assert_frame_equal(again, got)
         assert len(calls) == want.layer.max()  # read once
 

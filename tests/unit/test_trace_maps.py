@@ -115,12 +115,13 @@ def test_pooling_every_head_at_once_in_bands_equals_pooling_each_full_map(reduce
 
 
 def test_a_layers_heads_pooled_together_equal_each_head_pooled_alone(trace):
-    from ui.maps import pooled_heads, pooled_map
+    from model.analysis.view import AttentionView
 
+    view = AttentionView(trace, "cross", layer=1)
     for reduce in ("max", "mean"):
-        together, rows, cols = pooled_heads(trace, "cross", 1, reduce, size=3)
+        together, rows, cols = view.heads_overview(3, reduce)
         for h in range(together.shape[0]):
-            alone, rows_h, cols_h = pooled_map(trace, "cross", 1, "head", h, 0, reduce, 3)
+            alone, rows_h, cols_h = view.choose(head=h).overview(3, reduce)
             assert (rows, cols) == (rows_h, cols_h)
             np.testing.assert_allclose(together[h], alone, rtol=1e-5, equal_nan=True)
 

@@ -1,0 +1,81 @@
+"""A view as a file, in a real browser: the explorer's heatmap downloaded as HTML, opened
+with the network off, draws the same chart and says the same strongest weight as the page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+
+TIMEOUT_MS = 90_000
+
+
+def page_summary(page, lang: str) -> str:
+    """The heatmap's one-line summary as the page says it (its table's disclosure label)."""
+    suffix = f" ({translate('a11y.show_table', lang)})"
+    label = (
+        page.get_by_test_id("stExpander")
+        .locator("summary")
+        .filter(has_text=translate("a11y.show_table", lang))
+        .first
+    )
+    label.wait_for(timeout=TIMEOUT_MS)
+    text = label.inner_text().strip().splitlines()[-1]  # after the icon's ligature name
+    return text.strip().removesuffix(suffix)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_heatmap_as_html_opens_offline_with_the_pages_top_weight(
+    page, browser, lang, artifacts_dir
+):
+    page.goto(f"/explorer?model=minilm&lang={lang}&layer=1&head=2")
+    page.get_by_test_id("stPlotlyChart").first.locator(".xtick text").first.wait_for(
+        timeout=TIMEOUT_MS
+    )
+    said = page_summary(page, lang)
+    weight = re.search(r"\((\d\.\d+)\)", said).group(1)
+    button = page.get_by_role("button", name=translate("chart.export_html", lang))
+    with page.expect_download(timeout=TIMEOUT_MS) as download:
+        button.click()
+    assert download.value.suggested_filename.endswith(f"-{lang}.html")
+    path = artifacts_dir / f"explorer-heatmap-{lang}.html"
+    download.value.save_as(path)
+    assert path.stat().st_size < 5_000_000
+    assert page.problems == []
+
+    offline = browser.new_context(viewport={"width": 1200, "height": 900}, offline=True)
+    asked = []
+    offline.route(
+        re.compile(r"^(?!file:).*"),
+        lambda route: (asked.append(route.request.url), route.abort()),
+    )
+    tab = offline.new_page()
+    errors = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        tab.goto(path.as_uri())
+        tab.locator("body[data-drawn=yes]").wait_for(timeout=TIMEOUT_MS)
+        assert tab.evaluate("document.documentElement.lang") == lang
+        assert "school" in tab.locator("#chart-0 .xtick text").all_text_contents()
+        assert tab.locator("#summary-0").inner_text() == said  # the page's own words
+        values = [
+            float(v)
+            for v in tab.locator("table.data tbody tr td:last-child").all_text_contents()
+            if v.strip()
+        ]
+        assert f"{max(values):.2f}" == f"{float(weight):.2f}"  # its table's top weight
+        tab.screenshot(path=str(artifacts_dir / f"explorer-heatmap-html-{lang}.png"))
+
+        old = offline.new_page()  # a browser that cannot unpack plotly.js: words, and the table
+        old.add_init_script("delete window.DecompressionStream")
+        old.goto(path.as_uri())
+        old.locator("body[data-drawn=no]").wait_for(timeout=TIMEOUT_MS)
+        assert old.locator("#chart-0").inner_text() == translate("chart.export_no_chart", lang)
+        assert old.locator("table.data tbody tr").count() == len(values)
+    finally:
+        offline.close()
+    assert asked == [] and errors == []
