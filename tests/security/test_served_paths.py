@@ -224,3 +224,31 @@ def test_a_model_pushed_out_of_the_budget_is_said(served, monkeypatch, lang):
     said = [t.value for t in at.toast]
     assert said == [translate("model.unloaded", lang, names=label, budget=0)]
     assert ui.models.MODELS.kept_keys() == [("reverse", "auto")]
+
+
+def test_make_run_listens_on_localhost_unless_told_an_address():
+    """`make run` is the owner's own lab (the typed box stays) only while others cannot
+    reach it; an address given to it serves the app, locked down."""
+    from deploy.serve import run_command
+
+    def address(command):
+        return command[command.index("--server.address") + 1]
+
+    assert address(run_command(8501)) == "127.0.0.1"
+    shared = run_command(8501, extra=["--server.address", "0.0.0.0"])
+    assert shared.count("--server.address") == 1 and address(shared) == "0.0.0.0"
+    assert served_by(None, address(shared), True) and not served_by(None, "127.0.0.1", True)
+
+
+def test_every_replica_is_told_it_is_served_and_believes_no_forwarded_header(tmp_path, monkeypatch):
+    import deploy.serve
+    from deploy.ports import FORWARDED_ALLOW_IPS_ENV, TRUST_NO_PROXY
+
+    seen = {}
+
+    def recorder(command, env, **kwargs):  # the replica's process, not started
+        seen.update(env)
+
+    monkeypatch.setattr(deploy.serve.subprocess, "Popen", recorder)
+    deploy.serve.Replica("r1", 1, tmp_path / "r1.log", "1").start()
+    assert seen[SERVED_ENV] == "1" and seen[FORWARDED_ALLOW_IPS_ENV] == TRUST_NO_PROXY
