@@ -16,6 +16,7 @@ import streamlit as st
 from model.runtime.folders import (
     ENCODER_TYPES,
     ENGINE_DECODER_TYPES,
+    GGUF_PREFIX,
     LINK_PREFIX,
     FolderProblem,
     diagnose,
@@ -43,7 +44,6 @@ DEFAULT_MODEL = "en2ko"
 _MODEL_KEY, _DEVICE_KEY, _FOLDER_KEY = "model", "device", "model_folder"
 _EXTRA_KEY = "extra_models"  # folder -> (origin, task): models trained or uploaded this session
 _REFUSED_KEY = "_refused_model_link"  # a ?model= path this session would not open
-GGUF_PREFIX = "gguf:"  # ?model=gguf:NAME, a .gguf file in the models root
 _ROOT_PREFIXES = (LINK_PREFIX, GGUF_PREFIX)
 # Folders this process made itself (a model trained or uploaded in some session): the only
 # paths a served server loads besides the models root.

@@ -18,6 +18,7 @@ from model.runtime.types import ModelLoadError
 MODELS_ENV = "ATTENTION_LAB_MODELS"
 DEFAULT_MODELS_ROOT = "~/attention-lab-models"
 LINK_PREFIX = "folder:"  # ?model=folder:NAME
+GGUF_PREFIX = "gguf:"  # ?model=gguf:NAME, a .gguf file directly in the models root
 
 ENCODER_TYPES = ("bert",)
 ENGINE_DECODER_TYPES = ("llama", "qwen2", "mistral", "gpt2")
