@@ -10,13 +10,16 @@ joins it, and the result goes to the cache the computation itself fills.
 
 On a class server one student's 4,096-token paste would otherwise hold a replica's cores
 for a minute while every other student on it waits (issue 46). So a replica runs one long
-computation at a time, with half its torch threads, leaving the other half to the short
-requests, which never come here and are never queued. Whoever waits sees their place in
+computation at a time, with half its torch threads and, served, at the lowest CPU priority
+(the threads it starts inherit it), so the short requests, which never come here and are
+never queued, take the cores whenever they need them and the long pass has the rest. Whoever waits sees their place in
 the queue and may cancel; a computation nobody waits for any more stops at its next layer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import uuid
 from collections.abc import Callable, Hashable
@@ -64,11 +67,27 @@ def long_pass_threads() -> int:
     return max(1, thread_setting() // 2)
 
 
+LONG_PASS_NICE = 19  # the lowest priority: the long pass gets the CPU no one else wants
+
+
+def _yield_cpu() -> None:
+    """Served, this thread (a fresh one per job) and the threads it starts run at the lowest
+    CPU priority; a lab on one's own machine keeps its full speed. Linux makes nice a per-
+    thread value; elsewhere, or where it cannot be changed, nothing happens."""
+    from ui.served import served
+
+    if not served():
+        return
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LONG_PASS_NICE)
+
+
 def _work(job: _Job) -> None:
     import torch
 
     from model.runtime.device import thread_setting
 
+    _yield_cpu()
     torch.set_num_threads(long_pass_threads())
     try:
         job.value = job.compute(job.report)

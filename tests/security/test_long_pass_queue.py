@@ -4,6 +4,8 @@ Functional, not timed: the stall benchmark (bench/stall.py) measures the short o
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 
@@ -13,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 from tests.app.helpers import APP
 from ui import background
 from ui.i18n import translate
+from ui.served import SERVED_ENV
 
 
 class FakePage:
@@ -167,3 +170,20 @@ def test_a_short_input_is_drawn_while_a_long_computation_holds_the_queue(lang):
     finally:
         gate.set()
         blocker.finished.wait(10)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="nice is per thread on Linux")
+@pytest.mark.parametrize("served", [True, False])
+def test_served_the_long_computation_yields_the_cpu_to_the_short_ones(page, monkeypatch, served):
+    if served:
+        monkeypatch.setenv(SERVED_ENV, "1")
+    else:
+        monkeypatch.delenv(SERVED_ENV, raising=False)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+
+    def compute(report):
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    nice = background.with_progress(("nice", served), compute, lambda d, n: "")
+    assert nice == (background.LONG_PASS_NICE if served else own)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own  # this thread
