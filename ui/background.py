@@ -10,9 +10,13 @@ joins it, and the result goes to the cache the computation itself fills.
 
 On a class server one student's 4,096-token paste would otherwise hold a replica's cores
 for a minute while every other student on it waits (issue 46). So a replica runs one long
-computation at a time, with half its torch threads and, served, at the lowest CPU priority
-(the threads it starts inherit it), so the short requests, which never come here and are
-never queued, take the cores whenever they need them and the long pass has the rest. Whoever waits sees their place in
+computation at a time, and served, at the lowest CPU priority (the threads it starts inherit
+it), so the short requests, which never come here and are never queued, take the cores
+whenever they need them and the long pass has the rest. Fewer torch threads for the long
+pass would not do it: torch's thread count is in effect process-wide (the script threads
+started after it inherit it), so halving it halved the short requests' threads too, and
+bench.stall measured them slower (p50 1.14 s beside a paste, against 0.53 s with the
+priority alone). Whoever waits sees their place in
 the queue and may cancel; a computation nobody waits for any more stops at its next layer.
 """
 
@@ -60,13 +64,6 @@ _RUNNING: list[_Job] = []  # the one job running, if any
 _LOCK = threading.Lock()
 
 
-def long_pass_threads() -> int:
-    """The torch threads a long computation runs with: half the server's, at least one."""
-    from model.runtime.device import thread_setting
-
-    return max(1, thread_setting() // 2)
-
-
 LONG_PASS_NICE = 19  # the lowest priority: the long pass gets the CPU no one else wants
 
 
@@ -83,18 +80,12 @@ def _yield_cpu() -> None:
 
 
 def _work(job: _Job) -> None:
-    import torch
-
-    from model.runtime.device import thread_setting
-
     _yield_cpu()
-    torch.set_num_threads(long_pass_threads())
     try:
         job.value = job.compute(job.report)
     except BaseException as err:  # noqa: BLE001 - handed to the run that waits for it
         job.error = err
     finally:
-        torch.set_num_threads(thread_setting())
         with _LOCK:
             if _JOBS.get(job.key) is job:
                 del _JOBS[job.key]

@@ -143,13 +143,6 @@ def test_two_students_asking_for_the_same_share_it_and_one_cancel_does_not_stop_
     assert job.value == "done"
 
 
-def test_the_long_computation_keeps_half_the_threads_for_the_short_ones(monkeypatch):
-    monkeypatch.setenv("ATTENTION_LAB_THREADS", "4")
-    assert background.long_pass_threads() == 2
-    monkeypatch.setenv("ATTENTION_LAB_THREADS", "1")
-    assert background.long_pass_threads() == 1
-
-
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_a_short_input_is_drawn_while_a_long_computation_holds_the_queue(lang):
     """On the explorer page, as a student types a short sentence while another's long paste
