@@ -18,6 +18,8 @@ import os
 import sys
 from pathlib import Path
 
+from deploy.ports import FORWARDED_ALLOW_IPS_ENV, TRUST_NO_PROXY
+
 LAB_APP = Path(__file__).resolve().parents[1] / "app.py"
 # deploy.serve's `run` names its PORT.json here before it becomes this process (exec).
 RUN_RECORD_ENV = "ATTENTION_LAB_RUN_RECORD"
@@ -61,6 +63,9 @@ def main(argv: list[str] | None = None, bare: bool = False) -> None:
         # interrupting an extension module's loading at exit can abort the interpreter.
         atexit.register(start_warm_imports().join, 60)
 
+    # uvicorn takes X-Forwarded-For from 127.0.0.1 by default: a local program bypassing
+    # the balancer could claim any address. It trusts no one; the app its balancer alone.
+    os.environ[FORWARDED_ALLOW_IPS_ENV] = TRUST_NO_PROXY
     record = os.environ.pop(RUN_RECORD_ENV, None)
     if record:
         atexit.register(forget_run, Path(record), os.getpid())

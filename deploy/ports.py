@@ -50,3 +50,13 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 # deploy.serve gives HAProxy and each replica the same secret through this variable; a replica
 # (ui/classroom.py) believes X-Forwarded-For only on a request that carries it.
 BALANCER_SECRET_ENV = "ATTENTION_LAB_BALANCER_SECRET"
+
+# deploy.serve sets this for every replica: the app is served to a class (ui/served.py), where
+# nothing a visitor sends may name a server path.
+SERVED_ENV = "ATTENTION_LAB_SERVED"
+# uvicorn (under Streamlit 1.67) believes X-Forwarded-For from the addresses in this variable,
+# 127.0.0.1 by default: any local program could then claim any address. Every lab server
+# trusts no one there (a literal no peer can be); the app believes its own balancer alone,
+# by the balancer's secret (ui.classroom.client_from).
+FORWARDED_ALLOW_IPS_ENV = "FORWARDED_ALLOW_IPS"
+TRUST_NO_PROXY = "none"

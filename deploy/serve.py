@@ -52,7 +52,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deploy.launch import RUN_RECORD_ENV
-from deploy.ports import BALANCER_SECRET_ENV, REPLICA_PORT_OFFSET, free_port, port_in_use
+from deploy.ports import (
+    BALANCER_SECRET_ENV,
+    FORWARDED_ALLOW_IPS_ENV,
+    REPLICA_PORT_OFFSET,
+    SERVED_ENV,
+    TRUST_NO_PROXY,
+    free_port,
+    port_in_use,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).with_name("haproxy.cfg.in")
@@ -209,7 +217,14 @@ class Replica:
 
     def start(self, launcher: Sequence[str] = LAUNCHER) -> None:
         self.command = streamlit_command(self.port, launcher, self.app)
-        env = {**os.environ, "ATTENTION_LAB_THREADS": self.threads}
+        env = {
+            **os.environ,
+            "ATTENTION_LAB_THREADS": self.threads,
+            # served to a class: no typed paths, no server folder named (ui/served.py)
+            SERVED_ENV: "1",
+            # uvicorn believes no one's X-Forwarded-For; the app believes its balancer's
+            FORWARDED_ALLOW_IPS_ENV: TRUST_NO_PROXY,
+        }
         if self.balancer_secret:
             env[BALANCER_SECRET_ENV] = self.balancer_secret
         with open(self.log_path, "ab") as log:
@@ -689,10 +704,14 @@ def run_app(args) -> int:
 
 
 def run_command(port: int, app: str = "app.py", extra: Sequence[str] = ()) -> list[str]:
-    """`make run`'s ``streamlit run``: headless, and no file watcher, which would watch the
-    whole repository (.venv's thousands of files included), overflow the inotify queue and
-    print "Inotify queue overflowed" for ever; ``extra`` comes last, so it may turn it back on."""
+    """`make run`'s ``streamlit run``: headless, on localhost only (the machine's owner keeps
+    the typed-path box; ui/served.py), and no file watcher, which would watch the whole
+    repository (.venv's thousands of files included), overflow the inotify queue and print
+    "Inotify queue overflowed" for ever; ``extra`` comes last, so it may turn it back on, and
+    an ``--server.address`` in it serves the app to others (then locked down as a class)."""
     command = [sys.executable, "-m", *LAUNCHER, "run", app, "--server.headless", "true"]
+    if not any(a.split("=")[0] == "--server.address" for a in extra):
+        command += ["--server.address", "127.0.0.1"]
     return command + ["--server.port", str(port), "--server.fileWatcherType", "none", *extra]
 
 

@@ -7,6 +7,8 @@ that changes a layer or a head never runs the model again.
 
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
 
 import streamlit as st
@@ -14,11 +16,13 @@ import streamlit as st
 from model.runtime.folders import (
     ENCODER_TYPES,
     ENGINE_DECODER_TYPES,
+    GGUF_PREFIX,
     LINK_PREFIX,
     FolderProblem,
     diagnose,
     fallback_reason,
     folder_in_root,
+    in_root,
     layout_name,
     link_name,
     models_root,
@@ -29,7 +33,9 @@ from model.runtime.loading import CONTRAST, PRETRAINED, SHIPPED, load
 from model.runtime.types import DecodeStep, ForcedStep, ModelLoadError
 from model.trace import Trace
 from ui.i18n import t, translated_widget
+from ui.model_shelf import ModelShelf
 from ui.permalink import linked
+from ui.served import ROOT_SHOWN, served
 from viz.memo import ByteLRU, budget_bytes
 
 FOLDER = "folder"  # the choice that loads a local Hugging Face / checkpoint folder
@@ -37,12 +43,18 @@ MODEL_CHOICES = (*SHIPPED, *PRETRAINED, FOLDER)
 DEFAULT_MODEL = "en2ko"
 _MODEL_KEY, _DEVICE_KEY, _FOLDER_KEY = "model", "device", "model_folder"
 _EXTRA_KEY = "extra_models"  # folder -> (origin, task): models trained or uploaded this session
-_REFUSED_KEY = "_refused_model_link"  # a ?model=folder:NAME this session would not open
+_REFUSED_KEY = "_refused_model_link"  # a ?model= path this session would not open
+_ROOT_PREFIXES = (LINK_PREFIX, GGUF_PREFIX)
+# Folders this process made itself (a model trained or uploaded in some session): the only
+# paths a served server loads besides the models root.
+_MADE_HERE: set[str] = set()
+log = logging.getLogger("attention_lab.models")
 
 
 def add_session_model(folder: str, origin: str, task: str) -> None:
     """Offer a checkpoint folder (``origin``: "trained" | "uploaded") in this session's picker."""
     st.session_state.setdefault(_EXTRA_KEY, {})[str(folder)] = (origin, task)
+    _MADE_HERE.add(str(folder))
 
 
 def session_models() -> dict[str, tuple[str, str]]:
@@ -51,8 +63,10 @@ def session_models() -> dict[str, tuple[str, str]]:
 
 def model_choices() -> tuple[str, ...]:
     """The picker's options: shipped, pretrained, this session's own models, the folders in
-    the models root (``folder:NAME``, so a link names them), then any folder by its path."""
-    return (*SHIPPED, *PRETRAINED, *session_models(), *root_choices(), FOLDER)
+    the models root (``folder:NAME``, so a link names them), then any folder by its path,
+    except on a served server (ui.served), where nothing a visitor types names a path."""
+    typed = () if served() else (FOLDER,)
+    return (*SHIPPED, *PRETRAINED, *session_models(), *root_choices(), *typed)
 
 
 @st.cache_data(show_spinner=False, ttl=10)
@@ -67,10 +81,24 @@ def root_choices() -> tuple[str, ...]:
 
 def model_path(name: str) -> str:
     """What load() reads for a choice: a ``folder:NAME`` inside the models root as its path
-    (FolderProblem when it is not one), anything else as it is."""
+    (FolderProblem when it is not one), anything else as it is. Served, only what the picker
+    lists gets through: a registry name, a name inside the models root, a folder this
+    process made; any other path is refused here, the one door every load passes."""
     if name.startswith(LINK_PREFIX):
         return str(folder_in_root(name[len(LINK_PREFIX) :]))
+    if served() and not _servable(name):
+        raise FolderProblem("outside_root", "a served lab opens only the models it lists")
     return name
+
+
+def _servable(name: str) -> bool:
+    if name.startswith(GGUF_PREFIX):
+        in_root(name[len(GGUF_PREFIX) :])  # the same rule as folders (FolderProblem if not)
+        return True
+    if name in _MADE_HERE:
+        return True
+    plain = not any(c in name for c in "/\\:") and not name.startswith((".", "~"))
+    return bool(name) and plain and not Path(name).exists()  # a registry name, not a path
 
 
 def model_label(name: str) -> str:
@@ -99,7 +127,7 @@ def device_choices() -> list[str]:
 def selected_model() -> str:
     """The model name (or folder path) this session chose in the sidebar."""
     choice = st.session_state.get(_MODEL_KEY, DEFAULT_MODEL)
-    if choice == FOLDER:
+    if choice == FOLDER and not served():
         return str(st.session_state.get(_FOLDER_KEY) or "").strip()
     return choice if choice in model_choices() else DEFAULT_MODEL
 
@@ -114,11 +142,18 @@ def selected_device() -> str:
     return device if device in device_choices() else "auto"
 
 
+def names_a_path(value: str) -> bool:
+    """Whether a ``?model=`` value names a place (a root prefix, a separator, ``~`` or a
+    leading dot) rather than one of the picker's own names."""
+    return value.startswith((*_ROOT_PREFIXES, "~", ".")) or any(c in value for c in "/\\")
+
+
 def _note_refused_link(choices: tuple[str, ...]) -> None:
-    """A link's ``folder:NAME`` that is not a model folder inside the root is kept aside (its
-    message is shown on the page), never opened."""
+    """A link's ``?model=`` that names a place the picker does not list (``folder:NAME`` or
+    ``gguf:NAME`` not inside the root, a path) is kept aside (its message is shown on the
+    page), never opened."""
     url = st.query_params.get(_MODEL_KEY, "")
-    if _MODEL_KEY not in st.session_state and url.startswith(LINK_PREFIX) and url not in choices:
+    if _MODEL_KEY not in st.session_state and url not in choices and names_a_path(url):
         st.session_state[_REFUSED_KEY] = url
 
 
@@ -155,13 +190,13 @@ def render_model_picker() -> None:
             persist_state="session",
             on_change=_on_folder_typed,
         )
-        st.caption(t("sidebar.folder_link", root=code_path(models_root())))
+        st.caption(t("sidebar.folder_link", root=shown_root()))
     with st.expander(t("sidebar.layouts"), icon=":material/help:"):
         st.markdown(
             t(
                 "sidebar.layouts_body",
                 engine=", ".join(layout_name(m) for m in (*ENCODER_TYPES, *ENGINE_DECODER_TYPES)),
-                root=code_path(models_root()),
+                root=shown_root(),
             )
         )
     devices = {d: t(f"sidebar.device_choice.{d}") for d in device_choices()}
@@ -178,11 +213,43 @@ def code_path(path) -> str:
     return f"`{str(path).replace('`', '')}`"
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
+def shown_root() -> str:
+    """The models root as a page names it: its path for the person at this machine, the
+    variable's name once served (the path would name a server folder)."""
+    return code_path(ROOT_SHOWN if served() else models_root())
+
+
+MODEL_CACHE_ENV = "ATTENTION_LAB_MODEL_CACHE_MB"
+# The models one process keeps loaded: a 0.5B model in float32 (2 GB), Gemma 3 270M and
+# SmolLM2 beside the shipped ones; the least recently used goes past it (ui.model_shelf).
+DEFAULT_MODEL_CACHE_MB = 4096
+MODELS = ModelShelf(budget_bytes(MODEL_CACHE_ENV, DEFAULT_MODEL_CACHE_MB))
+
+
 def load_model(name: str, device: str) -> LabModel:
-    """One shared instance per (model, device) for the whole process; raises ModelLoadError
-    (FolderProblem for a ``folder:NAME`` that is not a folder inside the models root)."""
-    return load(model_path(name), device)
+    """One shared instance per (model, device) for the whole process, within the models'
+    byte budget; raises ModelLoadError (FolderProblem for a ``folder:NAME`` that is not a
+    folder inside the models root, or a path a served lab does not open)."""
+    lm, dropped = MODELS.get_or_load((name, device), lambda: load(model_path(name), device))
+    if dropped:
+        log.info("unloaded %s to stay within the models' budget", dropped)
+        _UNLOADED.names = [n for n, _ in dropped]  # get_model says it, in this thread's run
+    return lm
+
+
+load_model.clear = MODELS.clear  # as st.cache_resource's, for tests that count loads
+_UNLOADED = threading.local()  # what this thread's last load pushed out, until said
+
+
+def _say_unloaded() -> None:
+    """The models the load just made pushed out, said where the load was asked for."""
+    names = getattr(_UNLOADED, "names", None)
+    if not names:
+        return
+    _UNLOADED.names = None
+    shown = ", ".join(model_label(n) if n in model_choices() else Path(n).name for n in names)
+    mb = MODELS.budget // 2**20
+    st.toast(t("model.unloaded", names=shown, budget=mb), icon=":material/memory:")
 
 
 def get_model(name: str | None = None, device: str | None = None) -> LabModel | None:
@@ -191,7 +258,7 @@ def get_model(name: str | None = None, device: str | None = None) -> LabModel | 
     device = selected_device() if device is None else device
     refused = st.session_state.get(_REFUSED_KEY)
     if refused:
-        show_folder_problem(_link_problem(refused[len(LINK_PREFIX) :]))
+        show_folder_problem(_link_problem(refused))
         return None
     if not name:
         st.info(t("model.folder_missing"), icon=":material/folder_open:")
@@ -203,17 +270,26 @@ def get_model(name: str | None = None, device: str | None = None) -> LabModel | 
     except (ModelLoadError, ValueError, OSError) as err:
         show_load_failure(name, label, err)
         return None
+    _say_unloaded()
     show_engine_line(lm)
     show_engine_note(lm)
     return lm
 
 
-def _link_problem(name: str) -> FolderProblem:
+def _link_problem(value: str) -> FolderProblem:
+    """Why a link's ``?model=`` value is not opened."""
+    name = value
+    for prefix in _ROOT_PREFIXES:
+        name = name.removeprefix(prefix)
     try:
-        folder_in_root(name)
+        folder_in_root(name) if value.startswith(LINK_PREFIX) else in_root(name)
     except FolderProblem as problem:
         return problem
-    return FolderProblem("not_model", f"{name} is not a model folder", path=name, found="-")
+    if not value.startswith(_ROOT_PREFIXES):
+        return FolderProblem(
+            "outside_root", f"{value!r} is not a name a link may carry", name=value
+        )
+    return FolderProblem("not_model", f"{name} is not a model", path=name, found="-")
 
 
 def show_load_failure(name: str, label: str, err: BaseException) -> None:
@@ -230,9 +306,20 @@ def show_load_failure(name: str, label: str, err: BaseException) -> None:
 
 
 def show_folder_problem(problem: FolderProblem, detail: str | None = None) -> None:
-    details = {k: code_path(v) if k in ("path", "root") else v for k, v in problem.details.items()}
+    """The problem in the reader's language. Served, a refused place is not named back, and
+    a path is shown by its last part alone: no message names a folder of the server."""
+    details = dict(problem.details)
+    key = problem.key
+    if served():
+        if key == "outside_root":
+            key, details = "outside_root_served", {}
+        if "path" in details:
+            details["path"] = Path(details["path"]).name or "-"
+        details.pop("root", None)
+    details = {k: code_path(v) if k in ("path", "root") else v for k, v in details.items()}
+    details.setdefault("root", shown_root())
     details.setdefault("engine", ", ".join(layout_name(m) for m in ENGINE_DECODER_TYPES))
-    st.error(t(f"model.problem.{problem.key}", **details), icon=":material/error:")
+    st.error(t(f"model.problem.{key}", **details), icon=":material/error:")
     show_load_detail(detail or str(problem))
 
 
@@ -315,7 +402,12 @@ def show_engine_note(lm) -> None:
 
 def show_load_detail(detail: str) -> None:
     """The loader's own words (paths, the command that fixes it), literally, behind a
-    translated label: they are technical and stay in their original English."""
+    translated label: they are technical and stay in their original English. Served, they
+    go to the server's log instead: they may name the server's folders."""
+    if served():
+        log.warning("model problem (not shown to a served page): %s", detail)
+        st.caption(t("model.detail_in_log"))
+        return
     with st.expander(t("model.load_failed_detail"), icon=":material/info:"):
         st.code(detail, language=None, wrap_lines=True)
 

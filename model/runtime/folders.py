@@ -18,6 +18,7 @@ from model.runtime.types import ModelLoadError
 MODELS_ENV = "ATTENTION_LAB_MODELS"
 DEFAULT_MODELS_ROOT = "~/attention-lab-models"
 LINK_PREFIX = "folder:"  # ?model=folder:NAME
+GGUF_PREFIX = "gguf:"  # ?model=gguf:NAME, a .gguf file directly in the models root
 
 ENCODER_TYPES = ("bert",)
 ENGINE_DECODER_TYPES = ("llama", "qwen2", "mistral", "gpt2")
@@ -86,9 +87,11 @@ def root_folders(root: Path | None = None) -> list[str]:
     return names
 
 
-def folder_in_root(name: str, root: Path | None = None) -> Path:
-    """The folder ``name`` (relative to the models root, as a link carries it); refuses
-    absolute paths, ``..`` and links that lead out of the root, with a FolderProblem."""
+def in_root(name: str, root: Path | None = None) -> Path:
+    """The path ``name`` (relative to the models root, as a link carries it) inside the root,
+    whatever it is (a folder, a file); refuses absolute paths, ``..``, a drive or prefix
+    (``:``) and links that lead out of the root, with a FolderProblem. Every name a link or
+    a served page may carry goes through here (``folder:NAME``, ``gguf:NAME``)."""
     root = models_root() if root is None else root
     if not name or name.startswith(("/", "\\", "~")) or Path(name).is_absolute() or ":" in name:
         raise FolderProblem(
@@ -105,24 +108,52 @@ def folder_in_root(name: str, root: Path | None = None) -> Path:
             name=name,
             root=str(root),
         )
-    folder = root / name
     try:
         real_root = root.resolve(strict=True)
     except OSError:
         raise FolderProblem(
             "not_found", f"the models root {root} does not exist", name=name, root=str(root)
         ) from None
-    real = folder.resolve()
-    if not real.is_relative_to(real_root):
-        raise FolderProblem(
+    path = root / name
+    if not path.resolve().is_relative_to(real_root):
+        raise FolderProblem(  # where it leads is not said: it is outside the root
             "outside_root",
-            f"{folder} leads out of the models root {root} (to {real})",
+            f"{name!r} leads out of the models root {root}",
             name=name,
             root=str(root),
         )
-    if not real.is_dir():
+    return path
+
+
+def links_out(folder: Path, root: Path) -> list[str]:
+    """The entries of ``folder`` (all the way down) that are symbolic links leading out of
+    the models root ``root``, by their path inside ``folder``: a weights file linked to
+    /etc/passwd would be read as the model's."""
+    real_root = root.resolve()
+    out = []
+    for here, dirs, files in os.walk(folder):  # links to folders are not walked into
+        for entry in (*dirs, *files):
+            path = Path(here) / entry
+            if path.is_symlink() and not path.resolve().is_relative_to(real_root):
+                out.append(path.relative_to(folder).as_posix())
+    return sorted(out)
+
+
+def folder_in_root(name: str, root: Path | None = None) -> Path:
+    """The folder ``name`` inside the models root (see in_root), none of whose files is a
+    link out of the root."""
+    root = models_root() if root is None else root
+    folder = in_root(name, root)
+    if not folder.resolve().is_dir():
         raise FolderProblem(
             "not_found", f"no folder {name!r} in the models root {root}", name=name, root=str(root)
+        )
+    if links_out(folder, root):
+        raise FolderProblem(
+            "outside_root",
+            f"{name!r} holds links that lead out of the models root {root}",
+            name=name,
+            root=str(root),
         )
     return folder
 

@@ -37,15 +37,35 @@ def test_a_run_stopped_while_it_waits_leaves_the_work_going_and_the_next_run_joi
     with pytest.raises(Interrupted):
         background.with_progress("long text", slow(calls, gate), label)
     assert background._JOBS  # still in flight after the run that asked for it stopped
-    gate.set()
-    value = background.with_progress("long text", slow(calls, gate), lambda d, n: f"{d}/{n}")
+    joined, box = threading.Event(), {}
+
+    def next_label(done: int, n: int) -> str:
+        joined.set()  # the next run draws the bar of the work in flight: it has joined
+        return f"{done}/{n}"
+
+    def next_run() -> None:
+        box["value"] = background.with_progress("long text", slow(calls, gate), next_label)
+
+    runner = threading.Thread(target=next_run)
+    runner.start()
+    assert joined.wait(10)
+    gate.set()  # only now may the work end: the join is not a race with its end
+    runner.join(10)
+    value = box["value"]
     assert value == "the trace" and calls == [1]  # computed once, not again from nothing
     assert said == [(1, 3)]
     assert background._JOBS == {}  # nothing in flight is kept once it ends
 
 
-def test_two_runs_asking_at_once_share_one_computation_and_its_error():
-    calls, gate = [], threading.Event()
+def test_two_runs_asking_at_once_share_one_computation_and_its_error(monkeypatch):
+    calls, gate, asked = [], threading.Event(), []
+    submit = background._submit
+
+    def counted(*args):  # both runs have asked before the work may end
+        asked.append(1)
+        return submit(*args)
+
+    monkeypatch.setattr(background, "_submit", counted)
 
     def failing(report):
         calls.append(1)
@@ -63,7 +83,9 @@ def test_two_runs_asking_at_once_share_one_computation_and_its_error():
     askers = [threading.Thread(target=ask) for _ in range(2)]
     for a in askers:
         a.start()
-    time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while len(asked) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     gate.set()
     for a in askers:
         a.join(5)
