@@ -265,3 +265,29 @@ def long_text(n_chars: int = 9000, seed: int = 0) -> str:
             "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 8)))
         )
     return " ".join(words)[:n_chars]
+
+
+CHATML = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def build_chat_folder(folder):
+    """A tiny LLaMA-type folder whose tokenizer carries a ChatML chat template with its own
+    special tokens, as SmolLM2-Instruct's does (``<|im_start|>``, ``<|im_end|>``)."""
+    torch.manual_seed(0)
+    tok = byte_level_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+        pad_token="<|im_end|>",
+    )
+    fast.chat_template = CHATML
+    ids = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2}
+    decoder_model("llama", len(fast), ids).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
