@@ -280,3 +280,30 @@ def test_recovered_merges_follow_the_given_order_then_longer_pieces():
     tokens = ["a", "b", "c", "ab", "bc", "abc"]
     order = {t: i for i, t in enumerate(tokens)}
     assert recovered_merges(tokens, order) == [("a", "b"), ("b", "c"), ("ab", "c"), ("a", "bc")]
+
+
+def test_gguf_files_in_the_models_root_are_listed_beside_folders_and_stay_inside(files, tmp_path):
+    from model.runtime.folders import gguf_in_root, root_gguf_files
+
+    root = tmp_path / "models"
+    (root / "a-folder.gguf").mkdir(parents=True)  # a folder, whatever its name
+    (root / "tiny.gguf").write_bytes(files["llama", "Q8_0"].read_bytes())
+    (root / "notes.txt").write_text("not a model")
+    outside = tmp_path / "outside.gguf"
+    outside.write_bytes(b"GGUF")
+    (root / "escape.gguf").symlink_to(outside)
+    assert root_gguf_files(root) == ["tiny.gguf"]
+    assert gguf_in_root("tiny.gguf", root) == root / "tiny.gguf"
+    for name, key in [
+        ("../outside.gguf", "outside_root"),
+        ("/etc/passwd.gguf", "outside_root"),
+        ("escape.gguf", "outside_root"),
+        ("a-folder.gguf", "not_found"),
+        ("notes.txt", "outside_root"),
+        ("missing.gguf", "not_found"),
+    ]:
+        with pytest.raises(FolderProblem) as err:
+            gguf_in_root(name, root)
+        assert err.value.key == key, name
+    lm = load(str(gguf_in_root("tiny.gguf", root)), device="cpu")
+    assert lm.name == "tiny" and lm.info["engine"] == "attention-lab"
