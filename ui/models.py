@@ -14,18 +14,21 @@ import streamlit as st
 from model.runtime.folders import (
     ENCODER_TYPES,
     ENGINE_DECODER_TYPES,
+    GGUF_PREFIX,
     LINK_PREFIX,
     FolderProblem,
     diagnose,
     fallback_reason,
     folder_in_root,
+    gguf_in_root,
     layout_name,
     link_name,
     models_root,
     root_folders,
+    root_gguf_files,
 )
 from model.runtime.lab import LabModel
-from model.runtime.loading import CONTRAST, PRETRAINED, SHIPPED, load
+from model.runtime.loading import CONTRAST, GGUF_MODELS, PRETRAINED, SHIPPED, load
 from model.runtime.types import DecodeStep, ForcedStep, ModelLoadError
 from model.trace import Trace
 from ui.i18n import t, translated_widget
@@ -52,7 +55,22 @@ def session_models() -> dict[str, tuple[str, str]]:
 def model_choices() -> tuple[str, ...]:
     """The picker's options: shipped, pretrained, this session's own models, the folders in
     the models root (``folder:NAME``, so a link names them), then any folder by its path."""
-    return (*SHIPPED, *PRETRAINED, *session_models(), *root_choices(), FOLDER)
+    return (
+        *SHIPPED,
+        *PRETRAINED,
+        *gguf_models(),
+        *session_models(),
+        *root_choices(),
+        FOLDER,
+    )
+
+
+@st.cache_data(show_spinner=False)
+def gguf_models() -> tuple[str, ...]:
+    """The shipped GGUF models ("smollm2", "gemma3") whose packages are installed."""
+    from model.runtime.gguf_cache import installed
+
+    return tuple(name for name in GGUF_MODELS if installed(name))
 
 
 @st.cache_data(show_spinner=False, ttl=10)
@@ -60,9 +78,17 @@ def _root_folders(root: str) -> list[str]:
     return root_folders(Path(root))
 
 
+@st.cache_data(show_spinner=False, ttl=10)
+def _root_gguf_files(root: str) -> list[str]:
+    return root_gguf_files(Path(root))
+
+
 def root_choices() -> tuple[str, ...]:
-    """``folder:NAME`` for every model folder in $ATTENTION_LAB_MODELS (re-read every 10 s)."""
-    return tuple(LINK_PREFIX + name for name in _root_folders(str(models_root())))
+    """``folder:NAME`` for every model folder in $ATTENTION_LAB_MODELS, then ``gguf:NAME`` for
+    every .gguf file there (re-read every 10 s)."""
+    root = str(models_root())
+    folders = tuple(LINK_PREFIX + name for name in _root_folders(root))
+    return folders + tuple(GGUF_PREFIX + name for name in _root_gguf_files(root))
 
 
 def model_path(name: str) -> str:
@@ -70,6 +96,8 @@ def model_path(name: str) -> str:
     (FolderProblem when it is not one), anything else as it is."""
     if name.startswith(LINK_PREFIX):
         return str(folder_in_root(name[len(LINK_PREFIX) :]))
+    if name.startswith(GGUF_PREFIX):
+        return str(gguf_in_root(name[len(GGUF_PREFIX) :]))
     return name
 
 
@@ -80,7 +108,9 @@ def model_label(name: str) -> str:
         return t(f"model.session.{origin}", task=task, n=_ordinal(name))
     if name.startswith(LINK_PREFIX):
         return t("model.root_folder", name=name[len(LINK_PREFIX) :])
-    if name not in (*SHIPPED, *PRETRAINED, *CONTRAST, FOLDER):
+    if name.startswith(GGUF_PREFIX):
+        return t("model.root_gguf", name=name[len(GGUF_PREFIX) :])
+    if name not in (*SHIPPED, *PRETRAINED, *GGUF_MODELS, *CONTRAST, FOLDER):
         return Path(name).name or name  # a model folder: its own name
     return t(f"model.name.{name}")
 
@@ -220,8 +250,10 @@ def show_load_failure(name: str, label: str, err: BaseException) -> None:
     """The plain problem of a folder (in the reader's language) when one is seen, else the
     generic message; the loader's own words always behind a disclosure."""
     problem = err if isinstance(err, FolderProblem) else None
-    if problem is None and name not in (*SHIPPED, *PRETRAINED, *CONTRAST):
-        problem = diagnose(model_path(name)) if not name.startswith(LINK_PREFIX) else None
+    if problem is None and name not in (*SHIPPED, *PRETRAINED, *GGUF_MODELS, *CONTRAST):
+        linked_name = name.startswith((LINK_PREFIX, GGUF_PREFIX))
+        gguf = name.lower().endswith(".gguf")
+        problem = diagnose(model_path(name)) if not (linked_name or gguf) else None
     if problem is None:
         st.error(t("model.load_failed", name=label), icon=":material/error:")
         show_load_detail(str(err))

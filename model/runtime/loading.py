@@ -17,6 +17,9 @@ SHIPPED = ("en2ko", "reverse", "sort", "induction")
 # model that cannot form an induction head.
 CONTRAST = ("induction-1layer",)
 PRETRAINED = ("minilm",)
+# Real decoders shipped as GGUF files inside registry packages (model.runtime.gguf_cache),
+# offered where their packages are installed.
+GGUF_MODELS = ("smollm2", "gemma3")
 
 
 def load(
@@ -24,7 +27,8 @@ def load(
     device: str | torch.device = "auto",
     dtype: str | torch.dtype = "auto",
 ) -> LabModel:
-    """A ready model: "en2ko" | "reverse" | "sort" | "induction" | "minilm" | a folder path.
+    """A ready model: "en2ko" | "reverse" | "sort" | "induction" | "minilm" | "smollm2" |
+    "gemma3" | a folder path | the path of a .gguf file.
 
     dtype: "auto" runs a Hugging Face folder in its own torch_dtype (bfloat16 / float16) on
     a CUDA GPU and in float32 on a CPU (the shipped checkpoints are float32); or
@@ -48,6 +52,8 @@ def load(
 def _load(name: str, device: str | torch.device, dtype: str | torch.dtype = "auto") -> LabModel:
     if name in PRETRAINED:
         return load_minilm(device)
+    if name in GGUF_MODELS:
+        return load_gguf(name, device, dtype)
     if name in SHIPPED or name in CONTRAST:
         folder = CHECKPOINTS / name
         if not (folder / "config.json").is_file():
@@ -60,11 +66,13 @@ def _load(name: str, device: str | torch.device, dtype: str | torch.dtype = "aut
     folder = Path(name).expanduser()
     if folder.is_dir():
         return _load_folder(folder, device, folder.name, dtype)
+    if folder.suffix.lower() == ".gguf":
+        return load_gguf(folder, device, dtype)
     if any(c in name for c in "/\\~.") or folder.exists():  # a path, not a model's name
         raise ModelLoadError(f"there is no folder at {folder}")
     raise ModelLoadError(
-        f"unknown model {name!r}: choose one of {', '.join(SHIPPED + PRETRAINED)}, "
-        "or give the path of a model folder"
+        f"unknown model {name!r}: choose one of {', '.join(SHIPPED + PRETRAINED + GGUF_MODELS)}, "
+        "or give the path of a model folder or a .gguf file"
     )
 
 
@@ -85,6 +93,46 @@ def _load_folder(
         f"{folder} is neither a project checkpoint (config.json with d_model + vocab.json) "
         "nor a Hugging Face model folder (config.json with model_type)"
     )
+
+
+def load_gguf(
+    name_or_path: str | Path, device: str | torch.device = "auto", dtype: str | torch.dtype = "auto"
+):
+    """A shipped GGUF model ("smollm2", "gemma3") or any .gguf file, converted once into a
+    cached Hugging Face folder (model.runtime.gguf_cache) and run from it like any folder:
+    our own engine where the layout maps, transformers' otherwise. A cached folder that does
+    not load is converted again, once."""
+    from model.runtime import gguf_cache
+    from model.runtime.folders import FolderProblem
+
+    shipped = str(name_or_path) in gguf_cache.SHIPPED_GGUF
+    try:
+        folder = (
+            gguf_cache.shipped_folder(str(name_or_path))
+            if shipped
+            else gguf_cache.gguf_folder(name_or_path)
+        )
+        try:
+            lm = load_hf_folder(folder, device, dtype)
+        except ModelLoadError:  # damaged since it was stamped: convert again, once
+            gguf_cache.forget(folder)
+            folder = (
+                gguf_cache.shipped_folder(str(name_or_path))
+                if shipped
+                else gguf_cache.gguf_folder(name_or_path)
+            )
+            lm = load_hf_folder(folder, device, dtype)
+    except gguf_cache.GGUFProblem as problem:  # said in the reader's language by the UI
+        raise FolderProblem(problem.key, str(problem), **problem.details) from problem
+    lm.name = str(name_or_path) if shipped else Path(name_or_path).stem
+    lm.info["gguf"] = str(name_or_path)
+    if shipped:
+        model = gguf_cache.SHIPPED_GGUF[str(name_or_path)]
+        lm.info["source"] = model.source
+        lm.info["license"] = model.license
+        if model.terms:
+            lm.info["terms"] = str(model.terms_path())
+    return lm
 
 
 def load_bert_folder(
