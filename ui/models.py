@@ -31,13 +31,13 @@ from model.runtime.lab import LabModel
 from model.runtime.loading import CONTRAST, GGUF_MODELS, PRETRAINED, SHIPPED, load
 from model.runtime.types import DecodeStep, ForcedStep, ModelLoadError
 from model.trace import Trace
-from ui.i18n import t, translated_widget
+from ui.i18n import current_language, t, translated_widget
 from ui.permalink import linked
 from viz.memo import ByteLRU, budget_bytes
 
 FOLDER = "folder"  # the choice that loads a local Hugging Face / checkpoint folder
 MODEL_CHOICES = (*SHIPPED, *PRETRAINED, FOLDER)
-DEFAULT_MODEL = "en2ko"
+DEFAULT_MODEL = "en2ko"  # when no real model is installed (the toy that ships in the repo)
 _MODEL_KEY, _DEVICE_KEY, _FOLDER_KEY = "model", "device", "model_folder"
 _EXTRA_KEY = "extra_models"  # folder -> (origin, task): models trained or uploaded this session
 _REFUSED_KEY = "_refused_model_link"  # a ?model=folder:NAME this session would not open
@@ -126,12 +126,25 @@ def device_choices() -> list[str]:
     return ["auto", *available_devices()]
 
 
+def default_model(lang: str | None = None) -> str:
+    """The model a first visit looks at: a real one where its package is installed. In
+    Korean, Gemma 3, which reads Korean as Korean words (SmolLM2 reads it as UTF-8 bytes);
+    otherwise SmolLM2; the toy en2ko when neither is installed."""
+    real = gguf_models()
+    if (lang or current_language()) == "ko" and "gemma3" in real:
+        return "gemma3"
+    for name in ("smollm2", "gemma3"):
+        if name in real:
+            return name
+    return DEFAULT_MODEL
+
+
 def selected_model() -> str:
     """The model name (or folder path) this session chose in the sidebar."""
-    choice = st.session_state.get(_MODEL_KEY, DEFAULT_MODEL)
+    choice = st.session_state.get(_MODEL_KEY, default_model())
     if choice == FOLDER:
         return str(st.session_state.get(_FOLDER_KEY) or "").strip()
-    return choice if choice in model_choices() else DEFAULT_MODEL
+    return choice if choice in model_choices() else default_model()
 
 
 def switch_model(name: str) -> None:
@@ -172,7 +185,7 @@ def render_model_picker() -> None:
         f":material/neurology: {t('sidebar.model')}",
         model_choices(),
         key=_MODEL_KEY,
-        default=DEFAULT_MODEL,
+        default=default_model(),
         format_func=model_label,
         help=t("sidebar.model_help"),
         on_change=_forget_refused_link,
@@ -317,11 +330,13 @@ def sidebar_folder() -> str | None:
 
 
 def engine_folder() -> str | None:
-    """The sidebar's model folder when our own engine runs it as a decoder (a LLaMA, Qwen2,
-    Mistral or GPT-2 folder, or a decoder checkpoint), else None: pages built on our engine
-    (mechanisms, "Attention since 2017") offer it beside their own models."""
-    choice = st.session_state.get(_MODEL_KEY)
-    if choice != FOLDER and not str(choice).startswith(LINK_PREFIX):
+    """The sidebar's real decoder when our own engine runs it: a shipped GGUF model (SmolLM2,
+    Gemma 3), a .gguf file or a LLaMA, Qwen2, Mistral, GPT-2 or Gemma 3 folder, or a decoder
+    checkpoint; else None. Pages built on our engine (mechanisms, "Attention since 2017")
+    offer it beside their own toy models, and open on it."""
+    choice = str(st.session_state.get(_MODEL_KEY, default_model()))
+    real = choice in GGUF_MODELS or choice.startswith((LINK_PREFIX, GGUF_PREFIX))
+    if choice != FOLDER and not real:
         return None
     name = selected_model()
     if not name:
