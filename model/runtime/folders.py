@@ -20,7 +20,7 @@ DEFAULT_MODELS_ROOT = "~/attention-lab-models"
 LINK_PREFIX = "folder:"  # ?model=folder:NAME
 
 ENCODER_TYPES = ("bert",)
-ENGINE_DECODER_TYPES = ("llama", "qwen2", "mistral", "gpt2")
+ENGINE_DECODER_TYPES = ("llama", "qwen2", "mistral", "gemma3_text", "gpt2")
 ENGINE_TYPES = (*ENCODER_TYPES, *ENGINE_DECODER_TYPES)
 LAYOUT_NAMES = {
     "bert": "BERT",
@@ -32,6 +32,7 @@ LAYOUT_NAMES = {
     "bart": "BART",
     "phi3": "Phi-3",
     "gemma": "Gemma",
+    "gemma3_text": "Gemma 3",
     "gpt_neox": "GPT-NeoX",
     "distilbert": "DistilBERT",
 }
