@@ -15,7 +15,9 @@ import torch.nn.functional as F
 
 from model import load
 from model.analysis.circuit import output_matrix, run
+from model.analysis.heads import scan_heads
 from model.analysis.lens import logit_lens
+from model.analysis.patching import patch
 from model.analysis.walkthrough import walkthrough
 from model.attention import _fast_attention, scaled_dot_product_attention
 from model.config import TransformerConfig
@@ -284,13 +286,23 @@ def test_qk_norm_stages_hold_queries_and_keys_before_and_after_the_norm(models):
             close(record_q, rotate(st["q_after"], cos, sin, "half"), 1e-5)
 
 
-def test_lens_runner_attribution_and_walkthrough_read_gemma(models, ids):
+def test_the_runner_head_scan_patching_lens_and_walkthrough_read_gemma(models, ids):
     lm, _ = models
     r = run(lm.network, ids, decompose=True)
     with torch.inference_mode():
         close(r.logits, lm.network(ids).logits)
     # The final stream as a sum of parts, through every norm (gain 1 + w), gives each logit.
     close(sum(r.parts.values()) @ output_matrix(lm.network).T, r.logits, 1e-3)
+    # The runner's maps are each layer's own: a sliding layer's end at its window.
+    trace = lm.trace(TEXT, target=TARGET)
+    for layer in (SLIDING[0], GLOBAL):
+        close(r.attention["decoder"][layer][0], trace.attention["decoder"][layer], 1e-5)
+    scan = scan_heads(lm, length=12, n=2)
+    assert scan.scores["prefix_matching"].shape == (4, 4)
+    tail = " and a dog ran in the park"  # past the window
+    patched = patch(lm, "the cat sat on the mat" + tail, "the mat sat on the cat" + tail)
+    assert patched.by_position.shape[0] == 5  # the embeddings and after each of 4 layers
+    assert patched.by_position.shape[1] > WINDOW
     lens = logit_lens(lm, TEXT + TARGET, k=3)
     torch.testing.assert_close(lens.probs[-1], lens.model_probs, atol=1e-6, rtol=0)
     for layer in (SLIDING[0], GLOBAL):
