@@ -244,11 +244,6 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, then (with an encoder) cross-attention, then the FFN."""
 
-    def self_mask(self, mask: MaskSpec | torch.Tensor | None):
-        """The model's self-attention mask as this layer applies it: narrowed to its own
-        sliding window where it has one (``within_window``)."""
-        return within_window(mask, self.window)
-
     def __init__(self, cfg: TransformerConfig, cross: bool, index: int = 0):
         super().__init__()
         # Gemma 3's local layers see only their window; its global layers every earlier key
@@ -270,6 +265,11 @@ class DecoderLayer(nn.Module):
         )
         self.cross_norm = add_norm(cfg) if cross else None
         self.ffn, self.ffn_norm = _feed_forward(cfg)
+
+    def self_mask(self, mask: MaskSpec | torch.Tensor | None):
+        """The model's self-attention mask as this layer applies it: narrowed to its own
+        sliding window where it has one (``within_window``)."""
+        return within_window(mask, self.window)
 
     def forward(
         self,
