@@ -4,7 +4,8 @@
 
 Each number comes from a fresh Python process, as a server replica starts: the conversion
 into an empty cache (a temporary ``ATTENTION_LAB_CACHE``), then a load from that cache, then
-one replica holding MiniLM, SmolLM2 and Gemma 3 with its resident memory after each. Wall
+one replica holding MiniLM, SmolLM2 and Gemma 3 with its resident memory after each (each
+model loaded and run once, so every weight it has was read). Wall
 time and the process's CPU time are both kept: on a shared machine the wall time says how
 busy it was, the CPU time what the work costs. Targets: cached load <= 3 s (SmolLM2) and
 <= 5 s (Gemma 3), first conversion <= 30 s, the three-model replica <= 2.5 GB.
@@ -52,7 +53,9 @@ out["imports"] = rss()
 from model import load
 keep = []
 for name in sys.argv[1].split(","):
-    keep.append(load(name, "cpu"))
+    lm = load(name, "cpu")
+    lm.trace("The cat sat on the mat. 고양이가 매트 위에 앉았다.")  # every weight read once
+    keep.append(lm)
     out["after_" + name] = rss()
 json.dump(out, sys.stdout)
 """

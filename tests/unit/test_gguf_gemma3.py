@@ -134,6 +134,9 @@ def test_gemma3_logits_and_greedy_tokens_equal_transformers(gguf_path):
 
     lm = load("gemma3", device="cpu")
     assert lm.info["terms"].endswith("GEMMA_TERMS.html")
+    assert lm.info["engine"] == "attention-lab" and lm.info["model_type"] == "gemma3_text"
+    cfg = lm.config
+    assert (cfg.n_decoder_layers, cfg.n_heads, cfg.kv_heads, cfg.d_model) == (18, 4, 1, 640)
     ids = {text: lm.encode(text).ids for text in LOGIT_TEXTS}
     assert ids[LOGIT_TEXTS[1]] == RECORDED[LOGIT_TEXTS[1]]
     with torch.inference_mode():
