@@ -21,7 +21,7 @@ LINK_PREFIX = "folder:"  # ?model=folder:NAME
 GGUF_PREFIX = "gguf:"  # ?model=gguf:NAME, a .gguf file directly in the models root
 
 ENCODER_TYPES = ("bert",)
-ENGINE_DECODER_TYPES = ("llama", "qwen2", "mistral", "gpt2")
+ENGINE_DECODER_TYPES = ("llama", "qwen2", "mistral", "gemma3_text", "gpt2")
 ENGINE_TYPES = (*ENCODER_TYPES, *ENGINE_DECODER_TYPES)
 LAYOUT_NAMES = {
     "bert": "BERT",
@@ -33,6 +33,7 @@ LAYOUT_NAMES = {
     "bart": "BART",
     "phi3": "Phi-3",
     "gemma": "Gemma",
+    "gemma3_text": "Gemma 3",
     "gpt_neox": "GPT-NeoX",
     "distilbert": "DistilBERT",
 }
