@@ -9,7 +9,7 @@ import pytest
 from model.analysis.concepts import attention_facts
 from model.analysis.heads import default_length, scan_heads
 from model.runtime.gguf_cache import installed
-from tests.app.helpers import chart, figures, ok, open_page, open_tab
+from tests.app.helpers import figures, ok, open_page
 from ui.i18n import translate
 
 pytestmark = pytest.mark.skipif(
