@@ -97,3 +97,61 @@ def test_smollm2s_patching_pairs_are_facts_it_answers_right_and_tokenizes_evenly
         for text in (clean, corrupted):
             country = text.split()[-2]
             assert smollm2.translate(text).startswith(answers[country]), text
+
+
+@pytest.mark.parametrize("lang", ["ko", "en"])
+def test_the_modern_page_shows_gemmas_local_and_global_layers_and_the_cache_they_save(lang):
+    from model import load
+    from model.analysis.concepts import window_cache_bytes, window_pattern
+
+    cfg = load("gemma3", device="cpu").config
+    pattern = window_pattern(cfg)
+    # Gemma 3 270M: 18 layers, five local (window 512) then one global, three times over.
+    assert pattern == ([512] * 5 + [None]) * 3
+    at = open_page(
+        "modern",
+        lang=lang,
+        model="gemma3",
+        tabs={"modern_tab": translate("tabs.modern.cache", lang)},
+    )
+    ok(at)
+    row = next(d.value for d in at.dataframe if d.value.shape == (1, 18)).iloc[0].tolist()
+    assert row.count(translate("modern.window.global", lang)) == 3
+    assert row.count(translate("modern.window.local", lang, w="512")) == 15
+    sizes = window_cache_bytes(cfg, cfg.max_len)
+    # 2 x 1 kv head x 256 dims x 4 bytes a key and value: 3 layers keep every token, 15 keep 512
+    assert sizes["windowed"] == 2048 * (3 * cfg.max_len + 15 * 512)
+    assert sizes["all_global"] == 2048 * 18 * cfg.max_len
+    metrics = {m.label: m.value for m in at.metric}
+    ratio = f"{sizes['all_global'] / sizes['windowed']:.1f}×"
+    assert metrics[translate("modern.window.saving", lang)] == ratio
+
+
+def test_gemmas_local_layer_weighs_nothing_beyond_its_window_on_1024_tokens():
+    at = open_page(
+        "modern",
+        lang="en",
+        model="gemma3",
+        tabs={"modern_tab": translate("tabs.modern.cache", "en")},
+    )
+    at.toggle(key="mwin").set_value(True).run()
+    ok(at)
+    maps = [f for f in figures(at) if "Layer" in str(f["layout"].get("title", ""))]
+    assert len(maps) == 2
+    from ui.modern import window_maps
+
+    found = window_maps("gemma3", "auto")
+    assert found.n_tokens == 1024 and found.layers == (0, 5)
+    assert found.reach[0] == 511  # the window: 512 keys, the query's own included
+    assert found.reach[1] > 511  # the global layer reaches past it
+    caption = translate(
+        "modern.window.caption",
+        "en",
+        n="1,024",
+        local=1,
+        reach_local="511",
+        window="512",
+        wide=6,
+        reach_wide=f"{found.reach[1]:,}",
+    )
+    assert caption in [c.value for c in at.caption]
