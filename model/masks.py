@@ -6,6 +6,7 @@ handed straight to ``scaled_dot_product_attention``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -211,3 +212,26 @@ def mask_spec(
     lq = query_valid.shape[1] if query_valid is not None else lengths[0]
     lk = key_valid.shape[1] if key_valid is not None else lengths[1]
     return MaskSpec(lq, lk, query_valid, key_valid, causal, offset, window)
+
+
+def within_window(
+    mask: MaskSpec | torch.Tensor | None, window: int | None
+) -> MaskSpec | torch.Tensor | None:
+    """``mask`` narrowed to a sliding window: each query also loses every key ``window`` or
+    more positions back (one layer's own window, Gemma 3's local layers). A MaskSpec keeps
+    its rule (the narrower window wins); a bool [.., Lq, Lk] mask is cut by the band, its
+    queries being the last Lq of the Lk positions. ``window`` None: ``mask`` unchanged."""
+    if window is None:
+        return mask
+    if window < 1:
+        raise ValueError(f"a sliding window must be at least 1, not {window}")
+    if isinstance(mask, MaskSpec):
+        if mask.window is not None and mask.window <= window:
+            return mask
+        return dataclasses.replace(mask, window=window)
+    if mask is None:
+        raise ValueError("a sliding window needs the mask's lengths: pass a MaskSpec")
+    lq, lk = mask.shape[-2], mask.shape[-1]
+    q_pos = torch.arange(lk - lq, lk, device=mask.device)[:, None]
+    band = torch.arange(lk, device=mask.device)[None, :] > q_pos - window
+    return mask.to(torch.bool) & band

@@ -124,8 +124,11 @@ class Recorder:
         # kind -> per layer {"query": [B, Lq, D], "memory": [B, Lk, D], "mask": bool or None};
         # "encoder_ffn" / "decoder_ffn": what each layer's feed-forward network read
         self.inputs: dict[str, list[dict]] = defaultdict(list)
-        # kind -> the mask that kind's attention used (every layer of a kind uses the same)
+        # kind -> the mask that kind's attention used (every layer of a kind uses the same,
+        # unless its layers have windows of their own: then the widest, and ``layer_masks``)
         self.masks: dict[str, MaskSpec | torch.Tensor | None] = {}
+        # kind -> each layer's own mask, where they differ (Gemma 3's local and global layers)
+        self.layer_masks: dict[str, list[MaskSpec | torch.Tensor | None]] = defaultdict(list)
 
     def add_input(
         self,
@@ -154,8 +157,10 @@ class Recorder:
     ) -> None:
         if not isinstance(qk, QK):
             raise TypeError("the recorder keeps queries and keys (a QK), never maps")
-        if kind not in self.masks:
-            self.masks[kind] = mask.detach() if isinstance(mask, torch.Tensor) else mask
+        mask = mask.detach() if isinstance(mask, torch.Tensor) else mask
+        if kind not in self.masks or _wider(mask, self.masks[kind]):
+            self.masks[kind] = mask
+        self.layer_masks[kind].append(mask)
         self.qk[kind].append(qk)
         report = _PROGRESS.get()
         if report is not None:
@@ -171,11 +176,17 @@ class Recorder:
         return attention_weights(
             qk.q[index],
             qk.k[index],
-            _sentence_mask(self.masks.get(kind), index),
+            _sentence_mask(self.mask_of(kind, layer), index),
             alibi=qk.alibi,
             rows=rows,
             cols=cols,
+            scale=qk.scale,
         )
+
+    def mask_of(self, kind: str, layer: int) -> MaskSpec | torch.Tensor | None:
+        """The mask layer ``layer`` of ``kind`` attended with."""
+        masks = self.layer_masks.get(kind)
+        return masks[layer] if masks and layer < len(masks) else self.masks.get(kind)
 
     @property
     def attention(self) -> dict[str, list[torch.Tensor]]:
@@ -226,12 +237,34 @@ class Recorder:
             whole = all(
                 qk.sums is not None and qk.q.shape[2] == lq and qk.k.shape[2] == lk for qk in qks
             )  # block sums are one whole sentence's (a pass over one, never padded)
+            shared = self.masks.get(kind)
+            record_mask = _cut_mask(shared, index, lq, lk)
+            layer_masks = None
+            own = self.layer_masks.get(kind, [])
+            if len(own) == len(qks) and any(m is not shared for m in own):
+                cut = {}  # each distinct mask cut once (a model has one or two)
+                for m in own:
+                    if id(m) not in cut:
+                        cut[id(m)] = record_mask if m is shared else _cut_mask(m, index, lq, lk)
+                layer_masks = [cut[id(m)] for m in own]
+            stages = None
+            if any(qk.norm_stages for qk in qks):
+                stages = [
+                    {
+                        name: _cut(t, index, lq if name.startswith("q") else lk)
+                        for name, t in (qk.norm_stages or {}).items()
+                    }
+                    for qk in qks
+                ]
             records[kind] = AttentionRecord(
                 [_cut(qk.q, index, lq) for qk in qks],
                 [_cut(qk.k, index, lk) for qk in qks],
-                _cut_mask(self.masks.get(kind), index, lq, lk),
+                record_mask,
                 qks[0].alibi,
                 torch.cat([qk.sums for qk in qks]).cpu() if whole else None,
+                layer_masks=layer_masks,
+                scale=qks[0].scale,
+                norm_stages=stages,
             )
         # First every kernel of the predictions, queued behind the forward's (no copy to
         # the CPU before them: see Predictions.on_device).
@@ -266,6 +299,16 @@ class Recorder:
         )
 
 
+def _wider(mask, than) -> bool:
+    """Whether MaskSpec ``mask`` hides fewer keys than ``than`` by its window alone (a
+    global layer's against a sliding one's): the kind's shared mask is the widest."""
+    if not (isinstance(mask, MaskSpec) and isinstance(than, MaskSpec)):
+        return False
+    if than.window is None:
+        return False
+    return mask.window is None or mask.window > than.window
+
+
 def _sentence_mask(mask: MaskSpec | torch.Tensor | None, index: int):
     if mask is None or isinstance(mask, MaskSpec):
         if isinstance(mask, MaskSpec):
@@ -297,7 +340,11 @@ class AttentionRecord:
     """One kind's attention in every layer as the pass computed it: per layer the queries
     [H, Lq, d_k] (rotary positions applied) and keys [G, Lk, d_k], the mask (a MaskSpec,
     or bool [Lq, Lk]) and whether ALiBi biased the scores. Any head's weights for any
-    window are recomputed from these, never stored."""
+    window are recomputed from these, never stored.
+
+    ``mask`` is the one every layer shares, or, where layers have windows of their own
+    (Gemma 3's local and global layers), the widest; ``layer_masks`` then holds each
+    layer's own (read it through ``mask_of``)."""
 
     q: list[torch.Tensor]
     k: list[torch.Tensor]
@@ -306,6 +353,15 @@ class AttentionRecord:
     # float32 CPU [layers, heads, R, C]: each head's weights summed over the blocks of
     # block_edges(Lq, R) x block_edges(Lk, C), when the pass recorded them (QK.sums)
     sums: torch.Tensor | None = None
+    layer_masks: list[MaskSpec | torch.Tensor | None] | None = None
+    scale: float | None = None  # the factor on q·k where it is not 1/√d_k (Gemma)
+    # per layer, QK-norm's input and output before the rotary positions (where the pass
+    # kept stages): "q_before" / "q_after" [H, Lq, d_k], "k_before" / "k_after" [G, Lk, d_k]
+    norm_stages: list[dict[str, torch.Tensor]] | None = None
+
+    def mask_of(self, layer: int) -> MaskSpec | torch.Tensor | None:
+        """The mask layer ``layer`` attended with."""
+        return self.mask if self.layer_masks is None else self.layer_masks[layer]
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -314,7 +370,9 @@ class AttentionRecord:
 
     @property
     def nbytes(self) -> int:
-        extra = () if self.sums is None else (self.sums,)
+        extra = [] if self.sums is None else [self.sums]
+        for stages in self.norm_stages or ():
+            extra.extend(stages.values())
         return sum(t.numel() * t.element_size() for t in (*self.q, *self.k, *extra))
 
     def summed(self, layer: int, size: int) -> Overview | None:
@@ -340,12 +398,13 @@ class AttentionRecord:
         return attention_weights(
             self.q[layer],
             self.k[layer],
-            self.mask,
+            self.mask_of(layer),
             heads=heads,
             alibi=self.alibi,
             rows=rows,
             cols=cols,
             stages=stages,
+            scale=self.scale,
         )
 
 
@@ -594,6 +653,27 @@ class Trace:
         st = self._device_map(kind, layer, [head], rows, cols, stages=True)
         return AttentionStages(*(getattr(st, s)[0].float().cpu() for s in STAGE_NAMES))
 
+    def has_norm_stages(self, kind: str) -> bool:
+        """Whether ``norm_stages`` can show ``kind``: a QK-norm model traced with stages."""
+        record = self.records.get(kind)
+        return record is not None and bool(record.norm_stages)
+
+    def norm_stages(self, kind: str, layer: int, head: int) -> dict[str, torch.Tensor]:
+        """QK-norm for one query head: its queries and the keys of the key/value head it
+        reads, before and after the norm (before the rotary positions), float32 CPU
+        "q_before" / "q_after" [Lq, d_k], "k_before" / "k_after" [Lk, d_k]. Only a traced
+        pass that kept stages (``trace(..., stages=True)``) of a QK-norm model has them."""
+        self._check(kind, layer, head)
+        if not self.has_norm_stages(kind):
+            raise KeyError(f"this trace has no QK-norm stages for {kind!r}")
+        record = self.records[kind]
+        seen = record.norm_stages[layer]
+        group = record.q[layer].shape[0] // record.k[layer].shape[0]
+        return {
+            name: t[head if name.startswith("q") else head // group].float().cpu()
+            for name, t in seen.items()
+        }
+
     def attention_overview(
         self, kind: str, layer: int, head: int, size: int = 1024, reduce: str = "max"
     ) -> Overview:
@@ -663,7 +743,7 @@ class Trace:
             if record.alibi:
                 positions = torch.arange(n_k, device=q.device)
                 bias = alibi_bias(q.shape[1], positions[n_k - n_q :], positions)
-            _, sums = block_sums(q, k, record.mask, bias, size)
+            _, sums = block_sums(q, k, record.mask_of(layer), bias, size, scale=record.scale)
             self._sums_cache[key] = sums[0].cpu()
         return block_means(self._sums_cache[key], block_edges(n_q, size), block_edges(n_k, size))
 
@@ -676,7 +756,8 @@ class Trace:
         record = self.records.get(kind)
         if record is None:
             return None
-        return row_statistics(record.q[layer], record.k[layer], record.mask, record.alibi)
+        mask = record.mask_of(layer)
+        return row_statistics(record.q[layer], record.k[layer], mask, record.alibi, record.scale)
 
     def _check(self, kind: str, layer: int, head: int) -> None:
         layers, heads, _, _ = self.shape(kind)
@@ -747,13 +828,15 @@ class Trace:
         """kind -> bool [queries, keys] (built now; prefer ``mask(kind, rows, cols)``)."""
         return {kind: self.mask(kind) for kind in self.kinds()}
 
-    def mask(self, kind: str, rows=None, cols=None) -> torch.Tensor:
+    def mask(self, kind: str, rows=None, cols=None, layer: int | None = None) -> torch.Tensor:
         """The model's own mask for ``kind`` as bool [queries, keys] (True = may attend),
-        for a window when rows / cols are given."""
+        for a window when rows / cols are given. ``layer``: that layer's own, where layers
+        differ (Gemma 3's sliding-window layers); None: the kind's widest."""
         queries, keys = self.tokens(kind)
         full = None
         if kind in self.records:
-            spec = self.records[kind].mask
+            record = self.records[kind]
+            spec = record.mask if layer is None else record.mask_of(layer)
             if isinstance(spec, MaskSpec):
                 dense = spec.dense(rows, cols)
                 if dense is not None:
@@ -768,19 +851,28 @@ class Trace:
                 return full
         return _window(full, rows, cols)
 
-    def allowed_counts(self, kind: str, row_edges: list[int], col_edges: list[int]):
+    def allowed_counts(
+        self, kind: str, row_edges: list[int], col_edges: list[int], layer: int | None = None
+    ):
         """How many cells of each block the model's mask allows for ``kind``: int64
-        [blocks, blocks] (from the mask's rule when the record keeps one: no L x L mask)."""
-        key = (kind, tuple(row_edges), tuple(col_edges))
-        if key not in self._counts_cache:  # a kind's layers and heads share its mask
-            self._counts_cache[key] = self._allowed_counts(kind, row_edges, col_edges)
+        [blocks, blocks] (from the mask's rule when the record keeps one: no L x L mask).
+        ``layer``: that layer's own mask, where layers differ (see ``mask``)."""
+        record = self.records.get(kind)
+        if layer is not None and (record is None or record.layer_masks is None):
+            layer = None  # every layer shares the kind's mask
+        key = (kind, tuple(row_edges), tuple(col_edges), layer)
+        if key not in self._counts_cache:  # a kind's heads share its mask
+            self._counts_cache[key] = self._allowed_counts(kind, row_edges, col_edges, layer)
         return self._counts_cache[key]
 
-    def _allowed_counts(self, kind: str, row_edges: list[int], col_edges: list[int]):
+    def _allowed_counts(self, kind: str, row_edges, col_edges, layer: int | None = None):
         record = self.records.get(kind)
-        if record is not None and isinstance(record.mask, MaskSpec):
-            return record.mask.block_counts(row_edges, col_edges)
-        m = self.mask(kind).long()
+        spec = None
+        if record is not None:
+            spec = record.mask if layer is None else record.mask_of(layer)
+        if isinstance(spec, MaskSpec):
+            return spec.block_counts(row_edges, col_edges)
+        m = self.mask(kind, layer=layer).long()
         by_rows = torch.zeros(len(row_edges) - 1, m.shape[1], dtype=torch.long)
         by_rows.index_add_(0, block_owner(row_edges), m)
         counts = torch.zeros(len(row_edges) - 1, len(col_edges) - 1, dtype=torch.long)

@@ -8,6 +8,7 @@ Tests hold the recomputed maps equal to the explicit softmax and to transformers
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -47,7 +48,9 @@ class Embeddings(nn.Module):
         if offset + n > self.max_len:
             raise ValueError(f"{offset + n} tokens exceed this model's limit of {self.max_len}")
         positions = torch.arange(offset, offset + n, device=ids.device).unsqueeze(0)  # [1, L]
-        x = self.token(ids) * self.scale
+        x = self.token(ids)
+        if self.scale != 1.0:
+            x = x * scale_in(self.scale, x.dtype)
         if self.position is not None:  # absolute schemes; RoPE / ALiBi act inside attention
             x = x + self.position(positions)
         if self.token_type is not None:
@@ -56,6 +59,13 @@ class Embeddings(nn.Module):
         if self.norm is not None:
             x = self.norm(x)
         return self.dropout(x)
+
+
+@functools.lru_cache(maxsize=32)
+def scale_in(scale: float, dtype: torch.dtype) -> float:
+    """``scale`` rounded to ``dtype``, the factor the embeddings are multiplied by in their
+    own dtype, as transformers' Gemma does (√640 is 25.25 in bfloat16, not 25.298)."""
+    return float(torch.tensor(scale, dtype=dtype))
 
 
 def _layer_heads(head_mask: HeadMask | None, i: int) -> dict[str, torch.Tensor] | None:
@@ -97,7 +107,9 @@ class Decoder(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, cross: bool):
         super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(cfg, cross) for _ in range(cfg.n_decoder_layers))
+        self.layers = nn.ModuleList(
+            DecoderLayer(cfg, cross, i) for i in range(cfg.n_decoder_layers)
+        )
         pre = cfg.norm_placement == "pre"
         self.final_norm = make_norm(cfg) if pre else None
 
@@ -215,7 +227,8 @@ class _Model(nn.Module):
                 key_valid = torch.cat([cache["valid"], valid], dim=1)
             cache["valid"], cache["length"] = key_valid, offset + ids.shape[1]
         n = ids.shape[1]
-        window = getattr(self.config, "sliding_window", None)
+        # one window for every layer (Mistral); a layer with its own narrows this itself
+        window = self.config.shared_window
         self_mask = mask_spec(valid, key_valid, True, offset, window, (n, offset + n))
         cross_mask = None
         if src_valid is not None:

@@ -16,7 +16,7 @@ from ui.frame import require_frame
 from ui.i18n import axis_labels, head_titles, t, translated_widget
 from ui.models import get_decoding, get_model, get_teacher_forcing, model_label, selected_model
 from ui.permalink import linked
-from ui.sentence import code_span, sentence_read
+from ui.sentence import code_span, sentence_read, special_span
 from viz.decoding import growing_mask_figure, head_rows_figure, next_token_figure
 
 require_frame()
@@ -42,6 +42,15 @@ read = sentence_read(lm, model_name)  # the text and its tokens: read once a rer
 if read is None:
     st.stop()
 text, encoded = read
+# A chat-tuned decoder (SmolLM2-Instruct) answers a question when it is framed by its own
+# chat template; the template's special tokens are then part of what the decoder reads.
+chat = lm.chat_prompt(text) is not None and st.toggle(
+    t("decoding.chat"), key="chat", bind="query-params", help=t("decoding.chat_help")
+)
+if chat:
+    text = lm.chat_prompt(text)
+    encoded = lm.encode(text)
+    st.caption(t("decoding.chat_caption", n=len(encoded.tokens)))
 
 # ---- strategy (in the URL, like everything a link should restore) ----
 strategies = [s for s in STRATEGIES if ours or s != "beam"]
@@ -229,7 +238,13 @@ def show_step() -> None:
     # Teacher forcing's "shifted right": the newest token is not yet an input.
     dec_input = lm.decoder_tokens(text, generated[:-1] if step else [])
     left, right = st.columns(2)
-    left.markdown(t("decoding.decoder_input", tokens=" ".join(code_span(x) for x in dec_input)))
+    specials = lm.input_tokenizer.special_tokens
+    left.markdown(
+        t(
+            "decoding.decoder_input",
+            tokens=" ".join(special_span(x) if x in specials else code_span(x) for x in dec_input),
+        )
+    )
     right.markdown(
         t("decoding.output_so_far", tokens=" ".join(code_span(x) for x in generated) or "—")
     )

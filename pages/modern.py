@@ -8,13 +8,18 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.analysis.concepts import attention_facts, kv_cache_bytes
+from model.analysis.concepts import (
+    attention_facts,
+    kv_cache_bytes,
+    window_cache_bytes,
+    window_pattern,
+)
 from model.positional import alibi_slopes
 from model.training.lengths import fit_summary, robust_pairs, seed_values, training_seconds
 from ui.charts import plotly_chart
 from ui.concepts import try_model
 from ui.frame import require_frame
-from ui.i18n import t, translated_widget
+from ui.i18n import axis_labels, t, translated_widget
 from ui.models import (
     engine_folder,
     load_model,
@@ -37,10 +42,12 @@ from ui.modern import (
     rope_chart,
     sink_chart,
     sinks,
+    window_maps,
 )
 from ui.permalink import linked
 from ui.sentence import code_span, sentence_input
 from ui.tabs import lazy_tabs
+from viz.attention import overview_heatmap
 from viz.modern import (
     SCHEME_ORDER,
     cache_rows_figure,
@@ -184,7 +191,8 @@ st.markdown(t("modern.overview"))
 
 # The sidebar's own LLaMA / Qwen2 / Mistral / GPT-2 folder: what its config chose, in numbers.
 FOLDER = engine_folder()
-FACTS = attention_facts(load_model(FOLDER, selected_device()).config) if FOLDER else None
+FOLDER_CONFIG = load_model(FOLDER, selected_device()).config if FOLDER else None
+FACTS = attention_facts(FOLDER_CONFIG) if FOLDER else None
 if FACTS:
     with st.container(border=True):
         st.subheader(t("models.yours.header", name=model_label(FOLDER)))
@@ -724,7 +732,77 @@ def show_positions() -> None:
     rope_section()
 
 
+# ---- 3b. sliding-window and global layers (a model with a layer pattern: Gemma 3) ----------
+@st.fragment
+def window_section() -> None:
+    """The sidebar model's own local/global layers, the cache they save, and on request a
+    sliding layer's map beside a global one's over a text twice the window."""
+    cfg = load_model(FOLDER, selected_device()).config
+    pattern = window_pattern(cfg)
+    n_local = sum(w is not None for w in pattern)
+    st.header(t("modern.window.header"))
+    st.markdown(
+        t(
+            "modern.window.text",
+            name=model_label(FOLDER),
+            layers=len(pattern),
+            local=n_local,
+            wide=len(pattern) - n_local,
+            window=f"{cfg.sliding_window:,}",
+            local_base=f"{cfg.layer_rope_base(pattern.index(cfg.sliding_window)):,.0f}",
+            global_base=f"{cfg.layer_rope_base(pattern.index(None)):,.0f}",
+        )
+    )
+    kinds = [
+        t("modern.window.local", w=f"{w:,}") if w else t("modern.window.global") for w in pattern
+    ]
+    layer_names = [t("common.layer_n", n=i + 1) for i in range(len(pattern))]
+    st.dataframe(
+        pd.DataFrame({t("modern.window.kind"): kinds}, index=layer_names).T,
+        key="mwin_pattern",
+    )
+    sizes = window_cache_bytes(cfg, cfg.max_len)
+    c1, c2, c3 = st.columns(3)
+    c1.metric(
+        t("modern.window.cache_pattern", n=f"{cfg.max_len:,}"), human_bytes(sizes["windowed"])
+    )
+    c2.metric(t("modern.window.cache_global"), human_bytes(sizes["all_global"]))
+    c3.metric(t("modern.window.saving"), f"{sizes['all_global'] / sizes['windowed']:.1f}×")
+    if not st.toggle(t("modern.window.compare"), key="mwin", help=t("modern.window.compare_help")):
+        return
+    with st.spinner(t("modern.window.running")):
+        maps = window_maps(FOLDER, selected_device())
+    cols = st.columns(2)
+    for col, layer, window, overview in zip(cols, maps.layers, maps.windows, maps.maps):
+        title = (
+            t("modern.window.map_local", n=layer + 1, w=f"{window:,}")
+            if window
+            else t("modern.window.map_global", n=layer + 1)
+        )
+        figure = overview_heatmap(
+            overview.values,
+            overview.row_edges,
+            overview.col_edges,
+            title=title,
+            labels=axis_labels(),
+        )
+        plotly_chart(figure, key=f"mwin_map_{layer}", where=col)
+    st.caption(
+        t(
+            "modern.window.caption",
+            n=f"{maps.n_tokens:,}",
+            local=maps.layers[0] + 1,
+            reach_local=f"{maps.reach[0]:,}",
+            window=f"{maps.windows[0]:,}",
+            wide=maps.layers[1] + 1,
+            reach_wide=f"{maps.reach[1]:,}",
+        )
+    )
+
+
 def show_cache() -> None:
+    if FOLDER and any(w is not None for w in window_pattern(FOLDER_CONFIG)):
+        window_section()
     cache_section()
     calculator_section()
 

@@ -265,3 +265,80 @@ def long_text(n_chars: int = 9000, seed: int = 0) -> str:
             "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 8)))
         )
     return " ".join(words)[:n_chars]
+
+
+CHATML = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def build_chat_folder(folder):
+    """A tiny LLaMA-type folder whose tokenizer carries a ChatML chat template with its own
+    special tokens, as SmolLM2-Instruct's does (``<|im_start|>``, ``<|im_end|>``)."""
+    torch.manual_seed(0)
+    tok = byte_level_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+        pad_token="<|im_end|>",
+    )
+    fast.chat_template = CHATML
+    ids = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2}
+    decoder_model("llama", len(fast), ids).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+# --- Gemma 3: sliding-window and global layers, QK-norm, four norms a layer -----------------
+
+GEMMA3_LAYER_TYPES = [
+    "sliding_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+]
+
+
+def build_gemma3_folder(folder, **overrides):
+    """A tiny random Gemma 3 text model (Gemma3ForCausalLM, model_type "gemma3_text") and a
+    small byte-level tokenizer saved into ``folder``: 4 layers of d_model 64, 4 query heads
+    sharing 1 key/value head of width 16, a sliding window of 8 on three layers and a global
+    layer between, local and global rotary bases 10,000 and 1,000,000, and a score scale
+    (query_pre_attn_scalar 24) that differs from the head width, so a mapping that takes
+    1/√d_k cannot pass. Norm weights get random offsets (a fresh Gemma norm's w is 0)."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    tokenizer, ids = decoder_tokenizer("llama")  # <s> before every text
+    cfg = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=16,
+        query_pre_attn_scalar=24,
+        sliding_window=8,
+        layer_types=list(GEMMA3_LAYER_TYPES),
+        max_position_embeddings=128,
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        },
+        initializer_range=0.1,  # sharper attention than the default 0.02
+        pad_token_id=0,
+        **ids,
+    )
+    model = Gemma3ForCausalLM(Gemma3TextConfig(**{**cfg, **overrides}))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.3)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -22,17 +22,19 @@ from model.runtime.folders import (
     diagnose,
     fallback_reason,
     folder_in_root,
+    gguf_in_root,
     in_root,
     layout_name,
     link_name,
     models_root,
     root_folders,
+    root_gguf_files,
 )
 from model.runtime.lab import LabModel
-from model.runtime.loading import CONTRAST, PRETRAINED, SHIPPED, load
+from model.runtime.loading import CONTRAST, GGUF_MODELS, PRETRAINED, SHIPPED, load
 from model.runtime.types import DecodeStep, ForcedStep, ModelLoadError
 from model.trace import Trace
-from ui.i18n import t, translated_widget
+from ui.i18n import current_language, t, translated_widget
 from ui.model_shelf import ModelShelf
 from ui.permalink import linked
 from ui.served import ROOT_SHOWN, served
@@ -40,7 +42,7 @@ from viz.memo import ByteLRU, budget_bytes
 
 FOLDER = "folder"  # the choice that loads a local Hugging Face / checkpoint folder
 MODEL_CHOICES = (*SHIPPED, *PRETRAINED, FOLDER)
-DEFAULT_MODEL = "en2ko"
+DEFAULT_MODEL = "en2ko"  # when no real model is installed (the toy that ships in the repo)
 _MODEL_KEY, _DEVICE_KEY, _FOLDER_KEY = "model", "device", "model_folder"
 _EXTRA_KEY = "extra_models"  # folder -> (origin, task): models trained or uploaded this session
 _REFUSED_KEY = "_refused_model_link"  # a ?model= path this session would not open
@@ -66,7 +68,15 @@ def model_choices() -> tuple[str, ...]:
     the models root (``folder:NAME``, so a link names them), then any folder by its path,
     except on a served server (ui.served), where nothing a visitor types names a path."""
     typed = () if served() else (FOLDER,)
-    return (*SHIPPED, *PRETRAINED, *session_models(), *root_choices(), *typed)
+    return (*SHIPPED, *PRETRAINED, *gguf_models(), *session_models(), *root_choices(), *typed)
+
+
+@st.cache_data(show_spinner=False)
+def gguf_models() -> tuple[str, ...]:
+    """The shipped GGUF models ("smollm2", "gemma3") whose packages are installed."""
+    from model.runtime.gguf_cache import installed
+
+    return tuple(name for name in GGUF_MODELS if installed(name))
 
 
 @st.cache_data(show_spinner=False, ttl=10)
@@ -74,9 +84,17 @@ def _root_folders(root: str) -> list[str]:
     return root_folders(Path(root))
 
 
+@st.cache_data(show_spinner=False, ttl=10)
+def _root_gguf_files(root: str) -> list[str]:
+    return root_gguf_files(Path(root))
+
+
 def root_choices() -> tuple[str, ...]:
-    """``folder:NAME`` for every model folder in $ATTENTION_LAB_MODELS (re-read every 10 s)."""
-    return tuple(LINK_PREFIX + name for name in _root_folders(str(models_root())))
+    """``folder:NAME`` for every model folder in $ATTENTION_LAB_MODELS, then ``gguf:NAME`` for
+    every .gguf file there (re-read every 10 s)."""
+    root = str(models_root())
+    folders = tuple(LINK_PREFIX + name for name in _root_folders(root))
+    return folders + tuple(GGUF_PREFIX + name for name in _root_gguf_files(root))
 
 
 def model_path(name: str) -> str:
@@ -86,6 +104,8 @@ def model_path(name: str) -> str:
     process made; any other path is refused here, the one door every load passes."""
     if name.startswith(LINK_PREFIX):
         return str(folder_in_root(name[len(LINK_PREFIX) :]))
+    if name.startswith(GGUF_PREFIX):
+        return str(gguf_in_root(name[len(GGUF_PREFIX) :]))
     if served() and not _servable(name):
         raise FolderProblem("outside_root", "a served lab opens only the models it lists")
     return name
@@ -108,7 +128,9 @@ def model_label(name: str) -> str:
         return t(f"model.session.{origin}", task=task, n=_ordinal(name))
     if name.startswith(LINK_PREFIX):
         return t("model.root_folder", name=name[len(LINK_PREFIX) :])
-    if name not in (*SHIPPED, *PRETRAINED, *CONTRAST, FOLDER):
+    if name.startswith(GGUF_PREFIX):
+        return t("model.root_gguf", name=name[len(GGUF_PREFIX) :])
+    if name not in (*SHIPPED, *PRETRAINED, *GGUF_MODELS, *CONTRAST, FOLDER):
         return Path(name).name or name  # a model folder: its own name
     return t(f"model.name.{name}")
 
@@ -124,12 +146,25 @@ def device_choices() -> list[str]:
     return ["auto", *available_devices()]
 
 
+def default_model(lang: str | None = None) -> str:
+    """The model a first visit looks at: a real one where its package is installed. In
+    Korean, Gemma 3, which reads Korean as Korean words (SmolLM2 reads it as UTF-8 bytes);
+    otherwise SmolLM2; the toy en2ko when neither is installed."""
+    real = gguf_models()
+    if (lang or current_language()) == "ko" and "gemma3" in real:
+        return "gemma3"
+    for name in ("smollm2", "gemma3"):
+        if name in real:
+            return name
+    return DEFAULT_MODEL
+
+
 def selected_model() -> str:
     """The model name (or folder path) this session chose in the sidebar."""
-    choice = st.session_state.get(_MODEL_KEY, DEFAULT_MODEL)
+    choice = st.session_state.get(_MODEL_KEY, default_model())
     if choice == FOLDER and not served():
         return str(st.session_state.get(_FOLDER_KEY) or "").strip()
-    return choice if choice in model_choices() else DEFAULT_MODEL
+    return choice if choice in model_choices() else default_model()
 
 
 def switch_model(name: str) -> None:
@@ -177,7 +212,7 @@ def render_model_picker() -> None:
         f":material/neurology: {t('sidebar.model')}",
         model_choices(),
         key=_MODEL_KEY,
-        default=DEFAULT_MODEL,
+        default=default_model(),
         format_func=model_label,
         help=t("sidebar.model_help"),
         on_change=_forget_refused_link,
@@ -296,8 +331,10 @@ def show_load_failure(name: str, label: str, err: BaseException) -> None:
     """The plain problem of a folder (in the reader's language) when one is seen, else the
     generic message; the loader's own words always behind a disclosure."""
     problem = err if isinstance(err, FolderProblem) else None
-    if problem is None and name not in (*SHIPPED, *PRETRAINED, *CONTRAST):
-        problem = diagnose(model_path(name)) if not name.startswith(LINK_PREFIX) else None
+    if problem is None and name not in (*SHIPPED, *PRETRAINED, *GGUF_MODELS, *CONTRAST):
+        linked_name = name.startswith((LINK_PREFIX, GGUF_PREFIX))
+        gguf = name.lower().endswith(".gguf")
+        problem = diagnose(model_path(name)) if not (linked_name or gguf) else None
     if problem is None:
         st.error(t("model.load_failed", name=label), icon=":material/error:")
         show_load_detail(str(err))
@@ -372,11 +409,13 @@ def sidebar_folder() -> str | None:
 
 
 def engine_folder() -> str | None:
-    """The sidebar's model folder when our own engine runs it as a decoder (a LLaMA, Qwen2,
-    Mistral or GPT-2 folder, or a decoder checkpoint), else None: pages built on our engine
-    (mechanisms, "Attention since 2017") offer it beside their own models."""
-    choice = st.session_state.get(_MODEL_KEY)
-    if choice != FOLDER and not str(choice).startswith(LINK_PREFIX):
+    """The sidebar's real decoder when our own engine runs it: a shipped GGUF model (SmolLM2,
+    Gemma 3), a .gguf file or a LLaMA, Qwen2, Mistral, GPT-2 or Gemma 3 folder, or a decoder
+    checkpoint; else None. Pages built on our engine (mechanisms, "Attention since 2017")
+    offer it beside their own toy models, and open on it."""
+    choice = str(st.session_state.get(_MODEL_KEY, default_model()))
+    real = choice in GGUF_MODELS or choice.startswith((LINK_PREFIX, GGUF_PREFIX))
+    if choice != FOLDER and not real:
         return None
     name = selected_model()
     if not name:

@@ -12,6 +12,7 @@ import torch
 from model.analysis.concepts import (
     attention_memory,
     cache_nbytes,
+    farthest_reach,
     online_softmax_example,
     qk_by_distance,
     rope_rotation,
@@ -32,6 +33,8 @@ from viz.modern import (
 )
 
 MEMORY_NS = (64, 128, 256, 512, 1024)  # measuring every allocation: ~2 s at block 64
+WINDOW_TEXT_TOKENS = 1024  # twice Gemma 3's window: a local layer must leave half a row out
+WINDOW_SIDE = 128  # the pooled maps' blocks a side (8 positions a block at 1,024 tokens)
 
 
 @st.cache_data(show_spinner=False)
@@ -207,3 +210,52 @@ def memory_chart(block: int, names: dict, x_title: str, y_title: str):
 def sink_chart(device: str, text: str, labels: dict):
     found = sinks(device, text)
     return sink_figure(found[1], **labels)
+
+
+@dataclass
+class WindowMaps:
+    """A sliding-window layer beside a global one, one head each, over one long text."""
+
+    n_tokens: int
+    layers: tuple[int, int]  # (sliding, global), 0-based
+    windows: tuple[int | None, int | None]
+    maps: list  # two Overviews (model.trace.Overview): pooled weights, queries x keys
+    reach: tuple[int, int]  # the farthest key (positions back) any query weighs, per layer
+
+
+def passage(lm, n_tokens: int) -> str:
+    """A text the model reads as at least ``n_tokens`` tokens: the lab's example sentences,
+    numbered, over and over (a repeat also gives induction heads something to find)."""
+    from ui.sentence import examples_for
+
+    sentences = [s for name in ("en2ko", "minilm", "gemma3") for s in examples_for(name)]
+    parts: list[str] = []
+    while True:
+        for sentence in sentences:
+            parts.append(f"{len(parts) + 1}. {sentence}")
+        text = " ".join(parts)
+        if len(lm.encode(text).ids) >= n_tokens:
+            return text
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def window_maps(name: str, device: str, n_tokens: int = WINDOW_TEXT_TOKENS) -> WindowMaps:
+    """The first sliding layer and the first global layer of ``name`` on a long passage, head
+    1 each, pooled to WINDOW_SIDE blocks a side; computed once per model (a few seconds)."""
+    lm = load_model(name, device)
+    cfg = lm.config
+    windows = [cfg.layer_window(i) for i in range(cfg.n_decoder_layers)]
+    local = next(i for i, w in enumerate(windows) if w is not None)
+    wide = next(i for i, w in enumerate(windows) if w is None)
+    ids = lm.encode(passage(lm, n_tokens)).ids[:n_tokens]
+    text = lm.input_tokenizer.detokenize(ids)
+    trace = lm.trace(text, max_new_tokens=0)
+    maps = [trace.attention_overview("decoder", i, 0, WINDOW_SIDE, "max") for i in (local, wide)]
+    reach = tuple(farthest_reach(trace.attention_map("decoder", i, 0)) for i in (local, wide))
+    return WindowMaps(
+        n_tokens=trace.shape("decoder")[-1],
+        layers=(local, wide),
+        windows=(windows[local], windows[wide]),
+        maps=maps,
+        reach=reach,
+    )

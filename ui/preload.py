@@ -25,7 +25,7 @@ import streamlit as st
 
 QUIET_S = 3.0  # after a page's run: Chromium draws its charts (at 0.5 s a first visit drew 0.4-1.3 s later)
 MAX_YIELD_S = 30.0  # a page that never stops running (a live view) does not stop the preload
-PRELOAD_MODELS = ("en2ko", "minilm")  # the default model and the concept pages' model
+PRELOAD_MODELS = ("en2ko", "minilm")  # the toy default and the concept pages' model
 ENV_SWITCH = "ATTENTION_LAB_PRELOAD"  # "0" turns it off (e.g. a machine short of memory)
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ def _work(device: str) -> None:
     from ui.models import load_model
 
     started = time.perf_counter()
-    for name in PRELOAD_MODELS:
+    for name in (*_real_defaults(), *PRELOAD_MODELS):
         yield_to_pages()
         try:
             load_model(name, device)
@@ -97,6 +97,15 @@ def _work(device: str) -> None:
     # the middle of somebody's page; later garbage is collected as before.
     gc.freeze()
     log.info("preloaded in %.1f s", time.perf_counter() - started)
+
+
+def _real_defaults() -> tuple[str, ...]:
+    """The real models a first visit opens on (SmolLM2 in English, Gemma 3 in Korean), where
+    installed: loaded first, as they are the slowest to load."""
+    from model.runtime.gguf_cache import installed
+    from model.runtime.loading import GGUF_MODELS
+
+    return tuple(name for name in GGUF_MODELS if installed(name))
 
 
 @st.cache_resource(show_spinner=False)

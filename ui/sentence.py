@@ -48,6 +48,12 @@ def code_span(text: str) -> str:
     return f"{fence} {text} {fence}"
 
 
+def special_span(token: str) -> str:
+    """A special token (``<|im_start|>``, ``[CLS]``) as a code span on a badge: read as one
+    token the tokenizer reserves, not as text the reader typed."""
+    return f":violet-badge[{code_span(token)}]"
+
+
 def _unwanted(ch: str) -> bool:
     # Control (Cc) and format (Cf: zero-width, bidi overrides) characters have no glyph.
     return unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\t\n"

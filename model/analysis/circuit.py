@@ -78,7 +78,7 @@ class _State:
         if self.tracking and isinstance(norm, RMSNorm):  # no centring, no bias
             rms = (z.pow(2).mean(dim=-1, keepdim=True) + norm.eps).sqrt()
             for key, part in self.run.parts.items():
-                self.run.parts[key] = part / rms * norm.weight
+                self.run.parts[key] = part / rms * norm.gain
         elif self.tracking:
             sigma = (z.var(dim=-1, unbiased=False, keepdim=True) + norm.eps).sqrt()
             for key, part in self.run.parts.items():
@@ -97,7 +97,7 @@ def _attend(
     st: _State,
 ) -> torch.Tensor:
     q, k, v, bias = mha.project(query, memory, memory)  # [B, H, L, d_k], positions applied
-    heads, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias)
+    heads, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias, scale=mha.scale)
     st.run.attention.setdefault(kind, []).append(weights)
     heads = st.site(("heads", kind, layer), heads)
     out = mha.out_proj(mha.merge_heads(heads))
@@ -116,6 +116,15 @@ def _attend(
 def _add_norm(
     an: AddNorm, x: torch.Tensor, sub: Callable[[torch.Tensor], torch.Tensor], st: _State, name: str
 ) -> torch.Tensor:
+    if an.pre_norm and an.post_norm is not None:  # x + Norm(Sublayer(Norm(x))) (Gemma)
+        before = set(st.run.parts) if st.tracking else set()
+        branch = sub(an.norm(x))
+        out = an.post_norm(branch)
+        if st.tracking:  # the branch's own parts, through the norm as the linear map it is here
+            rms = (branch.pow(2).mean(dim=-1, keepdim=True) + an.post_norm.eps).sqrt()
+            for key in set(st.run.parts) - before:
+                st.run.parts[key] = st.run.parts[key] / rms * an.post_norm.gain
+        return x + out
     if an.pre_norm:  # x + Sublayer(LayerNorm(x)): the norm only touches the branch
         return x + sub(an.norm(x))
     return st.layer_norm(an.norm, x + sub(x), name)  # LayerNorm(x + Sublayer(x))
@@ -131,6 +140,11 @@ def _ffn(layer: nn.Module, x: torch.Tensor, st: _State, name: str) -> torch.Tens
         return out
 
     return _add_norm(layer.ffn_norm, x, sub, st, f"{name}.ffn")
+
+
+def _own_mask(layer: nn.Module, mask: torch.Tensor | None) -> torch.Tensor | None:
+    """The self-attention mask as this layer applies it (a Gemma 3 local layer's window)."""
+    return layer.self_mask(mask) if hasattr(layer, "self_mask") else mask
 
 
 def _stack(
@@ -150,7 +164,9 @@ def _stack(
         x = _add_norm(
             layer.attn_norm,
             x,
-            lambda h, i=i, layer=layer: _attend(layer.self_attn, h, h, mask, stack, i, st),
+            lambda h, i=i, layer=layer: _attend(
+                layer.self_attn, h, h, _own_mask(layer, mask), stack, i, st
+            ),
             st,
             f"{stack}.{i}.self_attn",
         )

@@ -254,6 +254,34 @@ def attention_facts(cfg, bytes_per_value: int = 4) -> dict:
     }
 
 
+def window_pattern(cfg) -> list[int | None]:
+    """Each decoder layer's sliding window (None: a global layer that sees every earlier key),
+    as the config's layer pattern sets them (Gemma 3: five local layers, then a global one)."""
+    return [cfg.layer_window(layer) for layer in range(cfg.n_decoder_layers)]
+
+
+def window_cache_bytes(cfg, n_tokens: int, bytes_per_value: int = 4) -> dict[str, int]:
+    """The key/value cache after ``n_tokens`` tokens with the layers' own windows (a sliding
+    layer keeps only its last ``window`` keys) and if every layer were global: float32, as the
+    lab runs it, unless ``bytes_per_value`` says otherwise."""
+    per_key = 2 * cfg.kv_heads * cfg.d_k * bytes_per_value  # a key and a value, every kv head
+    kept = [n_tokens if w is None else min(n_tokens, w) for w in window_pattern(cfg)]
+    return {
+        "windowed": per_key * sum(kept),
+        "all_global": per_key * n_tokens * cfg.n_decoder_layers,
+    }
+
+
+def farthest_reach(weights: torch.Tensor, eps: float = 0.0) -> int:
+    """[Lq, Lk] causal weights (query i at key position i) -> the largest distance i - j of
+    a key j that any query gives more than ``eps`` weight: a sliding layer's window less 1."""
+    n_q, n_k = weights.shape
+    q = torch.arange(n_k - n_q, n_k)[:, None]
+    k = torch.arange(n_k)[None, :]
+    reach = torch.where(weights > eps, q - k, torch.zeros_like(q - k))
+    return int(reach.max())
+
+
 def cache_nbytes(cache: dict) -> dict[str, int]:
     """Bytes actually held by a model's key/value cache (``model.new_cache()`` after decoding),
     by kind: "self" grows one row per step, "cross" (encoder keys) is computed once."""

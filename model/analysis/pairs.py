@@ -16,6 +16,15 @@ TEMPLATES = (
     ("hello world, {a} is all you need, so", "word"),
 )
 NAMES = (("Mary", "John"), ("Tom", "Anna"), ("Sam", "Kim"))
+# Facts a real model knows: one country for another changes the answer (Paris / Rome), and a
+# real model's greedy answer can be checked. Tried before the templates above.
+FACTS = (
+    ("The capital of France is", "The capital of Italy is"),
+    ("The capital of Japan is", "The capital of China is"),
+    ("The capital of Germany is", "The capital of Spain is"),
+    ("프랑스의 수도는", "이탈리아의 수도는"),
+    ("일본의 수도는", "중국의 수도는"),
+)
 WORDS = (("cat", "dog"), ("math", "art"), ("park", "mat"), ("attention", "memory"))
 
 
@@ -33,9 +42,10 @@ def candidate_pairs() -> list[tuple[str, str]]:
 
 def even_pairs(lm, candidates: list[tuple[str, str]] | None = None, most: int = 6):
     """The candidate (clean, corrupted) pairs ``lm``'s tokenizer reads as equally many tokens
-    with at least one token different and none unknown, at most ``most``."""
+    with at least one token different and none unknown, at most ``most``: the facts first,
+    then the templates."""
     found = []
-    for clean, corrupted in candidate_pairs() if candidates is None else candidates:
+    for clean, corrupted in [*FACTS, *candidate_pairs()] if candidates is None else candidates:
         a, b = lm.encode(clean), lm.encode(corrupted)
         if a.unknown or b.unknown or a.truncated or b.truncated:
             continue

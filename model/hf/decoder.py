@@ -1,10 +1,15 @@
-"""Today's decoder-only checkpoints (LLaMA, Qwen2, Mistral, GPT-2) mapped onto our ``DecoderModel``.
+"""Today's decoder-only checkpoints (LLaMA, Qwen2, Mistral, Gemma 3, GPT-2) mapped onto our
+``DecoderModel``.
 
 A LLaMA-family block is the paper's decoder layer with four changes our config names:
 pre-LN with RMSNorm, the SwiGLU feed-forward, no biases (Qwen2 keeps them on q, k, v) and
 rotary positions in the rotate-half layout with the checkpoint's own base. GPT-2 is a pre-LN
 decoder with learned positions, a final LayerNorm, GELU's tanh form and Conv1D weights
-(stored [in, out], the transpose of nn.Linear). So the four stages, head ablation, the
+(stored [in, out], the transpose of nn.Linear). Gemma 3 is LLaMA's block with GeGLU, four
+norms a layer (before and after attention and the feed-forward network), RMSNorm's gain
+1 + w, QK-norm, the embeddings scaled by √d_model, scores scaled by its
+query_pre_attn_scalar, and sliding-window (local) layers between global ones, each kind
+with its own rotary base. So the four stages, head ablation, the
 KV cache, the logit lens, patching and attribution all run through our code on real weights;
 ``transformers_causal_lm`` loads transformers' own model on the same files, the reference
 for parity tests and benchmarks.
@@ -30,7 +35,10 @@ from model.runtime.types import ModelLoadError
 from model.transformer import DecoderModel
 
 LLAMA_TYPES = ("llama", "qwen2", "mistral")
-DECODER_TYPES = (*LLAMA_TYPES, "gpt2")
+GEMMA3_TYPES = ("gemma3_text",)
+DECODER_TYPES = (*LLAMA_TYPES, *GEMMA3_TYPES, "gpt2")
+# Gemma's feed-forward gate: GELU's tanh form, by any of transformers' names for it.
+GEMMA_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu_new", "gelu_fast")
 GPT2_ACTIVATIONS = {
     "gelu_new": "gelu_tanh",
     "gelu_pytorch_tanh": "gelu_tanh",
@@ -49,6 +57,16 @@ LLAMA_LAYER = {
     "ffn.up": "mlp.up_proj",
     "ffn.linear2": "mlp.down_proj",
     "ffn_norm.norm": "post_attention_layernorm",
+}
+# Gemma 3: the same projections, QK-norm, and a norm before and after each sub-layer.
+GEMMA3_LAYER = {
+    **{k: v for k, v in LLAMA_LAYER.items() if not k.endswith("_norm.norm")},
+    "self_attn.q_norm": "self_attn.q_norm",
+    "self_attn.k_norm": "self_attn.k_norm",
+    "attn_norm.norm": "input_layernorm",
+    "attn_norm.post_norm": "post_attention_layernorm",
+    "ffn_norm.norm": "pre_feedforward_layernorm",
+    "ffn_norm.post_norm": "post_feedforward_layernorm",
 }
 # GPT-2's Conv1D layers hold weight [in, out]: transposed for nn.Linear.
 GPT2_LAYER = {
@@ -75,6 +93,47 @@ def _rope(config) -> tuple[float, str]:
     return float(getattr(config, "rope_theta", 10000.0)), str(kind)
 
 
+def _gemma_rope(config) -> tuple[float, float, str]:
+    """(global base, local base, the first rope type that is not "default") of a Gemma 3
+    config: transformers 5's rope_parameters per layer type, or the older rope_theta,
+    rope_local_base_freq and rope_scaling."""
+    params = getattr(config, "rope_parameters", None)
+    if isinstance(params, dict) and "full_attention" in params:
+        full = params.get("full_attention") or {}
+        local = params.get("sliding_attention") or {}
+        kinds = [p.get("rope_type", p.get("type", "default")) for p in (full, local)]
+        odd = next((k for k in kinds if k != "default"), "default")
+        return (
+            float(full.get("rope_theta", 1_000_000.0)),
+            float(local.get("rope_theta", 10_000.0)),
+            str(odd),
+        )
+    base, kind = _rope(config)
+    return base, float(getattr(config, "rope_local_base_freq", 10_000.0)), kind
+
+
+def _gemma_unmappable(config) -> str | None:
+    """Why our decoder cannot run this Gemma 3 text config exactly, or None."""
+    act = getattr(config, "hidden_activation", None) or getattr(config, "hidden_act", None)
+    if act not in GEMMA_ACTIVATIONS:
+        return f"activation {act!r} is not GELU's tanh form (GeGLU)"
+    for name in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if getattr(config, name, None) is not None:
+            return f"it soft-caps its logits ({name}), which our attention does not do"
+    if getattr(config, "use_bidirectional_attention", False):
+        return "its attention is bidirectional (an embedding model), not causal"
+    _, _, rope_type = _gemma_rope(config)
+    if rope_type != "default":
+        return f"its rotary positions are rescaled ({rope_type!r}), which our RoPE does not do"
+    kinds = set(getattr(config, "layer_types", None) or ())
+    if kinds - {"sliding_attention", "full_attention"}:
+        return f"its layer types {sorted(kinds)} are not sliding or full attention"
+    heads, kv = config.num_attention_heads, getattr(config, "num_key_value_heads", None)
+    if kv is not None and heads % kv:
+        return "its query heads are not a multiple of its key/value heads"
+    return None
+
+
 def decoder_unmappable(config) -> str | None:
     """Why our decoder cannot run this config's weights exactly, or None when it can."""
     mt = config.model_type
@@ -94,6 +153,8 @@ def decoder_unmappable(config) -> str | None:
         if config.n_embd % config.n_head:
             return "n_embd is not divisible by the number of heads"
         return None
+    if mt in GEMMA3_TYPES:
+        return _gemma_unmappable(config)
     if config.hidden_act != "silu":
         return f"activation {config.hidden_act!r} is not SiLU (SwiGLU)"
     _, rope_type = _rope(config)
@@ -141,9 +202,56 @@ def decoder_max_len(config, tokenizer: HFTokenizer | None = None) -> int:
     return min(limits)
 
 
+def gemma3_config(config, max_len: int) -> TransformerConfig:
+    """Our config for a Gemma 3 text checkpoint: LLaMA's pre-LN decoder with Gemma's pieces."""
+    global_base, local_base, _ = _gemma_rope(config)
+    bias = bool(getattr(config, "attention_bias", False))
+    layers = config.num_hidden_layers
+    layer_types = list(getattr(config, "layer_types", None) or ["full_attention"] * layers)
+    window = getattr(config, "sliding_window", None)
+    if "sliding_attention" not in layer_types:
+        window = None
+    return TransformerConfig(
+        kind="decoder",
+        src_vocab_size=config.vocab_size,
+        tgt_vocab_size=config.vocab_size,
+        d_model=config.hidden_size,
+        n_heads=config.num_attention_heads,
+        n_kv_heads=getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
+        head_dim=_head_dim(config),
+        n_encoder_layers=0,
+        n_decoder_layers=layers,
+        d_ff=config.intermediate_size,
+        dropout=0.0,
+        ffn="geglu",
+        norm_placement="pre",
+        norm="rms",
+        rms_unit_offset=True,
+        sandwich_norm=True,
+        qk_norm=True,
+        query_pre_attn_scalar=float(getattr(config, "query_pre_attn_scalar", _head_dim(config))),
+        positions="rope",
+        rope_base=global_base,
+        rope_local_base=local_base,
+        rope_layout="half",
+        qkv_bias=bias,
+        out_bias=bias,
+        ffn_bias=False,
+        max_len=max_len,
+        sliding_window=int(window) if window else None,
+        layer_types=layer_types,
+        layer_norm_eps=config.rms_norm_eps,
+        scale_embedding=True,  # x √d_model, in the embedding's dtype
+        tie_embeddings=bool(getattr(config, "tie_word_embeddings", True)),
+        pad_id=None,
+    )
+
+
 def decoder_config(config, max_len: int | None = None) -> TransformerConfig:
-    """Our config for a LLaMA / Qwen2 / Mistral / GPT-2 checkpoint: a pre-LN decoder."""
+    """Our config for a LLaMA / Qwen2 / Mistral / Gemma 3 / GPT-2 checkpoint: a pre-LN decoder."""
     max_len = max_len or decoder_max_len(config)
+    if config.model_type in GEMMA3_TYPES:
+        return gemma3_config(config, max_len)
     if config.model_type == "gpt2":
         return TransformerConfig(
             kind="decoder",
@@ -202,7 +310,9 @@ def _strip(weights: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Ten
     return {k.removeprefix(prefix): v for k, v in weights.items()}
 
 
-def _pairs_llama(cfg: TransformerConfig) -> dict[str, str]:
+def _pairs_llama(
+    cfg: TransformerConfig, layer_names: dict[str, str] = LLAMA_LAYER
+) -> dict[str, str]:
     pairs = {
         "embed.token.weight": "model.embed_tokens.weight",
         "decoder.final_norm.weight": "model.norm.weight",
@@ -217,13 +327,11 @@ def _pairs_llama(cfg: TransformerConfig) -> dict[str, str]:
         "ffn.linear1": cfg.ffn_bias,
         "ffn.up": cfg.ffn_bias,
         "ffn.linear2": cfg.ffn_bias,
-        "attn_norm.norm": False,
-        "ffn_norm.norm": False,
     }
     for i in range(cfg.n_decoder_layers):
-        for ours, theirs in LLAMA_LAYER.items():
+        for ours, theirs in layer_names.items():
             pairs[f"decoder.layers.{i}.{ours}.weight"] = f"model.layers.{i}.{theirs}.weight"
-            if params[ours]:
+            if params.get(ours, False):  # norms have no bias
                 pairs[f"decoder.layers.{i}.{ours}.bias"] = f"model.layers.{i}.{theirs}.bias"
     return pairs
 
@@ -278,7 +386,8 @@ def map_decoder_weights(
         if not any(k.startswith("model.") for k in weights):
             source = {f"model.{k}": v for k, v in weights.items()}
         mapped, missing = {}, []
-        for ours, theirs in _pairs_llama(cfg).items():
+        names = GEMMA3_LAYER if model_type in GEMMA3_TYPES else LLAMA_LAYER
+        for ours, theirs in _pairs_llama(cfg, names).items():
             tensor = source.get(theirs)
             if tensor is None:
                 missing.append(theirs)
@@ -297,7 +406,8 @@ def map_decoder_weights(
 
 
 def build_decoder(folder: str | Path, config=None) -> tuple[DecoderModel, HFTokenizer]:
-    """Our DecoderModel with a LLaMA / Qwen2 / Mistral / GPT-2 folder's weights, and its tokenizer."""
+    """Our DecoderModel with a LLaMA / Qwen2 / Mistral / Gemma 3 / GPT-2 folder's weights,
+    and its tokenizer."""
     folder = Path(folder)
     config = config if config is not None else read_hf_config(folder)
     reason = decoder_unmappable(config)

@@ -30,8 +30,7 @@ from model.runtime.types import ModelLoadError
 
 # Architectures whose tensors map into a transformers layout here. llama.cpp writes Mistral
 # models as "llama" files (no sliding window: llama.cpp does not apply one), so they run as
-# LLaMA, as llama.cpp runs them. gemma3 runs in the lab's engine where that engine has the
-# Gemma 3 layout, else through transformers' Gemma3ForCausalLM.
+# LLaMA, as llama.cpp runs them. gemma3 becomes a gemma3_text folder (Gemma3ForCausalLM's).
 ARCHITECTURES = ("llama", "qwen2", "gpt2", "gemma3")
 # Quantisation types read (by gguf's own numpy dequantize); others are refused by name.
 QUANT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")

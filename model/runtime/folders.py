@@ -21,7 +21,7 @@ LINK_PREFIX = "folder:"  # ?model=folder:NAME
 GGUF_PREFIX = "gguf:"  # ?model=gguf:NAME, a .gguf file directly in the models root
 
 ENCODER_TYPES = ("bert",)
-ENGINE_DECODER_TYPES = ("llama", "qwen2", "mistral", "gpt2")
+ENGINE_DECODER_TYPES = ("llama", "qwen2", "mistral", "gemma3_text", "gpt2")
 ENGINE_TYPES = (*ENCODER_TYPES, *ENGINE_DECODER_TYPES)
 LAYOUT_NAMES = {
     "bert": "BERT",
@@ -33,6 +33,7 @@ LAYOUT_NAMES = {
     "bart": "BART",
     "phi3": "Phi-3",
     "gemma": "Gemma",
+    "gemma3_text": "Gemma 3",
     "gpt_neox": "GPT-NeoX",
     "distilbert": "DistilBERT",
 }
@@ -156,6 +157,48 @@ def folder_in_root(name: str, root: Path | None = None) -> Path:
             root=str(root),
         )
     return folder
+
+
+def root_gguf_files(root: Path | None = None) -> list[str]:
+    """Names of the .gguf files directly in the models root that stay inside it once links
+    are followed, sorted (offered beside the folders as ``gguf:NAME``)."""
+    root = models_root() if root is None else root
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:
+        return []
+    names = []
+    for entry in entries:
+        if entry.name.startswith(".") or entry.suffix.lower() != ".gguf":
+            continue
+        try:
+            gguf_in_root(entry.name, root)
+        except FolderProblem:
+            continue
+        names.append(entry.name)
+    return names
+
+
+def gguf_in_root(name: str, root: Path | None = None) -> Path:
+    """The .gguf file ``name`` directly in the models root, under the rules of
+    ``folder_in_root`` (no absolute paths, no ``..``, no link out of the root, no folder)."""
+    root = models_root() if root is None else root
+    if not name.lower().endswith(".gguf") or "/" in name or "\\" in name:
+        raise FolderProblem(
+            "outside_root",
+            f"a link may only name a .gguf file directly in the models root {root}, not {name!r}",
+            name=name,
+            root=str(root),
+        )
+    try:
+        path = folder_in_root(name, root)  # raises: it is not a folder
+    except FolderProblem as problem:
+        if problem.key != "not_found" or not (root / name).resolve().is_file():
+            raise
+        return root / name
+    raise FolderProblem(
+        "not_found", f"{path} is a folder, not a .gguf file", name=name, root=str(root)
+    )
 
 
 def link_name(path: str, root: Path | None = None) -> str | None:

@@ -241,6 +241,14 @@ class LabModel:
             )
         return steps
 
+    def chat_prompt(self, question: str) -> str | None:
+        """The text a chat-tuned decoder expects for ``question`` (its own template, special
+        tokens and all), or None for a model without a chat template."""
+        if self.kind != "decoder":
+            return None
+        make = getattr(self.input_tokenizer, "chat_prompt", None)
+        return make(question) if make is not None else None
+
     def decoder_tokens(self, text: str, generated: list[str]) -> list[str]:
         """What the decoder reads after generating ``generated`` (see types.decoder_tokens)."""
         return decoder_tokens(self, text, generated, self.tgt_tokenizer.bos_id)

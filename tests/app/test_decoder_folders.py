@@ -139,3 +139,34 @@ def test_attention_since_2017_reads_rope_base_kv_heads_and_cache_bytes_from_the_
         s.value.startswith(translate("modern.cache.equal", lang, diff="", steps="")[:12])
         for s in at.success
     )
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_chat_models_question_is_decoded_inside_its_own_template(tmp_path, lang):
+    from tests.hf_folders import build_chat_folder
+
+    folder = build_chat_folder(tmp_path / "tiny-chat")
+    at = on_folder("decoding", folder, text="the cat sat", lang=lang)
+    ok(at)
+    assert at.toggle(key="chat").value is False  # offered, off until asked
+    at.toggle(key="chat").set_value(True).run()
+    ok(at)
+    # The template's special tokens are what the decoder reads, each one token on a badge.
+    said = " ".join(m.value for m in at.markdown)
+    assert ":violet-badge[` <|im_start|> `]" in said
+    assert said.count(":violet-badge[` <|im_end|> `]") == 1  # the user's turn ends once
+    n = len(load_chat_tokens(folder))
+    assert translate("decoding.chat_caption", lang, n=n) in [c.value for c in at.caption]
+
+
+def load_chat_tokens(folder) -> list[str]:
+    from model import load
+
+    lm = load(folder, device="cpu")
+    return lm.encode(lm.chat_prompt("the cat sat")).tokens
+
+
+def test_a_model_without_a_chat_template_offers_no_question_toggle(llama):
+    at = on_folder("decoding", llama, text="the cat sat")
+    ok(at)
+    assert not [w for w in at.toggle if w.key == "chat"]

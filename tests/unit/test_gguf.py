@@ -99,9 +99,8 @@ def test_a_tiny_gguf_gives_transformers_ids_and_logits(files, case):
     ours = _logits(lm, ids)
     assert theirs.std() > 0.01  # not a degenerate model that any mapping would match
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
-    if case[0] != "gemma3":  # Gemma 3 runs in our engine once the engine has its layout
-        assert lm.info["engine"] == "attention-lab"
-        assert lm.info["model_type"] == case[0]
+    assert lm.info["engine"] == "attention-lab"
+    assert lm.info["model_type"] == ("gemma3_text" if case[0] == "gemma3" else case[0])
 
 
 def test_greedy_decoding_of_a_quantised_llama_equals_transformers_generate(files):
@@ -280,3 +279,56 @@ def test_recovered_merges_follow_the_given_order_then_longer_pieces():
     tokens = ["a", "b", "c", "ab", "bc", "abc"]
     order = {t: i for i, t in enumerate(tokens)}
     assert recovered_merges(tokens, order) == [("a", "b"), ("b", "c"), ("ab", "c"), ("a", "bc")]
+
+
+def test_gguf_files_in_the_models_root_are_listed_beside_folders_and_stay_inside(files, tmp_path):
+    from model.runtime.folders import gguf_in_root, root_gguf_files
+
+    root = tmp_path / "models"
+    (root / "a-folder.gguf").mkdir(parents=True)  # a folder, whatever its name
+    (root / "tiny.gguf").write_bytes(files["llama", "Q8_0"].read_bytes())
+    (root / "notes.txt").write_text("not a model")
+    outside = tmp_path / "outside.gguf"
+    outside.write_bytes(b"GGUF")
+    (root / "escape.gguf").symlink_to(outside)
+    assert root_gguf_files(root) == ["tiny.gguf"]
+    assert gguf_in_root("tiny.gguf", root) == root / "tiny.gguf"
+    for name, key in [
+        ("../outside.gguf", "outside_root"),
+        ("/etc/passwd.gguf", "outside_root"),
+        ("escape.gguf", "outside_root"),
+        ("a-folder.gguf", "not_found"),
+        ("notes.txt", "outside_root"),
+        ("missing.gguf", "not_found"),
+    ]:
+        with pytest.raises(FolderProblem) as err:
+            gguf_in_root(name, root)
+        assert err.value.key == key, name
+    lm = load(str(gguf_in_root("tiny.gguf", root)), device="cpu")
+    assert lm.name == "tiny" and lm.info["engine"] == "attention-lab"
+
+
+def test_the_bench_section_states_each_model_against_its_target():
+    from bench.gguf_load import markdown
+
+    run = {"engine": "attention-lab", "model_type": "llama"}
+    data = {
+        "models": {
+            "smollm2": {
+                "first": {"load_s": 20.0, "load_cpu_s": 9.0, **run},
+                "cached": {"load_s": 1.5, "load_cpu_s": 1.2, **run},
+                "folder_bytes": 540 * 2**20,
+            }
+        },
+        "memory": {
+            "python": 2**27,
+            "imports": 2**28,
+            "after_minilm": 2**29,
+            "after_smollm2": 3 * 2**30,
+        },
+        "missing": ["gemma3"],
+    }
+    text = "\n".join(markdown(data))
+    assert "| smollm2 | 20.0 s | 9.0 s | 1.50 s | 1.20 s | ≤ 3 s (first ≤ 30 s)" in text
+    assert "smollm2 3.00 GB" in text and "missed" in text and "540 MiB" in text
+    assert "Not installed, not measured: gemma3." in text

@@ -1,0 +1,157 @@
+"""The shipped real models on the pages a first visit opens: SmolLM2 in English, Gemma 3 in
+Korean, their real heads in the mechanisms scan, and what their configs say on the modern
+page. Every number the page shows is recomputed here from the real weights."""
+
+from __future__ import annotations
+
+import pytest
+
+from model.analysis.concepts import attention_facts
+from model.analysis.heads import default_length, scan_heads
+from model.runtime.gguf_cache import installed
+from tests.app.helpers import figures, ok, open_page
+from ui.i18n import translate
+
+pytestmark = pytest.mark.skipif(
+    not (installed("smollm2") and installed("gemma3")),
+    reason="the model packages (requirements-models.txt) are not installed",
+)
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from model import load
+
+    return load("smollm2", device="cpu")
+
+
+@pytest.mark.parametrize(("lang", "model"), [("en", "smollm2"), ("ko", "gemma3")])
+def test_a_first_visit_opens_the_explorer_on_the_real_model_for_its_language(lang, model):
+    at = open_page("explorer", lang=lang)
+    ok(at)
+    assert at.selectbox(key="model").value == model
+    assert figures(at), "the explorer draws the real model's attention"
+
+
+def test_the_korean_explorer_shows_gemmas_own_korean_words_not_bytes():
+    at = open_page("explorer", lang="ko", text="고양이가 매트 위에 앉았다.", merge="none")
+    ok(at)
+    ticks = [
+        tick
+        for f in figures(at)
+        for axis in ("xaxis", "yaxis")
+        for tick in (f["layout"].get(axis, {}).get("ticktext") or [])
+    ]
+    # Gemma reads the particle 이가 and the ending 았다 as tokens of their own.
+    assert any("이가" in str(tick) for tick in ticks)
+    assert any("았다" in str(tick) for tick in ticks)
+
+
+def test_the_mechanisms_scan_finds_smollm2s_real_induction_heads_and_sinks(smollm2):
+    at = open_page("mechanisms", lang="en")
+    ok(at)
+    # The sidebar's real decoder opens the scan first, on itself.
+    assert at.selectbox(key="mscan_m").value == "smollm2"
+    scan = scan_heads(smollm2, length=default_length(smollm2), n=1, seed=0)
+    induction = scan.found("prefix_matching")
+    sinks = scan.found("first_token")
+    best = max(induction, key=lambda h: float(scan.scores["prefix_matching"][h]))
+    # The claims the page makes of this model, from its weights: a strong induction head
+    # (0.89 on 50 random tokens repeated in issue 43) and attention sinks.
+    assert float(scan.scores["prefix_matching"][best]) > 0.8
+    assert len(sinks) >= 10
+    table = at.dataframe[0].value
+    top = table.iloc[0]
+    assert top.iloc[0] == translate("mech.head_lh", "en", layer=best[0] + 1, head=best[1] + 1)
+    said = " ".join(m.value for m in at.markdown)
+    assert translate("mech.head_lh", "en", layer=best[0] + 1, head=best[1] + 1) in said
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_modern_page_reads_smollm2s_grouped_heads_rope_base_and_cache_from_its_config(
+    smollm2, lang
+):
+    at = open_page("modern", lang=lang, model="smollm2")
+    ok(at)
+    facts = attention_facts(smollm2.config)
+    assert (facts["n_heads"], facts["kv_heads"], facts["layers"]) == (9, 3, 30)
+    assert facts["rope_base"] == 100_000
+    metrics = {m.label: m.value for m in at.metric}
+    heads = translate("models.yours.heads_value", lang, q=9, kv=3)
+    assert metrics[translate("models.yours.heads", lang)] == heads
+    assert metrics[translate("models.yours.rope_base", lang)] == "100,000"
+    # 2 (keys, values) x 30 layers x 3 key/value heads x 64 dims x 4 bytes = 46,080 bytes
+    assert facts["cache_per_token"] == 2 * 30 * 3 * 64 * 4
+
+
+def test_smollm2s_patching_pairs_are_facts_it_answers_right_and_tokenizes_evenly(smollm2):
+    """The mechanisms page's patching starts from the first even pair (its page run, 450
+    forward passes of a 30-layer model, is left to the browser test's budget)."""
+    from model.analysis.pairs import even_pairs
+
+    answers = {"France": "Paris", "Italy": "Rome", "Japan": "Tokyo", "China": "Beijing"}
+    pairs = even_pairs(smollm2)
+    assert pairs[0] == ("The capital of France is", "The capital of Italy is")
+    for clean, corrupted in pairs[:2]:
+        assert len(smollm2.encode(clean).ids) == len(smollm2.encode(corrupted).ids)
+        for text in (clean, corrupted):
+            country = text.split()[-2]
+            assert smollm2.translate(text).startswith(answers[country]), text
+
+
+@pytest.mark.parametrize("lang", ["ko", "en"])
+def test_the_modern_page_shows_gemmas_local_and_global_layers_and_the_cache_they_save(lang):
+    from model import load
+    from model.analysis.concepts import window_cache_bytes, window_pattern
+
+    cfg = load("gemma3", device="cpu").config
+    pattern = window_pattern(cfg)
+    # Gemma 3 270M: 18 layers, five local (window 512) then one global, three times over.
+    assert pattern == ([512] * 5 + [None]) * 3
+    at = open_page(
+        "modern",
+        lang=lang,
+        model="gemma3",
+        tabs={"modern_tab": translate("tabs.modern.cache", lang)},
+    )
+    ok(at)
+    row = next(d.value for d in at.dataframe if d.value.shape == (1, 18)).iloc[0].tolist()
+    assert row.count(translate("modern.window.global", lang)) == 3
+    assert row.count(translate("modern.window.local", lang, w="512")) == 15
+    sizes = window_cache_bytes(cfg, cfg.max_len)
+    # 2 x 1 kv head x 256 dims x 4 bytes a key and value: 3 layers keep every token, 15 keep 512
+    assert sizes["windowed"] == 2048 * (3 * cfg.max_len + 15 * 512)
+    assert sizes["all_global"] == 2048 * 18 * cfg.max_len
+    metrics = {m.label: m.value for m in at.metric}
+    ratio = f"{sizes['all_global'] / sizes['windowed']:.1f}×"
+    assert metrics[translate("modern.window.saving", lang)] == ratio
+
+
+def test_gemmas_local_layer_weighs_nothing_beyond_its_window_on_1024_tokens():
+    at = open_page(
+        "modern",
+        lang="en",
+        model="gemma3",
+        tabs={"modern_tab": translate("tabs.modern.cache", "en")},
+    )
+    at.toggle(key="mwin").set_value(True).run()
+    ok(at)
+    maps = [f for f in figures(at) if "Layer" in str(f["layout"].get("title", ""))]
+    assert len(maps) == 2
+    from ui.modern import window_maps
+
+    found = window_maps("gemma3", "auto")
+    assert found.n_tokens == 1024 and found.layers == (0, 5)
+    assert found.reach[0] == 511  # the window: 512 keys, the query's own included
+    assert found.reach[1] > 511  # the global layer reaches past it
+    caption = translate(
+        "modern.window.caption",
+        "en",
+        n="1,024",
+        local=1,
+        reach_local="511",
+        window="512",
+        wide=6,
+        reach_wide=f"{found.reach[1]:,}",
+    )
+    assert caption in [c.value for c in at.caption]
