@@ -188,6 +188,19 @@ class TransformerConfig:
             return self.rope_local_base
         return self.rope_base
 
+    def kv_cache_values(self, n_tokens: int, all_global: bool = False) -> int:
+        """Numbers a key/value cache must hold after ``n_tokens`` so that the next query sees
+        every key it may attend: 2 (K and V) · kv_heads · d_k per position, every position
+        in a global layer, the last ``sliding_window`` in a sliding one (``all_global``: as
+        if every layer were global). Times the bytes per number, what Gemma 3's pattern of
+        local layers saves."""
+        per_position = 2 * self.kv_heads * self.d_k
+        kept = 0
+        for layer in range(self.n_decoder_layers):
+            window = None if all_global else self.layer_window(layer)
+            kept += n_tokens if window is None else min(n_tokens, window)
+        return per_position * kept
+
     @property
     def shared_window(self) -> int | None:
         """The window every layer shares (Mistral), None where layers differ or have none."""

@@ -120,6 +120,11 @@ def test_the_layout_is_read_from_the_config(models):
     assert (cfg.n_heads, cfg.kv_heads, cfg.d_k, cfg.d_model) == (4, 1, 16, 64)
     assert cfg.scale_embedding and net.head.weight is net.embed.token.weight
     assert lm.max_tokens == 128  # the window is a mask, not a limit
+    # the cache a pattern of three sliding layers and one global needs, against all-global
+    per_position = 2 * 1 * 16  # K and V, one key/value head of 16
+    assert cfg.kv_cache_values(100) == per_position * (3 * 8 + 100)
+    assert cfg.kv_cache_values(100, all_global=True) == per_position * 4 * 100
+    assert cfg.kv_cache_values(5) == cfg.kv_cache_values(5, all_global=True)
 
 
 def test_cached_greedy_decoding_equals_recomputation_and_generate(models):
