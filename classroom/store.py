@@ -2,7 +2,7 @@
 
 No URL: ``$ATTENTION_LAB_DATABASE_URL``, else a SQLite file ``classes.sqlite`` in
 ``$ATTENTION_LAB_DATA`` (default: the repository's git-ignored ``.data/``), made on first use.
-SQLite runs in WAL mode with ``BEGIN IMMEDIATE`` writes, so the replicas of one machine share
+SQLite runs in WAL mode with ``BEGIN IMMEDIATE`` writes and deferred reads, so the replicas of one machine share
 the file without "database is locked"; PostgreSQL (``postgresql+psycopg://…``) is the store
 for replicas on several machines.
 """
@@ -21,8 +21,10 @@ ENV_URL = "ATTENTION_LAB_DATABASE_URL"
 ENV_DATA = "ATTENTION_LAB_DATA"
 SQLITE_NAME = "classes.sqlite"
 MIGRATIONS = Path(__file__).with_name("alembic")
-HEAD = "0002"
+HEAD = "0003"
 BUSY_TIMEOUT_MS = 30_000
+# An execution option: the transaction only reads (SQLite begins it deferred, not IMMEDIATE).
+READ_ONLY = "lab_read_only"
 _MIGRATION_LOCK = 724_2024  # the PostgreSQL advisory lock id held while migrating
 
 _engines: dict[str, Engine] = {}
@@ -80,9 +82,13 @@ def _make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _sqlite_begin(conn):
-            # IMMEDIATE takes the write lock up front: two processes never both read and then
-            # fail to upgrade to writing (SQLite's busy handler cannot resolve that case).
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # A write takes the write lock up front (IMMEDIATE): two processes never both read
+            # and then fail to upgrade to writing (SQLite's busy handler cannot resolve that
+            # case). A read (the READ_ONLY option) begins deferred: in WAL mode readers never
+            # wait for the writer, nor the writer for them. Every read once took the write
+            # lock too, so 40 students' page loads queued behind each other's answers.
+            read = conn.get_execution_options().get(READ_ONLY, False)
+            conn.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
 
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)

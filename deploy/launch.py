@@ -8,6 +8,8 @@ the browser had loaded Streamlit's frontend. Here a thread (ui.warm) imports wha
 needs while the browser loads; the first script run waits for it to end, then finds those
 imported (docs/benchmarks.md measures both starts side by side). `make run`, each
 `make serve` replica and the servers of the tests and benchmarks start through this module.
+Asked for app.py, it serves asgi.py: app.py in Streamlit's st.App, which adds the teacher's
+session-cookie route (ui.teacher_session); ``bare`` is exactly ``streamlit run app.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import sys
 from pathlib import Path
 
 LAB_APP = Path(__file__).resolve().parents[1] / "app.py"
+# app.py inside Streamlit's st.App, with the teacher's session-cookie route (asgi.py says why)
+LAB_ASGI = LAB_APP.with_name("asgi.py")
 # deploy.serve's `run` names its PORT.json here before it becomes this process (exec).
 RUN_RECORD_ENV = "ATTENTION_LAB_RUN_RECORD"
 
@@ -56,6 +60,7 @@ def main(argv: list[str] | None = None, bare: bool = False) -> None:
         from ui.warm import start_warm_imports
 
         every_run_in_the_frame()
+        args = [args[0], str(LAB_ASGI), *args[2:]]
 
         # A server stopped within its first seconds lets the imports finish first:
         # interrupting an extension module's loading at exit can abort the interpreter.
