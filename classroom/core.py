@@ -47,7 +47,7 @@ from classroom.names import (  # noqa: F401 - MAX_NAME, BadNameError: re-exporte
     clean_name,
     same_name,
 )
-from classroom.store import READ_ONLY, ready_engine
+from classroom.store import READ_ONLY, one_writer, ready_engine
 from practice.core import Exercise, Feedback, Step
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud, typed on a phone
@@ -226,9 +226,14 @@ class Classroom:
 
     @contextmanager
     def _session(self, *, read: bool = False) -> Iterator[Session]:
-        """A transaction; ``read``: it only reads (on SQLite it then takes no write lock)."""
-        bind = self._reader if read else self.engine
-        with Session(bind, expire_on_commit=False) as s, s.begin():
+        """A transaction; ``read``: it only reads (on SQLite it then takes no write lock and
+        waits for no writer); a write waits its turn in this process first (one_writer)."""
+        if read:
+            with Session(self._reader, expire_on_commit=False) as s, s.begin():
+                yield s
+            return
+        writer = one_writer(self.engine)
+        with writer, Session(self.engine, expire_on_commit=False) as s, s.begin():
             yield s
 
     @contextmanager
