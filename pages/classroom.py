@@ -496,8 +496,17 @@ def forget_teacher(code: str) -> None:
     st.session_state.pop("class_teacher", None)
     st.session_state.pop("class_key_shown", None)
     st.session_state["class_signed_out"] = code.strip().upper()
-    st.html(sign_out_html(code), unsafe_allow_javascript=True)
-    remember_in_browser(teacher_cookie(code), None)  # a key an older lab kept in a cookie
+    st.session_state["class_clear_cookie"] = code  # drawn by the next run (clear_cookie)
+
+
+def clear_cookie() -> None:
+    """After a sign-out (or a session found dead): the browser asks the cookie route to clear
+    its session cookie. Drawn at the start of the run after, since the run that signed out
+    ends in a rerun that would take a script drawn there off the page before it ran."""
+    code = st.session_state.pop("class_clear_cookie", None)
+    if code:
+        st.html(sign_out_html(code), unsafe_allow_javascript=True)
+        remember_in_browser(teacher_cookie(code), None)  # a key an older lab kept in a cookie
 
 
 def teacher_view(room: Classroom, code: str, token: str) -> bool:
@@ -543,7 +552,7 @@ def teacher_view(room: Classroom, code: str, token: str) -> bool:
         elif st.button(t("classroom.teacher.close"), icon=":material/lock:", key="close"):
             patient(room.close, code, token, client=client())
             st.rerun()
-        if st.button(t("classroom.teacher.sign_out"), icon=":material/logout:", key="sign_out"):
+        if wide_button(st, t("classroom.teacher.sign_out"), "sign_out", icon=":material/logout:"):
             patient(room.sign_out, token)
             forget_teacher(code)
             st.session_state["class_said_signed_out"] = True
@@ -586,8 +595,8 @@ def own_link(room: Classroom, code: str, token: str) -> None:
             else:
                 st.caption(t("classroom.teacher.own_link_gone"))
             st.caption(t("classroom.teacher.new_key_help"))
-            if st.button(
-                t("classroom.teacher.new_key"), icon=":material/autorenew:", key="new_key"
+            if wide_button(
+                st, t("classroom.teacher.new_key"), "new_key", icon=":material/autorenew:"
             ):
                 new_key = patient(room.new_teacher_key, code, token, client=client())
                 signed_in(room, code, new_key)
@@ -608,7 +617,7 @@ def new_student_link(room: Classroom, code: str, token: str) -> None:
             format_func=lambda n: f"{n}. \u2068{names[n - 1]}\u2069",
             key="relink_student",
         )
-        if st.button(t("classroom.teacher.relink_button"), icon=":material/link:", key="relink"):
+        if wide_button(st, t("classroom.teacher.relink_button"), "relink", icon=":material/link:"):
             key = patient(room.new_student_link, code, token, number, client=client())
             st.session_state["class_relinked"] = (number, names[number - 1], key)
         done = st.session_state.get("class_relinked")
@@ -754,6 +763,7 @@ def answer_key(room: Classroom, code: str, teacher_key: str) -> None:
 def page() -> None:
     room = room_or_stop()
     params = st.query_params
+    clear_cookie()
     if "class_deleted" in st.session_state:
         title = st.session_state.pop("class_deleted")
         st.success(t("classroom.teacher.deleted", title=plain(title)))
@@ -783,6 +793,7 @@ def page() -> None:
         st.warning(
             t("classroom.teacher.signin_needed", hours=SESSION_HOURS), icon=":material/key_off:"
         )
+        clear_cookie()  # a dead session's cookie, if that is what the browser sent
     st.caption(t("classroom.intro"))
     landing(room, params.get("class"))
 
