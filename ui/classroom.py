@@ -26,6 +26,9 @@ from classroom import (
 from ui.i18n import t
 
 PAGE_PATH = "classroom"
+# The teacher's session-cookie route (ui.teacher_session.ROUTE, named again here: that module
+# reads this one's client_from, and the import graph has no cycle; a test holds them equal).
+TEACHER_ROUTE = "/lab/teacher"
 # The variable through which deploy.serve gives each replica the balancer's secret (named again
 # here, not imported: deploy sits above ui; a test holds the two names equal).
 BALANCER_SECRET_ENV = "ATTENTION_LAB_BALANCER_SECRET"
@@ -178,10 +181,8 @@ def student_link(student_key: str) -> str:
 def teacher_link(code: str, teacher_key: str) -> str:
     """The teacher's link: the cookie route (ui.teacher_session), which trades the key for a
     session cookie and redirects to the dashboard, so no history entry keeps the key."""
-    from ui.teacher_session import ROUTE
-
     query = urllib.parse.urlencode({"class": code, "key": teacher_key})
-    return f"{site_url(ROUTE)}?{query}"
+    return f"{site_url(TEACHER_ROUTE)}?{query}"
 
 
 def save_answer(room: Classroom, student_key: str, index: int, answer, submission_id: str):
@@ -511,11 +512,9 @@ def session_cookie_html(ticket: str) -> str:
     """A script that spends the one-time ``ticket`` on the cookie route: the server answers
     with the HttpOnly session cookie (no script, this one included, can read it); then the
     script removes itself."""
-    from ui.teacher_session import ROUTE
-
     body = _script_json("ticket=" + urllib.parse.quote(ticket))
     return (
-        f"<script>fetch({_script_json(ROUTE + '/ticket')}, {{method: 'POST', "
+        f"<script>fetch({_script_json(TEACHER_ROUTE + '/ticket')}, {{method: 'POST', "
         "credentials: 'same-origin', headers: {'Content-Type': "
         f"'application/x-www-form-urlencoded'}}, body: {body}}});"
         " document.currentScript?.remove();</script>"
@@ -525,9 +524,7 @@ def session_cookie_html(ticket: str) -> str:
 def sign_out_html(code: str) -> str:
     """A script that asks the cookie route to end this browser's session of ``code`` and
     clear its cookie (a script cannot clear an HttpOnly cookie itself)."""
-    from ui.teacher_session import ROUTE
-
-    url = _script_json(f"{ROUTE}/signout?{urllib.parse.urlencode({'class': code})}")
+    url = _script_json(f"{TEACHER_ROUTE}/signout?{urllib.parse.urlencode({'class': code})}")
     return (
         f"<script>fetch({url}, {{method: 'POST', credentials: 'same-origin'}});"
         " document.currentScript?.remove();</script>"

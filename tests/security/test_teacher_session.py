@@ -155,9 +155,13 @@ def cookie_of(headers) -> dict[str, str]:
 
 
 def test_the_teacher_link_sets_an_httponly_strict_cookie_of_hours_and_redirects(store_url):
+    from ui.classroom import PAGE_PATH, TEACHER_ROUTE, teacher_link
+    from ui.teacher_session import PAGE_PATH as REDIRECT_PAGE
     from ui.teacher_session import ROUTE, SESSION_HOURS, session_cookie
 
     assert timedelta(hours=SESSION_HOURS) == core.SESSION_LIFE
+    assert (ROUTE, REDIRECT_PAGE) == (TEACHER_ROUTE, PAGE_PATH), "named twice, held equal"
+    assert teacher_link("ABCDEF", "k").startswith(f"{ROUTE}?")
     room = Classroom(store_url)
     code, key = room.create_class("Route", n_items=1)
     status, headers = call("GET", ROUTE, query={"class": code, "key": key})
