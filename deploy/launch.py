@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -48,6 +49,21 @@ def every_run_in_the_frame() -> None:
     PagesManager.uses_pages_directory = False
 
 
+def stop_by_exiting() -> None:
+    """Ctrl-C and SIGTERM end the process by SystemExit(0), so atexit runs (forget_run).
+
+    Under st.App, uvicorn handles the signal, shuts down gracefully, puts back the handler it
+    found and raises the signal again: with Python's defaults SIGTERM then killed the process
+    outright (exit 143, `make run`'s record left behind) and SIGINT raised KeyboardInterrupt.
+    `streamlit run` of a plain script exits 0 after "Stopping...", and so does this."""
+
+    def leave(signum, frame) -> None:
+        raise SystemExit(0)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, leave)
+
+
 def main(argv: list[str] | None = None, bare: bool = False) -> None:
     """Streamlit's own command line (``run app.py ...``), after starting the warm-up (with
     ``bare``: exactly ``streamlit run``, for comparison)."""
@@ -61,6 +77,7 @@ def main(argv: list[str] | None = None, bare: bool = False) -> None:
 
         every_run_in_the_frame()
         args = [args[0], str(LAB_ASGI), *args[2:]]
+        stop_by_exiting()
 
         # A server stopped within its first seconds lets the imports finish first:
         # interrupting an extension module's loading at exit can abort the interpreter.

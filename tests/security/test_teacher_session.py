@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import urllib.parse
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from classroom import Classroom, core
 
 ROUTE_CLIENT = ("192.0.2.10", 50000)
+ROOT_DIR = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -342,3 +344,53 @@ def test_an_old_style_teacher_link_leaves_for_the_route_and_writes_nothing_to_th
     assert "window.location.replace(" in scripts(at), "the keyed entry is replaced, not kept"
     assert "/lab/teacher?" in scripts(at)
     assert dict(at.query_params) == {"class": code, "teacher": key, "lang": "en"}, "untouched"
+
+
+@pytest.mark.slow
+def test_make_run_serves_the_cookie_route_and_still_stops_cleanly(tmp_path):
+    """`make run` (deploy.launch, no balancer) serves app.py inside st.App with the route;
+    SIGTERM still ends it with exit 0 and its run record removed (atexit ran)."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+
+    from deploy.launch import RUN_RECORD_ENV
+    from deploy.ports import free_port
+    from deploy.serve import healthy, run_command
+
+    port = free_port()
+    record = tmp_path / f"{port}.json"
+    env = {
+        **os.environ,
+        "ATTENTION_LAB_DATA": str(tmp_path),
+        "ATTENTION_LAB_DATABASE_URL": "",
+        "ATTENTION_LAB_PRELOAD": "0",
+        RUN_RECORD_ENV: str(record),
+    }
+    command = [sys.executable, *run_command(port)[1:]]
+    server = subprocess.Popen(command, cwd=ROOT_DIR, env=env, stdout=subprocess.DEVNULL)
+    try:
+        record.write_text(json.dumps({"run": server.pid}))
+        deadline = time.monotonic() + 120
+        while not healthy(f"http://127.0.0.1:{port}"):
+            assert server.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args, **kwargs):
+                return None
+
+        opener = urllib.request.build_opener(NoRedirect)
+        with pytest.raises(urllib.error.HTTPError) as answer:
+            opener.open(f"http://127.0.0.1:{port}/lab/teacher?class=NOPE22&key=x", timeout=60)
+        assert answer.value.code == 303
+        assert answer.value.headers["Location"] == "/classroom?class=NOPE22&signin=refused"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(timeout=90)
+    assert code == 0 and not record.exists(), "stopped cleanly, its record removed"
