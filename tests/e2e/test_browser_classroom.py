@@ -91,7 +91,7 @@ def test_a_class_from_the_teachers_link_to_the_csv(
         params = dict(p.split("=", 1) for p in teacher.url.split("?", 1)[1].split("&"))
         code = params["class"]
         assert "teacher" not in params, "the key is not in the address bar"
-        own_link = teacher.get_by_text(translate("classroom.teacher.own_link", lang))
+        own_link = teacher.get_by_text(translate("classroom.teacher.own_link", lang), exact=True)
         own_link.click()  # the key, drawn only while its panel is open
         link = teacher.get_by_test_id("stCode").filter(has_text="/lab/teacher?").inner_text()
         teacher_key = dict(p.split("=", 1) for p in link.strip().split("?", 1)[1].split("&"))["key"]

@@ -86,7 +86,7 @@ def test_creating_a_class_leaves_no_key_in_history_and_a_strict_httponly_cookie(
         tab.get_by_text(translate("classroom.teacher.made", "en")).wait_for()
         idle(tab)
         code = urllib.parse.parse_qs(urllib.parse.urlsplit(tab.url).query)["class"][0]
-        tab.get_by_text(translate("classroom.teacher.own_link", "en")).click()
+        tab.get_by_text(translate("classroom.teacher.own_link", "en"), exact=True).click()
         link = tab.get_by_test_id("stCode").filter(has_text="/lab/teacher?").inner_text()
         key = urllib.parse.parse_qs(urllib.parse.urlsplit(link.strip()).query)["key"][0]
         assert room.teacher_class(code, key).code == code
