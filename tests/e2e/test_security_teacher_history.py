@@ -1,4 +1,7 @@
-"""The teacher's key in a real browser (Chromium, a live server started as `make run`): never
+"""(A security test: it lives here, not in tests/security/, to share this folder's one
+Chromium: Playwright's sync API runs once per process.)
+
+The teacher's key in a real browser (Chromium, a live server started as `make run`): never
 in any history entry after creating a class or opening the teacher link (every entry read by
 going Back through all of them), and the session cookie's flags as the browser keeps them:
 HttpOnly (no script reads it), SameSite=Strict, hours long; a reload stays signed in, "Sign
@@ -12,26 +15,13 @@ import urllib.parse
 
 import pytest
 
-from bench.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
+from bench.loadtest import serve
 from classroom import Classroom
 from ui.i18n import translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 TIMEOUT_MS = 120_000
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """Debian's Chromium (tests/e2e/conftest.py has the same; this folder has no conftest of
-    its own, as two engineers add files here)."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"browser tests need Debian's Chromium at {CHROMIUM}")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture(scope="module")
