@@ -2,10 +2,13 @@
 
 The teacher's key (192 random bits) is returned once and kept only as its SHA-256; a student's
 key (128 bits) likewise. A high-entropy key needs no slow hash: its digest cannot be guessed
-back. Keys are compared with ``hmac.compare_digest``; wrong keys and unknown class codes are
-counted in the database per guesser (the client's address) and per key tried, never per
-class, and past a few a failure is answered slowly (every replica counts); the right key is
-never slowed.
+back. The teacher's browser holds no key: it holds a session (256 bits, SESSION_LIFE, kept as
+a hash too), made from the key (``sign_in``) or from a one-time ticket (``redeem_ticket``);
+"new teacher key" ends every session made before it. Keys are compared with
+``hmac.compare_digest``. Every failed guess (an unknown class code, a wrong teacher key,
+session, ticket or student key) is counted in the database per guesser (the client's address)
+and per key tried, never per class, and past a few a failure is answered slowly (every replica
+counts); the right key is never slowed.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import hmac
 import json
 import secrets
 import time
-import unicodedata
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -31,15 +33,27 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 import practice
-from classroom.models import ClassRow, FailureRow, RevealRow, StudentRow, SubmissionRow
-from classroom.store import ready_engine
+from classroom.models import (
+    ClassRow,
+    FailureRow,
+    RevealRow,
+    StudentRow,
+    SubmissionRow,
+    TeacherSessionRow,
+)
+from classroom.names import (  # noqa: F401 - MAX_NAME, BadNameError: re-exported
+    MAX_NAME,
+    BadNameError,
+    clean_name,
+    same_name,
+)
+from classroom.store import READ_ONLY, one_writer, ready_engine
 from practice.core import Exercise, Feedback, Step
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud, typed on a phone
 CODE_LEN = 6
 MAX_ITEMS = 50
 MAX_TITLE = 200
-MAX_NAME = 40  # fits a phone's line and the dashboard's grid
 MAX_ANSWER_CHARS = 10_000
 MAX_SUBMISSION_ID = 100
 SOLUTION_POLICIES = ("after_tries", "on_request", "closed")
@@ -47,6 +61,8 @@ FREE_FAILURES = 5  # wrong keys / codes answered at full speed, per subject and 
 FAILURE_WINDOW = timedelta(minutes=15)
 MAX_DELAY_S = 4.0
 WRITE_RETRIES = 8
+SESSION_LIFE = timedelta(hours=8)  # a school day: the teacher's browser signs in again tomorrow
+TICKET_LIFE = timedelta(minutes=1)  # the page hands it to the browser, which spends it at once
 RESULT_COLUMNS = [
     "name",
     "student",
@@ -62,44 +78,6 @@ RESULT_COLUMNS = [
 
 class ClassClosedError(RuntimeError):
     """The class is closed: no more answers until the teacher reopens it."""
-
-
-class BadNameError(ValueError):
-    """A name that cannot be used; ``reason``: "empty", "long" or "invisible"."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"this name cannot be used ({reason})")
-        self.reason = reason
-
-
-# Joiners that real names and emoji need (Persian, 🧑‍🎓); every other format character
-# (zero-width space, right-to-left override, soft hyphen, BOM ...) hides or reorders text.
-_KEPT_FORMAT = {"\u200c", "\u200d"}
-
-
-def clean_name(name: object) -> str:
-    """A student's name as kept: NFC, trimmed; BadNameError when empty, longer than
-    MAX_NAME, or holding control or invisible characters."""
-    if not isinstance(name, str):
-        raise BadNameError("empty")
-    name = unicodedata.normalize("NFC", name).strip()
-    if not name:
-        raise BadNameError("empty")
-    if len(name) > MAX_NAME:
-        raise BadNameError("long")
-    for c in name:
-        category = unicodedata.category(c)
-        hidden = category == "Cf" and c not in _KEPT_FORMAT
-        if category in ("Cc", "Cs", "Co", "Cn", "Zl", "Zp") or hidden:
-            raise BadNameError("invisible")
-    return name
-
-
-def same_name(a: str, b: str) -> bool:
-    """Two names a teacher would take for one student (case and width aside)."""
-    return (
-        unicodedata.normalize("NFKC", a).casefold() == unicodedata.normalize("NFKC", b).casefold()
-    )
 
 
 class SolutionLockedError(PermissionError):
@@ -241,14 +219,33 @@ class Classroom:
 
     def __init__(self, url: str | None = None, *, sleep: Callable[[float], None] = time.sleep):
         self.engine = ready_engine(url)
+        self._reader = self.engine.execution_options(**{READ_ONLY: True})
         self._sleep = sleep
 
     # ---- plumbing ----
 
     @contextmanager
-    def _session(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as s, s.begin():
+    def _session(self, *, read: bool = False) -> Iterator[Session]:
+        """A transaction; ``read``: it only reads (on SQLite it then takes no write lock and
+        waits for no writer); a write waits its turn in this process first (one_writer)."""
+        if read:
+            with Session(self._reader, expire_on_commit=False) as s, s.begin():
+                yield s
+            return
+        writer = one_writer(self.engine)
+        with writer, Session(self.engine, expire_on_commit=False) as s, s.begin():
             yield s
+
+    @contextmanager
+    def _counted(self, client: str, key: object = None) -> Iterator[None]:
+        """Around a call that takes a code, a key or a token: a LookupError (unknown) or a
+        PermissionError (wrong) is counted and slowed (_slow_failure) once its transaction
+        has ended, so no wait ever holds a lock."""
+        try:
+            yield
+        except (LookupError, PermissionError):
+            self._slow_failure(client, key)
+            raise
 
     def _class(self, s: Session, code: object) -> ClassRow:
         row = None
@@ -300,29 +297,31 @@ class Classroom:
 
     def failures(self, subject: str) -> int:
         """Recent failures counted for ``subject`` ("guess:CLIENT" or "key:DIGEST")."""
-        with self._session() as s:
+        with self._session(read=True) as s:
             row = s.get(FailureRow, subject)
             if row is None or _now() - _aware(row.last_at) > FAILURE_WINDOW:
                 return 0
             return row.count
 
     def _teacher(self, s: Session, code: object, teacher_key: object, client: str) -> ClassRow:
+        """The class, if ``teacher_key`` is its teacher's key or one of its live sessions."""
         row = self._class(s, code)
-        given = teacher_key if isinstance(teacher_key, str) else ""
-        if not hmac.compare_digest(_hash(given), row.teacher_hash):
-            raise PermissionError("this teacher key does not belong to this class")
-        return row
+        given = teacher_key if isinstance(teacher_key, str) and len(teacher_key) <= 100 else ""
+        if hmac.compare_digest(_hash(given), row.teacher_hash):
+            return row
+        if given and self._live_session(s, row.id, given) is not None:
+            return row
+        raise PermissionError("this teacher key does not belong to this class")
+
+    def _live_session(self, s: Session, class_id: int, token: str, kind: str = "session"):
+        found = s.get(TeacherSessionRow, _hash(token))
+        if found is None or found.class_id != class_id or found.kind != kind:
+            return None
+        return found if _aware(found.expires_at) > _now() else None
 
     def _as_teacher(self, code: object, teacher_key: object, client: str = "") -> ClassInfo:
-        try:
-            with self._session() as s:
-                return _info(self._teacher(s, code, teacher_key, client))
-        except LookupError:
-            self._slow_failure(client)
-            raise
-        except PermissionError:
-            self._slow_failure(client, teacher_key)
-            raise
+        with self._counted(client, teacher_key), self._session(read=True) as s:
+            return _info(self._teacher(s, code, teacher_key, client))
 
     # ---- the teacher ----
 
@@ -379,6 +378,122 @@ class Classroom:
         """The class, if ``teacher_key`` is its teacher's (PermissionError / LookupError)."""
         return self._as_teacher(code, teacher_key, client)
 
+    # ---- the teacher's browser: sessions instead of the key ----
+
+    @_store_errors
+    def sign_in(self, code: str, teacher_key: str, *, client: str = "") -> str:
+        """A session token for the teacher's browser (SESSION_LIFE), in exchange for the
+        teacher's key or a live session of the class; PermissionError / LookupError (counted
+        and slowed) otherwise. Any teacher call takes the token where it takes the key."""
+        return self._new_token(code, teacher_key, "session", SESSION_LIFE, client)
+
+    @_store_errors
+    def ticket(self, code: str, teacher_key: str, *, client: str = "") -> str:
+        """A one-time ticket (TICKET_LIFE) the page gives the browser, which spends it on the
+        cookie route (classroom.web) for a session cookie: the page's scripts never see the
+        session token, nor the key."""
+        return self._new_token(code, teacher_key, "ticket", TICKET_LIFE, client)
+
+    def _new_token(self, code, teacher_key, kind: str, life: timedelta, client: str) -> str:
+        token = secrets.token_urlsafe(32)  # 256 bits
+        with self._counted(client, teacher_key), self._session() as s:
+            row = self._teacher(s, code, teacher_key, client)
+            now = _now()
+            s.execute(delete(TeacherSessionRow).where(TeacherSessionRow.expires_at < now))
+            s.add(
+                TeacherSessionRow(
+                    token_hash=_hash(token),
+                    class_id=row.id,
+                    kind=kind,
+                    made_at=now,
+                    expires_at=now + life,
+                )
+            )
+        return token
+
+    @_store_errors
+    def redeem_ticket(self, ticket: str, *, client: str = "") -> tuple[str, str]:
+        """Spend a ticket (once, within its minute): (class code, a new session token).
+        LookupError, counted and slowed, for an unknown, spent or stale ticket."""
+        token = secrets.token_urlsafe(32)
+        with self._counted(client, ticket), self._session() as s:
+            found = None
+            if isinstance(ticket, str) and 0 < len(ticket) <= 100:
+                found = s.get(TeacherSessionRow, _hash(ticket))
+            if found is None or found.kind != "ticket":
+                raise LookupError("no such ticket")
+            s.delete(found)
+            if _aware(found.expires_at) <= _now():
+                raise LookupError("this ticket is spent")
+            now = _now()
+            s.add(
+                TeacherSessionRow(
+                    token_hash=_hash(token),
+                    class_id=found.class_id,
+                    kind="session",
+                    made_at=now,
+                    expires_at=now + SESSION_LIFE,
+                )
+            )
+            code = s.get(ClassRow, found.class_id).code
+        return code, token
+
+    @_store_errors
+    def sign_out(self, session_token: str) -> None:
+        """This session ends (nothing happens for a token that is not one)."""
+        if isinstance(session_token, str) and 0 < len(session_token) <= 100:
+            with self._session() as s:
+                s.execute(
+                    delete(TeacherSessionRow).where(
+                        TeacherSessionRow.token_hash == _hash(session_token),
+                        TeacherSessionRow.kind == "session",
+                    )
+                )
+
+    @_store_errors
+    def new_teacher_key(self, code: str, teacher_key: str, *, client: str = "") -> str:
+        """A new teacher key for the class (shown once); the old key, and every session and
+        ticket made from anything before, stop working at once, on every browser."""
+        new_key = secrets.token_urlsafe(24)
+        self._as_teacher(code, teacher_key, client)
+        with self._session() as s:
+            row = self._teacher(s, code, teacher_key, client)
+            row.teacher_hash = _hash(new_key)
+            s.execute(delete(TeacherSessionRow).where(TeacherSessionRow.class_id == row.id))
+        return new_key
+
+    @_store_errors
+    def students(self, code: str, teacher_key: str, *, client: str = "") -> list[str]:
+        """The class's students' names, in the order they joined (student n is item n-1,
+        as ``results`` numbers them)."""
+        self._as_teacher(code, teacher_key, client)
+        students, _, _ = self._class_rows(code)
+        return [st.name for st in students]
+
+    @_store_errors
+    def new_student_link(
+        self, code: str, teacher_key: str, student: int, *, client: str = ""
+    ) -> str:
+        """A new personal key for student number ``student`` (from 1, as ``results``
+        numbers them): their work stays, their old link stops working."""
+        self._as_teacher(code, teacher_key, client)
+        new_key = secrets.token_urlsafe(16)
+        with self._session() as s:
+            row = self._teacher(s, code, teacher_key, client)
+            ids = list(
+                s.scalars(
+                    select(StudentRow.id)
+                    .where(StudentRow.class_id == row.id)
+                    .order_by(StudentRow.id)
+                )
+            )
+            if not isinstance(student, int) or isinstance(student, bool):
+                raise ValueError("student must be a number")
+            if not 1 <= student <= len(ids):
+                raise ValueError(f"student must be from 1 to {len(ids)}")
+            s.get(StudentRow, ids[student - 1]).key_hash = _hash(new_key)
+        return new_key
+
     @_store_errors
     def close(self, code: str, teacher_key: str, *, client: str = "") -> None:
         self._set_closed(code, teacher_key, True, client)
@@ -398,7 +513,7 @@ class Classroom:
         self._as_teacher(code, teacher_key, client)
         with self._session() as s:
             row = self._teacher(s, code, teacher_key, client)
-            for table in (RevealRow, SubmissionRow):
+            for table in (RevealRow, SubmissionRow, TeacherSessionRow):
                 s.execute(delete(table).where(table.class_id == row.id))
             s.execute(delete(StudentRow).where(StudentRow.class_id == row.id))
             s.delete(row)
@@ -443,7 +558,7 @@ class Classroom:
         return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
     def _class_rows(self, code: str):
-        with self._session() as s:
+        with self._session(read=True) as s:
             row = self._class(s, code)
             students = list(
                 s.scalars(
@@ -503,12 +618,8 @@ class Classroom:
     @_store_errors
     def class_info(self, code: str, *, client: str = "") -> ClassInfo:
         """A class's public facts, for the join page (LookupError for an unknown code)."""
-        try:
-            with self._session() as s:
-                return _info(self._class(s, code))
-        except LookupError:
-            self._slow_failure(client)
-            raise
+        with self._counted(client, code), self._session(read=True) as s:
+            return _info(self._class(s, code))
 
     @_store_errors
     def join(self, code: str, name: str, *, client: str = "") -> str:
@@ -516,59 +627,63 @@ class Classroom:
         returns their personal key, the only way back to their work."""
         name = clean_name(name)
         key = secrets.token_urlsafe(16)  # 128 bits
-        try:
-            with self._session() as s:
-                row = self._class(s, code)
-                if row.closed:
-                    raise ClassClosedError("this class is closed")
-                s.add(
-                    StudentRow(
-                        class_id=row.id,
-                        key_hash=_hash(key),
-                        name=name,
-                        position=0,
-                        joined_at=_now(),
-                    )
+        with self._counted(client, code), self._session() as s:
+            row = self._class(s, code)
+            if row.closed:
+                raise ClassClosedError("this class is closed")
+            s.add(
+                StudentRow(
+                    class_id=row.id,
+                    key_hash=_hash(key),
+                    name=name,
+                    position=0,
+                    joined_at=_now(),
                 )
-        except LookupError:
-            self._slow_failure(client)
-            raise
+            )
         return key
 
     @_store_errors
-    def name_taken(self, code: str, name: str) -> bool:
+    def name_taken(self, code: str, name: str, *, client: str = "") -> bool:
         """A student of this name (clean_name, same_name) has joined the class already: the
-        page asks "is this you?" before making a second one."""
+        page asks "is this you?" before making a second one. An unknown code is a guess like
+        any other (counted and slowed): the join form asks this first."""
         name = clean_name(name)
-        with self._session() as s:
+        with self._counted(client, code), self._session(read=True) as s:
             row = self._class(s, code)
             names = s.scalars(select(StudentRow.name).where(StudentRow.class_id == row.id))
             return any(same_name(name, other) for other in names)
 
     @_store_errors
-    def student(self, student_key: str) -> StudentInfo:
-        with self._session() as s:
+    def student(self, student_key: str, *, client: str = "") -> StudentInfo:
+        """Who holds this personal key (LookupError, counted and slowed, for a wrong one)."""
+        with self._counted(client, student_key), self._session(read=True) as s:
             st, cls = self._student(s, student_key)
             return StudentInfo(st.name, st.position, _info(cls))
 
     @_store_errors
-    def set_position(self, student_key: str, index: int) -> None:
+    def set_position(self, student_key: str, index: int, *, client: str = "") -> None:
         """Remember the item the student is on, so a reload or another device resumes there."""
-        with self._session() as s:
+        with self._counted(client, student_key), self._session() as s:
             st, cls = self._student(s, student_key)
             st.position = _index(index, cls.n_items)
 
     @_store_errors
-    def exercise(self, student_key: str, index: int) -> Exercise:
+    def exercise(self, student_key: str, index: int, *, client: str = "") -> Exercise:
         """Item ``index`` of the student's class: the same exercise for the whole class."""
-        with self._session() as s:
+        with self._counted(client, student_key), self._session(read=True) as s:
             _, cls = self._student(s, student_key)
             seed, topic, n = cls.seed, cls.topic, cls.n_items
         return _exercise(*practice.item(seed, topic, _index(index, n)))
 
     @_store_errors
     def submit(
-        self, student_key: str, index: int, answer: Any, submission_id: str | None = None
+        self,
+        student_key: str,
+        index: int,
+        answer: Any,
+        submission_id: str | None = None,
+        *,
+        client: str = "",
     ) -> Feedback:
         """Check ``answer``, store it (committed) and return the feedback.
 
@@ -579,7 +694,8 @@ class Classroom:
             submission_id = uuid.uuid4().hex
         if not isinstance(submission_id, str) or not 0 < len(submission_id) <= MAX_SUBMISSION_ID:
             raise ValueError(f"submission_id must be text of 1 to {MAX_SUBMISSION_ID} characters")
-        with self._session() as s:  # one read: a retry's stored feedback, or the item
+        # one read: a retry's stored feedback, or the item
+        with self._counted(client, student_key), self._session(read=True) as s:
             st, cls = self._student(s, student_key)
             stored = s.scalar(_by_submission(st.id, submission_id))
             if stored is not None:
@@ -624,9 +740,9 @@ class Classroom:
         raise StoreUnavailableError("the answer could not be stored; try again")
 
     @_store_errors
-    def progress(self, student_key: str) -> list[ItemState]:
+    def progress(self, student_key: str, *, client: str = "") -> list[ItemState]:
         """The student's state on every item of the class, in order."""
-        with self._session() as s:
+        with self._counted(client, student_key), self._session(read=True) as s:
             st, cls = self._student(s, student_key)
             subs = list(
                 s.scalars(
@@ -642,10 +758,13 @@ class Classroom:
         return [_state(i, by_item.get(i, []), i in shown, cls) for i in range(cls.n_items)]
 
     @_store_errors
-    def reveal(self, student_key: str, index: int, reason: str = "request") -> list[Step]:
+    def reveal(
+        self, student_key: str, index: int, reason: str = "request", *, client: str = ""
+    ) -> list[Step]:
         """The item's worked solution, recorded as shown (once per student and item);
         SolutionLockedError while the class's policy keeps it hidden."""
-        state = self.progress(student_key)[_index(index, self.student(student_key).klass.n_items)]
+        states = self.progress(student_key, client=client)
+        state = states[_index(index, len(states))]
         if not state.solution_available:
             raise SolutionLockedError("the teacher's policy does not show this solution yet")
         if not state.solution_shown:

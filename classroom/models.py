@@ -1,4 +1,5 @@
-"""The class's tables: classes, students, submissions, solution reveals and failed-guess counts.
+"""The class's tables: classes, students, submissions, solution reveals, failed-guess counts
+and teacher sessions.
 
 These mirror the newest Alembic revision (classroom/alembic/versions); the migrations, not
 ``create_all``, make the schema, so a database made by an older lab is upgraded in place.
@@ -99,3 +100,16 @@ class FailureRow(Base):
     subject: Mapped[str] = mapped_column(String(200), primary_key=True)
     count: Mapped[int] = mapped_column(Integer, default=0)
     last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class TeacherSessionRow(Base):
+    """A teacher's browser session ("session", hours) or a one-time ticket that the browser
+    exchanges for one ("ticket", a minute); only the token's SHA-256 is kept (revision 0003)."""
+
+    __tablename__ = "teacher_sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    class_id: Mapped[int] = mapped_column(ForeignKey("classes.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(10))
+    made_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -2,15 +2,17 @@
 
 No URL: ``$ATTENTION_LAB_DATABASE_URL``, else a SQLite file ``classes.sqlite`` in
 ``$ATTENTION_LAB_DATA`` (default: the repository's git-ignored ``.data/``), made on first use.
-SQLite runs in WAL mode with ``BEGIN IMMEDIATE`` writes, so the replicas of one machine share
+SQLite runs in WAL mode with ``BEGIN IMMEDIATE`` writes and deferred reads, so the replicas of one machine share
 the file without "database is locked"; PostgreSQL (``postgresql+psycopg://…``) is the store
 for replicas on several machines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, text
@@ -21,11 +23,14 @@ ENV_URL = "ATTENTION_LAB_DATABASE_URL"
 ENV_DATA = "ATTENTION_LAB_DATA"
 SQLITE_NAME = "classes.sqlite"
 MIGRATIONS = Path(__file__).with_name("alembic")
-HEAD = "0002"
+HEAD = "0003"
 BUSY_TIMEOUT_MS = 30_000
+# An execution option: the transaction only reads (SQLite begins it deferred, not IMMEDIATE).
+READ_ONLY = "lab_read_only"
 _MIGRATION_LOCK = 724_2024  # the PostgreSQL advisory lock id held while migrating
 
 _engines: dict[str, Engine] = {}
+_writers: dict[int, threading.Lock] = {}  # id(engine) -> its one writer at a time (SQLite)
 _migrated: set[str] = set()
 _lock = threading.Lock()
 
@@ -80,12 +85,34 @@ def _make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _sqlite_begin(conn):
-            # IMMEDIATE takes the write lock up front: two processes never both read and then
-            # fail to upgrade to writing (SQLite's busy handler cannot resolve that case).
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # A write takes the write lock up front (IMMEDIATE): two processes never both read
+            # and then fail to upgrade to writing (SQLite's busy handler cannot resolve that
+            # case). A read (the READ_ONLY option) begins deferred: in WAL mode readers never
+            # wait for the writer, nor the writer for them. Every read once took the write
+            # lock too, so 40 students' page loads queued behind each other's answers.
+            read = conn.get_execution_options().get(READ_ONLY, False)
+            conn.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
 
+        _writers[id(engine)] = threading.Lock()
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+
+
+@contextlib.contextmanager
+def one_writer(engine: Engine) -> Iterator[None]:
+    """Around a write transaction: on SQLite, one thread of this process at a time.
+
+    SQLite has one write lock per file, and a writer that finds it taken sleeps in SQLite's
+    busy handler, polling at up to 100 ms: with 20 students' threads per replica all polling,
+    a waiting write was overtaken again and again (a submit's tail reached seconds). Queued
+    here on a lock that hands over at once, only one thread per process polls the file; on
+    PostgreSQL (row locks, a server of its own) nothing waits here."""
+    lock = _writers.get(id(engine))
+    if lock is None:
+        yield
+        return
+    with lock:
+        yield
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:

@@ -8,6 +8,8 @@ the browser had loaded Streamlit's frontend. Here a thread (ui.warm) imports wha
 needs while the browser loads; the first script run waits for it to end, then finds those
 imported (docs/benchmarks.md measures both starts side by side). `make run`, each
 `make serve` replica and the servers of the tests and benchmarks start through this module.
+Asked for app.py, it serves asgi.py: app.py in Streamlit's st.App, which adds the teacher's
+session-cookie route (ui.teacher_session); ``bare`` is exactly ``streamlit run app.py``.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
 from deploy.ports import FORWARDED_ALLOW_IPS_ENV, TRUST_NO_PROXY
 
 LAB_APP = Path(__file__).resolve().parents[1] / "app.py"
+# app.py inside Streamlit's st.App, with the teacher's session-cookie route (asgi.py says why)
+LAB_ASGI = LAB_APP.with_name("asgi.py")
 # deploy.serve's `run` names its PORT.json here before it becomes this process (exec).
 RUN_RECORD_ENV = "ATTENTION_LAB_RUN_RECORD"
 
@@ -46,6 +51,21 @@ def every_run_in_the_frame() -> None:
     PagesManager.uses_pages_directory = False
 
 
+def stop_by_exiting() -> None:
+    """Ctrl-C and SIGTERM end the process by SystemExit(0), so atexit runs (forget_run).
+
+    Under st.App, uvicorn handles the signal, shuts down gracefully, puts back the handler it
+    found and raises the signal again: with Python's defaults SIGTERM then killed the process
+    outright (exit 143, `make run`'s record left behind) and SIGINT raised KeyboardInterrupt.
+    `streamlit run` of a plain script exits 0 after "Stopping...", and so does this."""
+
+    def leave(signum, frame) -> None:
+        raise SystemExit(0)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, leave)
+
+
 def main(argv: list[str] | None = None, bare: bool = False) -> None:
     """Streamlit's own command line (``run app.py ...``), after starting the warm-up (with
     ``bare``: exactly ``streamlit run``, for comparison)."""
@@ -58,6 +78,8 @@ def main(argv: list[str] | None = None, bare: bool = False) -> None:
         from ui.warm import start_warm_imports
 
         every_run_in_the_frame()
+        args = [args[0], str(LAB_ASGI), *args[2:]]
+        stop_by_exiting()
 
         # A server stopped within its first seconds lets the imports finish first:
         # interrupting an extension module's loading at exit can abort the interpreter.

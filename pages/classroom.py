@@ -1,12 +1,15 @@
 """A class: the teacher creates it and watches a live dashboard; students join with a name and
 work through a fixed set of exercises, every answer stored (classroom/ does the storing).
 
-Who sees what is decided by the link: ``?class=CODE&teacher=KEY`` is the teacher's (the key
-is secret and appears on no student's page; once opened it is kept by the browser and leaves
-the address bar), ``?class=CODE`` the join page (or the dashboard, for the browser that holds
-the key), ``?student=KEY`` a student's own work, which resumes after a reload, on another
-device or another replica. Every store call goes through ui.classroom.patient (bounded,
-visible retries); no error reaches the page as a traceback.
+Who sees what is decided by the link and the browser's session. The teacher's link goes to
+the cookie route (ui.teacher_session), which trades the key for an HttpOnly session cookie
+and redirects to ``?class=CODE&view=teacher``, the dashboard, so the key is in no history
+entry; a class made here gets its cookie the same way, from a one-time ticket, and the key
+never enters the address bar. ``?class=CODE`` is the join page, on the teacher's browser too
+(a shared computer): there "Open the dashboard" asks for the session. ``?student=KEY`` is a
+student's own work, which resumes after a reload, on another device or another replica.
+Every store call goes through ui.classroom.patient (bounded, visible retries); no error
+reaches the page as a traceback.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ui.charts import plotly_chart
 from ui.classroom import (
     CHECK_KEY,
     client,
+    go_to_html,
     hidden_press_id,
     join_link,
     keep_drafts,
@@ -43,6 +47,8 @@ from ui.classroom import (
     results_csv,
     room_or_stop,
     save_answer,
+    session_cookie_html,
+    sign_out_html,
     stored_widgets,
     student_cookie,
     student_link,
@@ -62,6 +68,7 @@ from ui.practice import (
     topic_choices,
     topic_label,
 )
+from ui.teacher_session import SESSION_HOURS, session_cookie
 from viz.classroom import outcome_counts, outcomes_figure
 
 require_frame()
@@ -105,6 +112,8 @@ def landing(room: Classroom, code: str | None) -> None:
     join_col, create_col = st.columns(2, gap="large")
     with join_col, st.container(border=True):
         st.subheader(t("classroom.join.title"))
+        if code:
+            dashboard_offer(room, code)
         if code and resume_offer(room, code):
             return
         with st.form("join_form"):
@@ -134,6 +143,18 @@ def landing(room: Classroom, code: str | None) -> None:
         create_form(room)
 
 
+def dashboard_offer(room: Classroom, code: str) -> None:
+    """The join link opened on a browser signed in as this class's teacher: the join form
+    stays (a student may be at the teacher's computer), and the dashboard opens only when
+    asked, with the session checked then."""
+    if not teacher_token_for(code):
+        return
+    st.info(t("classroom.join.teacher_here"), icon=":material/co_present:")
+    if wide_button(st, t("classroom.join.open_dashboard"), "open_dashboard"):
+        st.query_params["view"] = "teacher"
+        st.rerun()
+
+
 def resume_offer(room: Classroom, code: str) -> bool:
     """The join link reopened in a browser that has joined this class: offer to go on as
     that student (never automatic: a shared computer may have someone else at it)."""
@@ -141,7 +162,7 @@ def resume_offer(room: Classroom, code: str) -> bool:
     if not key or st.session_state.get("join_someone_else") == code:
         return False
     try:
-        me = patient(room.student, key)
+        me = patient(room.student, key, client=client())
     except LookupError:
         remember_in_browser(student_cookie(code), None)
         return False
@@ -173,7 +194,7 @@ def join(room: Classroom, code: str, name: str, *, confirmed: bool = False) -> N
         return
     try:
         name = clean_name(name)
-        if not confirmed and patient(room.name_taken, code, name):
+        if not confirmed and patient(room.name_taken, code, name, client=client()):
             st.session_state["join_pending"] = (code, name)
             is_this_you(room, code, name)
             return
@@ -247,9 +268,13 @@ def create_form(room: Classroom) -> None:
     except ValueError:
         st.error(t("classroom.create.bad_name"))
         return
-    st.query_params["class"] = code
-    st.query_params["teacher"] = teacher_key
+    # The key stays on the server, in this session, to be shown behind "Show"; the address
+    # gets only the code (Streamlit records it with pushState: a key there would stay behind
+    # Back). The browser's cookie comes from a one-time ticket (hand_over_session).
+    signed_in(room, code, teacher_key)
     st.session_state["class_just_made"] = code
+    st.query_params["class"] = code
+    st.query_params["view"] = "teacher"
     st.rerun()
 
 
@@ -261,13 +286,13 @@ def go(room: Classroom, student_key: str, index: int) -> None:
     clear_answer_widgets()
     renew_press_id()
     with contextlib.suppress(Exception):  # a lost position costs a click, never the page
-        room.set_position(student_key, index)
+        patient(room.set_position, student_key, index, client=client())
     st.rerun()
 
 
 def student_view(room: Classroom, student_key: str) -> None:
     try:
-        me = patient(room.student, student_key)
+        me = patient(room.student, student_key, client=client())
     except LookupError:
         st.error(t("classroom.bad_student"))
         st.page_link("pages/classroom.py", label=t("classroom.to_join"), icon=":material/login:")
@@ -314,8 +339,8 @@ def student_view(room: Classroom, student_key: str) -> None:
     if was_pressed(forward, "went_on") and index < n - 1:
         go(room, student_key, index + 1)
 
-    ex = patient(room.exercise, student_key, index)
-    states = patient(room.progress, student_key)
+    ex = patient(room.exercise, student_key, index, client=client())
+    states = patient(room.progress, student_key, client=client())
     with st.container(border=True, key="class_exercise"):
         st.subheader(
             t(
@@ -416,16 +441,16 @@ def solution(room, student_key, index, ex, state, klass) -> None:
         return
     if not state.solution_shown and state.solution_available and klass.solutions != "on_request":
         try:
-            patient(room.reveal, student_key, index, reason=klass.solutions)
+            patient(room.reveal, student_key, index, reason=klass.solutions, client=client())
         except SolutionLockedError:
             return
-        state = patient(room.progress, student_key)[index]
+        state = patient(room.progress, student_key, client=client())[index]
     if state.solution_shown:
         st.markdown(f"**{t('practice.solution')}**")
         show_solution(ex, index)
     elif state.solution_available:
         if st.button(t("practice.show_solution"), icon=":material/visibility:", key="reveal"):
-            patient(room.reveal, student_key, index, reason="request")
+            patient(room.reveal, student_key, index, reason="request", client=client())
             st.rerun()
     elif klass.solutions == "closed":
         st.caption(t("classroom.student.solution_when_closed"))
@@ -436,38 +461,66 @@ def solution(room, student_key, index, ex, state, klass) -> None:
 # ---- the teacher -------------------------------------------------------------------------
 
 
-def teacher_key_for(code: str) -> str | None:
-    """The teacher's key for ``code`` this browser holds: in this session, else its cookie."""
+def teacher_token_for(code: str) -> str | None:
+    """The teacher's session for ``code`` this browser holds: this session's, else the
+    HttpOnly cookie its connection carried (checked by whoever uses it)."""
     held = st.session_state.get("class_teacher")
     if held and held[0] == code.strip().upper():
         return held[1]
-    return remembered(teacher_cookie(code))
+    if st.session_state.get("class_signed_out") == code.strip().upper():
+        return None  # this connection still carries the cookie the sign-out cleared
+    return remembered(session_cookie(code))
+
+
+def signed_in(room: Classroom, code: str, teacher_key: str) -> None:
+    """This session signs in with the key (kept here to be shown behind "Show" or after a
+    new key) and hands the browser its session cookie (hand_over_session)."""
+    token = patient(room.sign_in, code, teacher_key, client=client())
+    st.session_state["class_teacher"] = (code, token)
+    st.session_state["class_key_shown"] = (code, teacher_key)
+    st.session_state["class_cookie_ticket"] = patient(room.ticket, code, token, client=client())
+    st.session_state.pop("class_signed_out", None)
+
+
+def hand_over_session() -> None:
+    """The browser trades a one-time ticket for its HttpOnly session cookie (a page script
+    cannot set one), so a reload or a new tab opens the dashboard too."""
+    ticket = st.session_state.pop("class_cookie_ticket", None)
+    if ticket:
+        st.html(session_cookie_html(ticket), unsafe_allow_javascript=True)
 
 
 def forget_teacher(code: str) -> None:
+    """This browser's session of ``code`` ends here: in this session, and its cookie is
+    cleared by the cookie route (the browser's script asks; it cannot clear it itself)."""
     st.session_state.pop("class_teacher", None)
-    remember_in_browser(teacher_cookie(code), None)
+    st.session_state.pop("class_key_shown", None)
+    st.session_state["class_signed_out"] = code.strip().upper()
+    st.session_state["class_clear_cookie"] = code  # drawn by the next run (clear_cookie)
 
 
-def teacher_view(room: Classroom, code: str, teacher_key: str, *, from_memory=False) -> bool:
-    """The dashboard; False (and nothing drawn) when a remembered key no longer opens it."""
+def clear_cookie() -> None:
+    """After a sign-out (or a session found dead): the browser asks the cookie route to clear
+    its session cookie. Drawn at the start of the run after, since the run that signed out
+    ends in a rerun that would take a script drawn there off the page before it ran."""
+    code = st.session_state.pop("class_clear_cookie", None)
+    if code:
+        st.html(sign_out_html(code), unsafe_allow_javascript=True)
+        remember_in_browser(teacher_cookie(code), None)  # a key an older lab kept in a cookie
+
+
+def teacher_view(room: Classroom, code: str, token: str) -> bool:
+    """The dashboard; False (and nothing drawn) when the session no longer opens it."""
     try:
-        info = patient(room.teacher_class, code, teacher_key, client=client())
-    except (PermissionError, LookupError) as err:
-        if from_memory:
-            forget_teacher(code)
-            return False
-        if isinstance(err, PermissionError):
-            st.error(t("classroom.bad_teacher_key"), icon=":material/key_off:")
-        else:
-            st.error(t("classroom.unknown_code", code=plain(code[:16])))
-        return True
-    # The key leaves the address bar (a projected dashboard shows no secret): the browser
-    # keeps it, and this session too, so a reload or another page and back stay here.
-    st.session_state["class_teacher"] = (info.code, teacher_key)
-    remember_in_browser(teacher_cookie(info.code), teacher_key)
-    st.query_params.pop("teacher", None)
-    st.query_params["class"] = info.code
+        info = patient(room.teacher_class, code, token, client=client())
+    except (PermissionError, LookupError):
+        forget_teacher(code)
+        return False
+    st.session_state["class_teacher"] = (info.code, token)
+    hand_over_session()
+    if st.query_params.get("class") != info.code or st.query_params.get("view") != "teacher":
+        st.query_params["class"] = info.code  # no key here, ever: Streamlit pushes this
+        st.query_params["view"] = "teacher"
     code = info.code
     st.subheader(plain(info.title))
     status = t("classroom.status.closed") if info.closed else t("classroom.status.open")
@@ -489,46 +542,95 @@ def teacher_view(room: Classroom, code: str, teacher_key: str, *, from_memory=Fa
         st.markdown(f"**{t('classroom.teacher.join_link')}**")
         st.code(join_link(code), language=None)
         st.markdown(t("classroom.teacher.code_aloud", code=code))
-        shown = st.expander(
-            t("classroom.teacher.own_link"),
-            icon=":material/key:",
-            key="class_own_link",
-            on_change="rerun",
-        )
-        with shown:  # drawn only while open: the page holds no key until "show"
-            st.warning(t("classroom.teacher.own_link_help"), icon=":material/lock:")
-            if shown.open:
-                st.code(teacher_link(code, teacher_key), language=None)
+        own_link(room, code, token)
+        new_student_link(room, code, token)
     with controls:
         if info.closed:
             if st.button(t("classroom.teacher.reopen"), icon=":material/lock_open:", key="reopen"):
-                patient(room.reopen, code, teacher_key, client=client())
+                patient(room.reopen, code, token, client=client())
                 st.rerun()
         elif st.button(t("classroom.teacher.close"), icon=":material/lock:", key="close"):
-            patient(room.close, code, teacher_key, client=client())
+            patient(room.close, code, token, client=client())
+            st.rerun()
+        if wide_button(st, t("classroom.teacher.sign_out"), "sign_out", icon=":material/logout:"):
+            patient(room.sign_out, token)
+            forget_teacher(code)
+            st.session_state["class_said_signed_out"] = True
+            st.query_params.pop("view", None)
             st.rerun()
         with st.expander(t("classroom.teacher.delete_title"), icon=":material/delete:"):
             sure = st.checkbox(t("classroom.teacher.delete_sure"), key="delete_sure")
             if st.button(
                 t("classroom.teacher.delete"), type="primary", disabled=not sure, key="delete"
             ):
-                patient(room.delete, code, teacher_key, client=client())
+                patient(room.delete, code, token, client=client())
                 forget_teacher(code)
-                for key in ("class", "teacher"):
+                for key in ("class", "view"):
                     st.query_params.pop(key, None)
                 st.session_state["class_deleted"] = info.title
                 st.rerun()
 
-    live_dashboard(room, code, teacher_key)
-    answer_key(room, code, teacher_key)
+    live_dashboard(room, code, token)
+    answer_key(room, code, token)
     return True
+
+
+def own_link(room: Classroom, code: str, token: str) -> None:
+    """The teacher's link, shown only behind "Show" and only where the key is known (the
+    browser that made the class or its newest key); "New teacher key" anywhere."""
+    shown = st.expander(
+        t("classroom.teacher.own_link"),
+        icon=":material/key:",
+        key="class_own_link",
+        on_change="rerun",
+    )
+    with shown:  # drawn only while open: the page holds no key until "show"
+        st.warning(t("classroom.teacher.own_link_help"), icon=":material/lock:")
+        held = st.session_state.get("class_key_shown")
+        if shown.open:
+            if held and held[0] == code:
+                if st.session_state.pop("class_new_key_said", False):
+                    st.success(t("classroom.teacher.new_key_done"), icon=":material/key:")
+                st.code(teacher_link(code, held[1]), language=None)
+            else:
+                st.caption(t("classroom.teacher.own_link_gone"))
+            st.caption(t("classroom.teacher.new_key_help"))
+            if wide_button(
+                st, t("classroom.teacher.new_key"), "new_key", icon=":material/autorenew:"
+            ):
+                new_key = patient(room.new_teacher_key, code, token, client=client())
+                signed_in(room, code, new_key)
+                st.session_state["class_new_key_said"] = True
+                st.rerun()
+
+
+def new_student_link(room: Classroom, code: str, token: str) -> None:
+    """A student who lost their personal link gets a new one; the old one stops working."""
+    with st.expander(t("classroom.teacher.relink_title"), icon=":material/link:"):
+        names = patient(room.students, code, token, client=client())
+        if not names:
+            st.caption(t("classroom.teacher.relink_none"))
+            return
+        number = st.selectbox(
+            t("classroom.teacher.relink_student"),
+            range(1, len(names) + 1),
+            format_func=lambda n: f"{n}. \u2068{names[n - 1]}\u2069",
+            key="relink_student",
+        )
+        if wide_button(st, t("classroom.teacher.relink_button"), "relink", icon=":material/link:"):
+            key = patient(room.new_student_link, code, token, number, client=client())
+            st.session_state["class_relinked"] = (number, names[number - 1], key)
+        done = st.session_state.get("class_relinked")
+        if done and done[0] == number:
+            st.info(t("classroom.teacher.relink_done", name=plain(done[1])), icon=":material/link:")
+            st.code(student_link(done[2]), language=None)
 
 
 @st.fragment(run_every=REFRESH_S)
 def live_dashboard(room: Classroom, code: str, teacher_key: str) -> None:
     try:
-        results = room.results(code, teacher_key, client=client())
-        mistakes = room.mistakes(code, teacher_key, client=client())
+        results = patient(room.results, code, teacher_key, client=client())
+        mistakes = patient(room.mistakes, code, teacher_key, client=client())
     except (PermissionError, LookupError):
         st.warning(t("classroom.teacher.gone"))
         return
@@ -661,21 +763,37 @@ def answer_key(room: Classroom, code: str, teacher_key: str) -> None:
 def page() -> None:
     room = room_or_stop()
     params = st.query_params
+    clear_cookie()
     if "class_deleted" in st.session_state:
         title = st.session_state.pop("class_deleted")
         st.success(t("classroom.teacher.deleted", title=plain(title)))
+    if st.session_state.pop("class_said_signed_out", False):
+        st.success(t("classroom.teacher.signed_out"), icon=":material/logout:")
     code = params.get("class")
     if params.get("student"):
         student_view(room, params["student"])
         return
-    if code and params.get("teacher"):  # the teacher's link: its key is kept, then hidden
-        teacher_view(room, code, params["teacher"])
+    if code and params.get("teacher"):
+        # A teacher link of an older lab (?class=CODE&teacher=KEY): this history entry is
+        # replaced by the cookie route's address, which redirects to the dashboard; the key
+        # is left in no entry. Nothing is written to the address before (that would push).
+        st.caption(t("classroom.teacher.opening"))
+        st.html(go_to_html(teacher_link(code, params["teacher"])), unsafe_allow_javascript=True)
         return
+    if code and params.get("signin") == "refused":
+        st.error(t("classroom.bad_teacher_key"), icon=":material/key_off:")
+    wants_dashboard = params.get("view") == "teacher"
     if not code and st.session_state.get("class_teacher"):
         code = st.session_state["class_teacher"][0]  # back from another page
-    held = teacher_key_for(code) if code else None
-    if held and teacher_view(room, code, held, from_memory=True):
-        return
+        wants_dashboard = True
+    if code and wants_dashboard:
+        held = teacher_token_for(code)
+        if held and teacher_view(room, code, held):
+            return
+        st.warning(
+            t("classroom.teacher.signin_needed", hours=SESSION_HOURS), icon=":material/key_off:"
+        )
+        clear_cookie()  # a dead session's cookie, if that is what the browser sent
     st.caption(t("classroom.intro"))
     landing(room, params.get("class"))
 

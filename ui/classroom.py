@@ -26,6 +26,9 @@ from classroom import (
 from ui.i18n import t
 
 PAGE_PATH = "classroom"
+# The teacher's session-cookie route (ui.teacher_session.ROUTE, named again here: that module
+# reads this one's client_from, and the import graph has no cycle; a test holds them equal).
+TEACHER_ROUTE = "/lab/teacher"
 # The variable through which deploy.serve gives each replica the balancer's secret (named again
 # here, not imported: deploy sits above ui; a test holds the two names equal).
 BALANCER_SECRET_ENV = "ATTENTION_LAB_BALANCER_SECRET"
@@ -148,17 +151,23 @@ def client() -> str:
     return client_from(headers or {}, peer, os.environ.get(BALANCER_SECRET_ENV))
 
 
-def page_url() -> str:
-    """This page's absolute address as the browser sees it (``/classroom`` when unknown)."""
+def site_url(path: str) -> str:
+    """``path`` at this site's absolute address as the browser sees it (``path`` alone when
+    unknown)."""
     url = None
     try:
         url = st.context.url
     except Exception:  # noqa: BLE001
         url = None
     if not url:
-        return f"/{PAGE_PATH}"
+        return path
     parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, f"/{PAGE_PATH}", "", ""))
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def page_url() -> str:
+    """This page's absolute address as the browser sees it (``/classroom`` when unknown)."""
+    return site_url(f"/{PAGE_PATH}")
 
 
 def join_link(code: str) -> str:
@@ -170,9 +179,10 @@ def student_link(student_key: str) -> str:
 
 
 def teacher_link(code: str, teacher_key: str) -> str:
-    return (
-        f"{page_url()}?class={urllib.parse.quote(code)}&teacher={urllib.parse.quote(teacher_key)}"
-    )
+    """The teacher's link: the cookie route (ui.teacher_session), which trades the key for a
+    session cookie and redirects to the dashboard, so no history entry keeps the key."""
+    query = urllib.parse.urlencode({"class": code, "key": teacher_key})
+    return f"{site_url(TEACHER_ROUTE)}?{query}"
 
 
 def save_answer(room: Classroom, student_key: str, index: int, answer, submission_id: str):
@@ -180,7 +190,9 @@ def save_answer(room: Classroom, student_key: str, index: int, answer, submissio
     away and saying so; None, with a plain "not saved, press again" message, when it could
     not be stored (the same submission id makes pressing again safe)."""
     try:
-        return patient(room.submit, student_key, index, answer, submission_id, saving=True)
+        return patient(
+            room.submit, student_key, index, answer, submission_id, saving=True, client=client()
+        )
     except ClassClosedError:
         raise  # the page says the class is closed
     except StoreGaveUp:
@@ -489,6 +501,40 @@ def cookie_html(name: str, value: str | None) -> str:
     cookie = json.dumps(f"{name}={value or ''}; path=/; max-age={age}; samesite=strict")
     cookie = cookie.replace("<", "\\u003c").replace(">", "\\u003e")
     return f"<script>document.cookie = {cookie}; document.currentScript?.remove();</script>"
+
+
+def _script_json(value: object) -> str:
+    """``value`` as a JavaScript literal that cannot end its <script>."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def session_cookie_html(ticket: str) -> str:
+    """A script that spends the one-time ``ticket`` on the cookie route: the server answers
+    with the HttpOnly session cookie (no script, this one included, can read it); then the
+    script removes itself."""
+    body = _script_json("ticket=" + urllib.parse.quote(ticket))
+    return (
+        f"<script>fetch({_script_json(TEACHER_ROUTE + '/ticket')}, {{method: 'POST', "
+        "credentials: 'same-origin', headers: {'Content-Type': "
+        f"'application/x-www-form-urlencoded'}}, body: {body}}});"
+        " document.currentScript?.remove();</script>"
+    )
+
+
+def sign_out_html(code: str) -> str:
+    """A script that asks the cookie route to end this browser's session of ``code`` and
+    clear its cookie (a script cannot clear an HttpOnly cookie itself)."""
+    url = _script_json(f"{TEACHER_ROUTE}/signout?{urllib.parse.urlencode({'class': code})}")
+    return (
+        f"<script>fetch({url}, {{method: 'POST', credentials: 'same-origin'}});"
+        " document.currentScript?.remove();</script>"
+    )
+
+
+def go_to_html(url: str) -> str:
+    """A script that replaces this history entry by ``url`` (location.replace: the entry it
+    leaves, a link holding a key, is gone from Back)."""
+    return f"<script>window.location.replace({_script_json(url)});</script>"
 
 
 def remembered(name: str) -> str | None:

@@ -33,6 +33,26 @@ def open_class(**query: str) -> AppTest:
     return helpers.open_page("classroom", timeout=180, **query)
 
 
+@pytest.fixture
+def cookie_jar(monkeypatch) -> dict[str, str]:
+    """The cookies the browser's connection carries (AppTest cannot send any): what the
+    page reads through ui.classroom.remembered."""
+    import ui.classroom
+
+    jar: dict[str, str] = {}
+    monkeypatch.setattr(ui.classroom, "remembered", jar.get)
+    return jar
+
+
+def open_dashboard(jar: dict[str, str], code: str, teacher_key: str, **query: str) -> AppTest:
+    """The teacher's browser after the teacher link: its session cookie (the route's work,
+    ui.teacher_session), then ?class=CODE&view=teacher, where the route redirects."""
+    from ui.teacher_session import session_cookie
+
+    jar[session_cookie(code)] = Classroom().sign_in(code, teacher_key)
+    return open_class(**{"class": code, "view": "teacher"}, **query)
+
+
 def everything(at: AppTest) -> str:
     """All the page shows, as text: every element's protobuf, URL included; the one script
     that hands the teacher's key to the browser's cookie jar (and removes itself) aside."""
@@ -51,7 +71,7 @@ def everything(at: AppTest) -> str:
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang):
+def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang, cookie_jar):
     at = open_class(lang=lang)
     ok(at)
     assert translate("classroom.title", lang) in [x.value for x in at.title]
@@ -60,9 +80,13 @@ def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang):
     [create] = [b for b in at.button if b.label == translate("classroom.create.button", lang)]
     at = create.click().run()
     ok(at)
-    code, teacher_key = at.session_state["class_teacher"]
-    assert len(teacher_key) >= 32
-    assert dict(at.query_params).get("class") == code and "teacher" not in at.query_params
+    code, session = at.session_state["class_teacher"]
+    _, teacher_key = at.session_state["class_key_shown"]
+    assert len(teacher_key) >= 32 and len(session) >= 40 and session != teacher_key
+    params = dict(at.query_params)
+    assert params.get("class") == code and params.get("view") == "teacher"
+    assert "teacher" not in params and teacher_key not in str(params)
+    assert session not in everything(at), "the session token is the HttpOnly cookie's alone"
     assert teacher_key not in everything(at), "the projected dashboard shows no key"
     assert translate("classroom.teacher.made", lang) in [s.value for s in at.success]
     assert any(f"?class={code}" in c.value for c in at.code), "the students' join link"
@@ -102,9 +126,8 @@ def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang):
     )
     assert teacher_key not in everything(again)
 
-    teacher = open_class(lang=lang, **{"class": code, "teacher": teacher_key})
+    teacher = open_dashboard(cookie_jar, code, teacher_key, lang=lang)
     ok(teacher)
-    assert "teacher" not in teacher.query_params, "the key leaves the address bar"
     assert teacher_key not in everything(teacher)
     assert [m.value for m in teacher.metric][:2] == ["1", "1"]
     teacher.switch_page("pages/home.py").run()  # another page, and back: still the dashboard
@@ -119,10 +142,10 @@ def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang):
 def test_wrong_teacher_keys_unknown_codes_and_bad_student_links_are_said_clearly():
     room = Classroom()
     code, _ = room.create_class("Guarded", n_items=1)
-    at = open_class(**{"class": code, "teacher": "guess"})
+    at = open_class(**{"class": code, "signin": "refused"})  # where the route sends a wrong key
     assert not at.exception
     assert [e.value for e in at.error] == [translate("classroom.bad_teacher_key", "en")]
-    at = open_class(**{"class": "NOPE99", "teacher": "guess"})
+    at = open_class(**{"class": "NOPE99"})
     assert [e.value for e in at.error] == [translate("classroom.unknown_code", "en", code="NOPE99")]
     at = open_class(student="not-a-key", lang="ko")
     assert [e.value for e in at.error] == [translate("classroom.bad_student", "ko")]
@@ -133,7 +156,7 @@ def test_wrong_teacher_keys_unknown_codes_and_bad_student_links_are_said_clearly
     ]
 
 
-def test_hostile_names_are_shown_escaped_and_kept_as_typed():
+def test_hostile_names_are_shown_escaped_and_kept_as_typed(cookie_jar):
     room = Classroom()
     code, teacher_key = room.create_class("Names", n_items=1)
     names = ["<img src=x onerror=alert(1)>", "**bold** [link](http://x)", "مرحبا 🧑‍🎓"]
@@ -145,7 +168,7 @@ def test_hostile_names_are_shown_escaped_and_kept_as_typed():
     at = open_class(student=keys[1])
     # every mark escaped, ":" and "/" too: no bold, no link, no bare address made live
     assert "\\*\\*bold\\*\\* \\[link\\]\\(http\\:\\/\\/x\\)" in at.markdown[0].value
-    teacher = open_class(**{"class": code, "teacher": teacher_key})
+    teacher = open_dashboard(cookie_jar, code, teacher_key)
     ok(teacher)
     grid = [d.value for d in teacher.dataframe][-1]
     # each name isolated from its number (a right-to-left name keeps "3." on its left)

@@ -91,10 +91,20 @@ def test_a_class_from_the_teachers_link_to_the_csv(
         params = dict(p.split("=", 1) for p in teacher.url.split("?", 1)[1].split("&"))
         code = params["class"]
         assert "teacher" not in params, "the key is not in the address bar"
-        [teacher_key] = [
-            c["value"] for c in teacher.context.cookies() if c["name"] == f"lab_teacher_{code}"
-        ]
+        own_link = teacher.get_by_text(translate("classroom.teacher.own_link", lang), exact=True)
+        own_link.click()  # the key, drawn only while its panel is open
+        link = teacher.get_by_test_id("stCode").filter(has_text="/lab/teacher?").inner_text()
+        teacher_key = dict(p.split("=", 1) for p in link.strip().split("?", 1)[1].split("&"))["key"]
+        own_link.click()
+        teacher.get_by_test_id("stCode").filter(has_text="/lab/teacher?").wait_for(state="detached")
+        idle(teacher)
         assert teacher_key not in teacher.inner_text("body"), "nor on the projected page"
+        # the browser holds an HttpOnly session (ui.teacher_session), never the key
+        deadline = time.monotonic() + 30
+        while not [c for c in teacher.context.cookies() if c["name"] == f"lab_teach_{code}"]:
+            assert time.monotonic() < deadline, "the session cookie never arrived"
+            teacher.wait_for_timeout(200)
+        assert all(teacher_key not in c["value"] for c in teacher.context.cookies())
         teacher.reload()  # a reload keeps the teacher on the dashboard
         teacher.get_by_text(translate("classroom.teacher.join_link", lang)).wait_for()
         idle(teacher)

@@ -9,10 +9,16 @@ box. bench.classchaos runs the same with 10 students in `make bench`."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+from pathlib import Path
+
 import pytest
 
 from bench import classchaos
-from deploy.serve import ServeError
+from bench.loadtest import CHROMIUM
+from deploy import postgres
+from deploy.serve import ServeError, haproxy_path
 from tests import pg_server
 from tests.e2e.test_balancer import need_haproxy
 
@@ -22,6 +28,46 @@ LESSONS = [
     ("en", 1440, ["none", "drop", "kill"]),
     ("ko", 390, ["db_submit", "db_load", "kill_pending"]),
 ]
+
+
+def missing_parts(chromium: Path = CHROMIUM) -> list[str]:
+    """What this test needs and this machine lacks: Chromium, Playwright, HAProxy, a
+    PostgreSQL server it can start."""
+    missing = []
+    if not chromium.exists():
+        missing.append(f"Chromium at {chromium}")
+    if importlib.util.find_spec("playwright") is None:
+        missing.append("the playwright package")
+    if haproxy_path() is None:
+        missing.append("HAProxy")
+    reason = postgres.missing_reason()
+    if reason:
+        missing.append(f"PostgreSQL ({reason})")
+    return missing
+
+
+def require_parts_under_ci(chromium: Path = CHROMIUM) -> None:
+    """Under CI=true a missing part fails this test: CI installs every part, so one missing
+    is a broken set-up, and a skip there would hide that no press was tried at all.
+    Elsewhere the fixtures skip, each saying what to install."""
+    missing = missing_parts(chromium)
+    if missing and os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail("the chaos test needs " + ", ".join(missing) + " (CI=true: no skipping)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def parts_under_ci():
+    """Session scope: checked before the session's browser fixture could skip."""
+    require_parts_under_ci()
+
+
+def test_under_ci_a_missing_part_fails_rather_than_skips(monkeypatch, tmp_path):
+    absent = tmp_path / "no-chromium"
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="Chromium"):
+        require_parts_under_ci(absent)
+    monkeypatch.delenv("CI")
+    require_parts_under_ci(absent)  # a developer's machine: the fixtures skip instead
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,11 @@ OUR_CSS = {
     "press_id_css",
     "cookie_html",
     "draft_html",
+    # the teacher's session (ui.classroom): each embeds a ticket, a class code or a link as
+    # JSON with "<" and ">" escaped
+    "session_cookie_html",
+    "sign_out_html",
+    "go_to_html",
 }
 
 
@@ -129,6 +134,17 @@ def test_a_remembered_key_cannot_close_its_cookie_script():
 
     html = cookie_html("lab_student_X", "</script><b>")
     assert html.count("</script>") == 1 and "<b>" not in html
+
+
+def test_a_ticket_a_code_or_a_link_cannot_close_the_session_scripts():
+    from ui.classroom import go_to_html, session_cookie_html, sign_out_html
+
+    for html in (
+        session_cookie_html("</script><b>"),
+        sign_out_html("</script><b>"),
+        go_to_html("/lab/teacher?class=</script><b>"),
+    ):
+        assert html.count("</script>") == 1 and "<b>" not in html
 
 
 def test_a_stored_answer_cannot_close_the_draft_script():
