@@ -51,6 +51,7 @@ from viz.attention import (
     heads_pooled,
     model_grid_figure,
     overview_heatmap,
+    qk_norm_figure,
     scores_heatmap,
 )
 from viz.headview import head_colour, head_view_height, head_view_html, highlighted_text_html
@@ -392,7 +393,38 @@ def show_stages(view: AttentionView, reading: Reading) -> None:
     charts.append(drawn(figure, "stage_softmax", where=columns[1]))
     if view.merge or view.hide:
         st.caption(t("explorer.stages_raw_tokens"))
-    export_charts(view, reading, charts, f"stages-head{stage_head + 1}")
+    if getattr(reading.lm.config, "qk_norm", False):
+        charts.append(show_qk_norm(view, reading, stage_head, rows, cols))
+    export_charts(view, reading, [c for c in charts if c], f"stages-head{stage_head + 1}")
+
+
+def show_qk_norm(view: AttentionView, reading: Reading, head: int, rows: slice, cols: slice):
+    """QK-norm (Gemma 3): each query's and key's length before and after the norm, from a
+    pass that kept them (traced again with stages, once per text)."""
+    normed = get_trace(reading.lm, reading.text, stages=True, new_tokens=reading.new_tokens)
+    if not normed.has_norm_stages(view.kind):
+        return None
+    sq, sk = normed.tokens(view.kind)
+    parts = normed.norm_stages(view.kind, view.layer, head)
+    parts = {
+        name: values[rows] if name.startswith("q") else values[cols]
+        for name, values in parts.items()
+    }
+    st.subheader(t("explorer.qknorm.header"))
+    st.markdown(t("explorer.qknorm.text", d_k=parts["q_after"].shape[-1]))
+    names = {w: t(f"explorer.qknorm.{w}") for w in ("queries", "keys", "before", "after", "length")}
+    figure = qk_norm_figure(
+        sq[rows], sk[cols], parts, names=names, title=t("explorer.qknorm.title", h=head + 1)
+    )
+    chart = drawn(figure, "stage_qknorm")
+    spans = {name: span_text(values.norm(dim=-1)) for name, values in parts.items()}
+    st.caption(t("explorer.qknorm.caption", **spans))
+    return chart
+
+
+def span_text(lengths) -> str:
+    """Smallest to largest, as a caption says it: "3.1–48.0"."""
+    return f"{float(lengths.min()):.1f}–{float(lengths.max()):.1f}"
 
 
 def statistics_frame(view: AttentionView):

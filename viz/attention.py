@@ -661,3 +661,47 @@ def overview_heatmap(
     y = {**_block_axis(row_edges), "title": {"text": qn}}
     y["range"] = y["range"][::-1]
     return _map_figure(heatmap, x, y, title, 760)
+
+
+def qk_norm_figure(
+    query_tokens: list[str],
+    key_tokens: list[str],
+    stages: dict,
+    *,
+    names: dict[str, str],
+    title: str = "",
+) -> go.Figure:
+    """QK-norm, one head: the length ‖q‖ of each query and ‖k‖ of each key before and after
+    the norm (``stages``: model.trace.Trace.norm_stages), two panels of paired bars. The
+    norm makes every length about √d_k times its learned gain, whatever the token: the
+    scores q·k can no longer grow with the vectors' size."""
+    fig = make_subplots(
+        rows=2, cols=1, vertical_spacing=0.18, subplot_titles=[names["queries"], names["keys"]]
+    )
+    colours = {"before": "#7a7a7a", "after": "#1f5fa8"}
+    for row, (side, tokens) in enumerate((("q", query_tokens), ("k", key_tokens)), start=1):
+        x = list(range(len(tokens)))
+        for when in ("before", "after"):
+            lengths = np.linalg.norm(_as_array(stages[f"{side}_{when}"]), axis=-1)
+            fig.add_trace(
+                go.Bar(
+                    x=x,
+                    y=lengths,
+                    name=names[when],
+                    marker_color=colours[when],
+                    showlegend=row == 1,
+                    customdata=[html.escape(str(tok)) for tok in tokens],
+                    hovertemplate="%{customdata}: %{y:.2f}<extra>"
+                    + html.escape(names[when])
+                    + "</extra>",
+                ),
+                row=row,
+                col=1,
+            )
+        ticks, labels = thinned_ticks([html.escape(str(tok)) for tok in tokens])
+        fig.update_xaxes(tickmode="array", tickvals=ticks, ticktext=labels, row=row, col=1)
+        fig.update_yaxes(title_text=names["length"], rangemode="tozero", row=row, col=1)
+    fig.update_layout(
+        barmode="group", height=520, title=title, margin=dict(t=80), legend=dict(orientation="h")
+    )
+    return fig

@@ -155,3 +155,19 @@ def test_gemmas_local_layer_weighs_nothing_beyond_its_window_on_1024_tokens():
         reach_wide=f"{found.reach[1]:,}",
     )
     assert caption in [c.value for c in at.caption]
+
+
+def test_the_korean_stages_view_shows_gemmas_queries_and_keys_before_and_after_qk_norm():
+    from model import load
+
+    text = "고양이가 매트 위에 앉았다."
+    at = open_page("explorer", lang="ko", model="gemma3", text=text, view="stages", merge="none")
+    ok(at)
+    assert translate("explorer.qknorm.header", "ko") in [h.value for h in at.subheader]
+    lm = load("gemma3", device="cpu")
+    parts = lm.trace(text, stages=True, max_new_tokens=0).norm_stages("decoder", 0, 0)
+    spans = {
+        name: f"{float(v.norm(dim=-1).min()):.1f}–{float(v.norm(dim=-1).max()):.1f}"
+        for name, v in parts.items()
+    }
+    assert translate("explorer.qknorm.caption", "ko", **spans) in [c.value for c in at.caption]
