@@ -86,7 +86,8 @@ def write_tiny_gguf(
     seed: int = 0,
     chat_template: str | None = None,
 ) -> Path:
-    """A random model of ``arch`` ("llama", "mistral", "qwen2", "gpt2", "gemma3") in one GGUF."""
+    """A random model of ``arch`` ("llama", "mistral", "qwen2", "gpt2", "gemma3"; "qwen3",
+    which only transformers reads) in one GGUF."""
     import gguf
 
     rng = np.random.default_rng(seed)
@@ -94,11 +95,11 @@ def write_tiny_gguf(
     gguf_arch = "llama" if arch == "mistral" else arch
     writer = gguf.GGUFWriter(str(path), gguf_arch)
     writer.add_name("mistral" if arch == "mistral" else f"tiny-{arch}")
-    byte_level = arch in ("qwen2", "gpt2")
+    byte_level = arch in ("qwen2", "qwen3", "gpt2")
     if byte_level:
         tokens, types, merges = byte_level_vocab()
         writer.add_tokenizer_model("gpt2")
-        writer.add_tokenizer_pre("qwen2" if arch == "qwen2" else "gpt-2")
+        writer.add_tokenizer_pre("qwen2" if arch.startswith("qwen") else "gpt-2")
         writer.add_token_merges(merges)
         writer.add_bos_token_id(0)
         writer.add_eos_token_id(0)
@@ -116,7 +117,8 @@ def write_tiny_gguf(
     vocab = len(tokens)
     # Gemma 3 files get head_dim 256 by default: transformers scales its scores by
     # 1/sqrt(256) whatever the file says (llama.cpp, and our conversion, by 1/sqrt(head_dim))
-    head_dim = head_dim or (256 if arch == "gemma3" else d_model // n_heads)
+    # (and Qwen3 files 128, transformers' default, which a Qwen3 GGUF does not state)
+    head_dim = head_dim or {"gemma3": 256, "qwen3": 128}.get(arch, d_model // n_heads)
     writer.add_block_count(layers)
     writer.add_embedding_length(d_model)
     writer.add_feed_forward_length(d_ff)
@@ -151,12 +153,12 @@ def write_tiny_gguf(
         writer.add_context_length(128)
         writer.add_head_count_kv(n_kv)
         writer.add_layer_norm_rms_eps(1e-6)
-        writer.add_rope_freq_base(10000.0 if arch != "qwen2" else 1_000_000.0)
+        writer.add_rope_freq_base(1_000_000.0 if arch.startswith("qwen") else 10000.0)
         if arch == "gemma3":
             writer.add_key_length(head_dim)
             writer.add_value_length(head_dim)
             writer.add_sliding_window(16)
-        elif arch != "qwen2":
+        elif not arch.startswith("qwen"):
             writer.add_rope_dimension_count(head_dim)
         tensors["token_embd.weight"] = w(vocab, d_model)
         tensors["output_norm.weight"] = 1 + w(d_model, scale=0.1)
@@ -174,9 +176,10 @@ def write_tiny_gguf(
             if arch == "qwen2":
                 for name, n in (("attn_q", n_heads), ("attn_k", n_kv), ("attn_v", n_kv)):
                     tensors[b + name + ".bias"] = w(n * head_dim, scale=0.05)
-            if arch == "gemma3":
+            if arch in ("gemma3", "qwen3"):
                 tensors[b + "attn_q_norm.weight"] = 1 + w(head_dim, scale=0.1)
                 tensors[b + "attn_k_norm.weight"] = 1 + w(head_dim, scale=0.1)
+            if arch == "gemma3":
                 tensors[b + "post_attention_norm.weight"] = 1 + w(d_model, scale=0.1)
                 tensors[b + "post_ffw_norm.weight"] = 1 + w(d_model, scale=0.1)
     if not tied:

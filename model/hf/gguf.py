@@ -32,6 +32,8 @@ from model.runtime.types import ModelLoadError
 # models as "llama" files (no sliding window: llama.cpp does not apply one), so they run as
 # LLaMA, as llama.cpp runs them. gemma3 becomes a gemma3_text folder (Gemma3ForCausalLM's).
 ARCHITECTURES = ("llama", "qwen2", "gpt2", "gemma3")
+# Any other architecture transformers' own GGUF loader reads (phi3, qwen3, falcon, ...) is
+# written out by transformers (convert_with_transformers) and runs through transformers.
 # Quantisation types read (by gguf's own numpy dequantize); others are refused by name.
 QUANT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
 
@@ -430,6 +432,8 @@ def convert(f: GGUFFile, folder: Path, progress: bool = True) -> dict:
     from model.hf.gguf_tokenizer import write_tokenizer
 
     problem = unsupported(f)
+    if problem is not None and problem.key == "gguf_arch_unsupported" and transformers_reads(f):
+        return convert_with_transformers(f, folder)
     if problem is not None:
         raise problem
     mt = model_type(f)
@@ -458,3 +462,49 @@ def convert(f: GGUFFile, folder: Path, progress: bool = True) -> dict:
     save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
     return config
+
+
+def transformers_reads(f: GGUFFile) -> bool:
+    """Whether transformers' own GGUF loader reads this architecture (it needs accelerate)."""
+    from importlib.util import find_spec
+
+    if find_spec("accelerate") is None:
+        return False
+    try:
+        from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+    except ImportError:
+        return False
+    return f.architecture in GGUF_SUPPORTED_ARCHITECTURES and f.architecture not in (
+        "general",
+        "tokenizer",
+    )
+
+
+def convert_with_transformers(f: GGUFFile, folder: Path) -> dict:
+    """An architecture the lab does not map, written into the folder by transformers' own
+    GGUF loader (save_pretrained), so it runs there through transformers, named as such."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kw = {"gguf_file": f.path.name, "local_files_only": True}
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(f.path.parent), dtype=torch.float32, **kw)
+        # save_pretrained refuses a model loaded from a GGUF ("not serializable"): its
+        # weights are plain float32 here, so they are written as they are, without the
+        # GGUF quantisation note in the config.
+        from safetensors.torch import save_model
+
+        save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        config["dtype"] = "float32"
+        (folder / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+        AutoTokenizer.from_pretrained(str(f.path.parent), **kw).save_pretrained(folder)
+    except Exception as err:  # transformers raises many kinds; the reader needs one message
+        raise GGUFProblem(
+            "gguf_unreadable",
+            f"{f.path.name}: transformers could not read this {f.architecture} GGUF "
+            f"({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''})",
+            path=str(f.path),
+        ) from err
+    return json.loads((folder / "config.json").read_text(encoding="utf-8"))

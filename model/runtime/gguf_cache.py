@@ -33,6 +33,8 @@ CACHE_ENV = "ATTENTION_LAB_CACHE"
 DEFAULT_CACHE = "~/.cache/attention-lab"
 FORMAT_VERSION = 1  # bump when the conversion's output changes: old folders are rebuilt
 STAMP = "gguf-stamp.json"
+# What every converted folder holds (transformers' own conversion may shard the weights);
+# the stamp records the size of every file, and a folder with any of them changed is redone.
 FOLDER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
 
@@ -135,9 +137,11 @@ def read_stamp(folder: Path) -> dict | None:
     if not isinstance(stamp, dict) or stamp.get("format") != FORMAT_VERSION:
         return None
     sizes = stamp.get("sizes") or {}
-    for name in FOLDER_FILES:
+    if not set(FOLDER_FILES) - {"model.safetensors"} <= set(sizes):
+        return None
+    for name, size in sizes.items():
         try:
-            if (folder / name).stat().st_size != sizes.get(name):
+            if (folder / name).stat().st_size != size:
                 return None
         except OSError:
             return None
@@ -185,7 +189,7 @@ def _convert_into(source: Path, target: Path, sha: str, sources: list[Path], pro
             "sha256": sha,
             "sources": _identity(sources),
             "model_type": config["model_type"],
-            "sizes": {name: (tmp / name).stat().st_size for name in FOLDER_FILES},
+            "sizes": {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()},
         }
         _write_json_atomic(tmp / STAMP, stamp)
         old = None

@@ -145,12 +145,12 @@ def test_a_folder_that_does_not_run_says_why_in_the_readers_language(tmp_path, w
     at.session_state["model_folder"] = str(folder)
     at.run()
     assert not at.exception
-    from model.runtime.folders import diagnose
+    from model.runtime.folders import ENGINE_DECODER_TYPES, diagnose, layout_name
 
     problem = diagnose(folder)
     assert problem.key == what
     details = {k: f"`{v}`" if k == "path" else v for k, v in problem.details.items()}
-    engine = "LLaMA, Qwen2, Mistral, GPT-2"
+    engine = ", ".join(layout_name(m) for m in ENGINE_DECODER_TYPES)  # Gemma 3 since it landed
     expected = translate(f"model.problem.{what}", lang, engine=engine, **details)
     assert [e.value for e in at.error] == [expected]
     assert at.expander  # the loader's own words, behind a disclosure

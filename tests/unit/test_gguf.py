@@ -210,15 +210,15 @@ def test_a_failed_conversion_leaves_no_folder_and_no_temporary_files(files, monk
 def test_an_unsupported_architecture_or_quantisation_is_named(tmp_path):
     import gguf
 
-    writer = gguf.GGUFWriter(str(tmp_path / "phi.gguf"), "phi3")
+    writer = gguf.GGUFWriter(str(tmp_path / "rwkv.gguf"), "rwkv6")  # transformers: no either
     writer.add_tensor("token_embd.weight", np.zeros((4, 32), np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(FolderProblem, match="'phi3' is not one Attention Lab reads") as err:
-        load(str(tmp_path / "phi.gguf"))
-    assert err.value.key == "gguf_arch_unsupported" and err.value.details["arch"] == "phi3"
+    with pytest.raises(FolderProblem, match="'rwkv6' is not one Attention Lab reads") as err:
+        load(str(tmp_path / "rwkv.gguf"))
+    assert err.value.key == "gguf_arch_unsupported" and err.value.details["arch"] == "rwkv6"
 
     path = write_tiny_gguf(tmp_path / "q2k.gguf", "llama", "Q4_K", d_model=256, d_ff=256)
     f = read_gguf(path)
@@ -332,3 +332,17 @@ def test_the_bench_section_states_each_model_against_its_target():
     assert "| smollm2 | 20.0 s | 9.0 s | 1.50 s | 1.20 s | ≤ 3 s (first ≤ 30 s)" in text
     assert "smollm2 3.00 GB" in text and "missed" in text and "540 MiB" in text
     assert "Not installed, not measured: gemma3." in text
+
+
+def test_an_architecture_only_transformers_reads_runs_there_and_says_so(tmp_path):
+    """Qwen3 has no layout in our engine: transformers writes its folder once, runs it, and
+    the model says which engine runs it and why."""
+    path = write_tiny_gguf(tmp_path / "qwen3.gguf", "qwen3", "Q8_0", d_model=256, n_heads=2, n_kv=1)
+    lm = load(str(path), device="cpu")
+    assert lm.info["engine"] == "transformers" and "qwen3" in lm.info["fallback_reason"]
+    ref, ref_tok = _transformers(path)
+    ids = lm.encode(TEXT).ids
+    assert ids == ref_tok(TEXT)["input_ids"]
+    torch.testing.assert_close(_logits(lm, ids), _logits(ref, ids), atol=1e-4, rtol=1e-4)
+    folder = Path(lm.info["folder"])
+    assert gguf_cache.read_stamp(folder)["model_type"] == "qwen3"
