@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import re
 
-import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
@@ -218,45 +217,25 @@ def wrap_titles(fig: go.Figure) -> go.Figure:
     return fig
 
 
-# A figure built in this run with at most this many plotted values is keyed too (serialised
-# once more, ~5-15 ms), so the next visit, which gets it back from viz.memo unchanged, finds
-# its frame; a larger one (a 256 x 256 map after each Enter: tens of ms) is framed as it is.
-KEY_FRESH_VALUES = 50_000
-
-
-def _values(fig: go.Figure) -> int:
-    """How many numbers the figure's traces plot (x, y, z), about."""
-    total = 0
-    for trace in fig.data:
-        for name in ("x", "y", "z"):
-            values = getattr(trace, name, None)
-            if values is not None:
-                total += int(np.size(values))
-    return total
-
-
-def _key_json(fig: go.Figure) -> str | None:
-    """The JSON that keys ``fig``'s frame: a kept figure nobody has opened is its JSON
-    already (viz.memo); a small figure is serialised for it; None: not worth keying."""
-    if type(fig) is KeptFigure:
-        kept = object.__getattribute__(fig, "_kept")
-        if not (kept["built"] or kept["layout"]):
-            return kept["spec"]
-    if _values(fig) <= KEY_FRESH_VALUES:
-        return fig.to_json(validate=False)
-    return None
+def _kept_json(fig: go.Figure) -> str | None:
+    """The JSON of a kept figure (viz.memo) that nobody has opened or changed: what it is
+    sent as, known without serialising it. None for any other figure."""
+    if type(fig) is not KeptFigure:
+        return None
+    kept = object.__getattribute__(fig, "_kept")
+    return kept["spec"] if not (kept["built"] or kept["layout"]) else None
 
 
 def framed_figure(fig: go.Figure, summary: str | None = None) -> tuple[str, go.Figure]:
     """(the chart's summary, the figure with titles wrapped and the app's font).
 
-    Framed once per content and language, kept in viz.memo's FIGURES beside the figures: a
-    warm revisit gets its figures back from viz.memo unchanged, and opening each to
-    summarise and wrap it cost 50-80 ms a chart on the 2-core machine, most of a concept
-    page's warm server time. The key is the figure's JSON, so a figure changed after it was
-    built is framed anew. A large figure built in this run is framed as it is (keying it
-    would cost tens of ms after each Enter, for a map rarely drawn twice)."""
-    spec = _key_json(fig)
+    A kept figure handed out again (a warm revisit, a rerun that left the chart as it was)
+    is framed once per content and language, kept in viz.memo's FIGURES beside it: opening
+    it to summarise and wrap it cost 50-80 ms a chart on the 2-core machine, most of a
+    concept page's warm server time. The key is the figure's JSON, so a figure changed after
+    it was built is framed anew. A figure built in this run is framed as it is (keying it
+    would mean serialising it once more: tens of ms for a 256 x 256 map after each Enter)."""
+    spec = _kept_json(fig)
     if spec is None:
         return _frame(fig, summary), fig
     digest = hashlib.blake2b(spec.encode("utf-8"), digest_size=16).digest()

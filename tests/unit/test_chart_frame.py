@@ -49,21 +49,12 @@ def test_a_kept_figure_framed_before_is_sent_again_without_being_opened(counted)
     assert "<br>" in sent["layout"]["title"]["text"]  # wrapped to a phone's width
 
 
-def test_a_small_figure_built_in_this_run_shares_its_frame_with_its_kept_copy(counted):
+def test_a_figure_built_in_this_run_is_framed_in_place(counted):
     fig = _figure()
-    spec = fig.to_json(validate=False)  # what viz.memo keeps and hands out on the next visit
-    said, framed = charts.framed_figure(fig)
-    again_said, again = charts.framed_figure(KeptFigure(spec))
-    assert len(counted) == 1 and again_said == said and again.to_dict() == framed.to_dict()
-    assert said.startswith("A curve whose title")
-
-
-def test_a_large_figure_built_in_this_run_is_framed_in_place(counted):
-    z = np.random.default_rng(0).random((256, 256))  # 65,536 values: an explorer map
-    fig = go.Figure(go.Heatmap(z=z), layout={"title": "A map"})
     said, framed = charts.framed_figure(fig)
     assert framed is fig and len(counted) == 1
-    assert fig.layout.font.family == charts.FONT_STACK and said.startswith("A map")
+    assert fig.layout.font.family == charts.FONT_STACK and "<br>" in fig.layout.title.text
+    assert said.startswith("A curve whose title")
 
 
 def test_a_figure_changed_after_it_was_built_is_framed_anew(counted):
