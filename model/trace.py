@@ -112,8 +112,7 @@ class Recorder:
     """Collects what attention is made of (queries, keys, masks), LayerNorm statistics and
     residual norms during forward. Maps are never kept: ``weights`` recomputes them."""
 
-    def __init__(self, stages: bool = False, inputs: bool = False, block_sums: int = 0):
-        self.want_stages = stages  # kept for callers; stages are recomputed from the record
+    def __init__(self, inputs: bool = False, block_sums: int = 0):
         self.want_inputs = inputs  # keep each attention's input (the step-by-step page)
         # > 0: each layer also sums its weights over this many blocks a side (QK.sums), for
         # the views of a long input that show every head at once (see ``block_sums_for``)

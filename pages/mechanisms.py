@@ -250,7 +250,7 @@ if sidebar_folder() and not engine_folder():  # never the toys in silence
         t("mech.scan.folder_not_engine", name=model_label(sidebar_folder())),
         icon=":material/info:",
     )
-# The four tabs are drawn at the end (lazy_tabs): only the open one runs.
+# The five tabs are drawn at the end (lazy_tabs): only the open one runs.
 
 
 # ---- 1. Induction heads ------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import plotly.graph_objects as go
@@ -9,6 +10,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from ui.i18n import current_language, t
+from viz.memo import FIGURES, KeptFigure
 from viz.summaries import (
     MAX_TRACES_SAID,
     TABLE_COLUMNS,
@@ -215,6 +217,46 @@ def wrap_titles(fig: go.Figure) -> go.Figure:
     return fig
 
 
+def _kept_json(fig: go.Figure) -> str | None:
+    """The JSON of a kept figure (viz.memo) that nobody has opened or changed: what it is
+    sent as, known without serialising it. None for any other figure."""
+    if type(fig) is not KeptFigure:
+        return None
+    kept = object.__getattribute__(fig, "_kept")
+    return kept["spec"] if not (kept["built"] or kept["layout"]) else None
+
+
+def framed_figure(fig: go.Figure, summary: str | None = None) -> tuple[str, go.Figure]:
+    """(the chart's summary, the figure with titles wrapped and the app's font).
+
+    A kept figure handed out again (a warm revisit, a rerun that left the chart as it was)
+    is framed once per content and language, kept in viz.memo's FIGURES beside it: opening
+    it to summarise and wrap it cost 50-80 ms a chart on the 2-core machine, most of a
+    concept page's warm server time. The key is the figure's JSON, so a figure changed after
+    it was built is framed anew. A figure built in this run is framed as it is (keying it
+    would mean serialising it once more: tens of ms for a 256 x 256 map after each Enter)."""
+    spec = _kept_json(fig)
+    if spec is None:
+        return _frame(fig, summary), fig
+    digest = hashlib.blake2b(spec.encode("utf-8"), digest_size=16).digest()
+    key = ("ui.charts.framed_figure", digest, current_language(), summary)
+    found = FIGURES.get(key)
+    if found is None:
+        said = _frame(fig, summary)
+        found = (said, fig.to_json(validate=False))
+        FIGURES.put(key, found, len(found[1]) + len(said))
+    said, framed = found
+    return said, KeptFigure(framed)
+
+
+def _frame(fig: go.Figure, summary: str | None) -> str:
+    """Wrap the titles, set the font; the summary (``summary``, else one from the traces)."""
+    said = summary or describe_figure(fig)
+    wrap_titles(fig)
+    fig.update_layout(font_family=FONT_STACK)
+    return said
+
+
 def plotly_chart(
     fig: go.Figure,
     *,
@@ -232,9 +274,7 @@ def plotly_chart(
 
     ``key`` is required: a keyed chart keeps its zoom and selection across reruns.
     """
-    summary = summary or describe_figure(fig)
-    wrap_titles(fig)
-    fig.update_layout(font_family=FONT_STACK)
+    summary, fig = framed_figure(fig, summary)
     render_table_disclosure(fig, summary, key=key, where=where)
     where.plotly_chart(
         fig, key=key, config={**chart_config(key), **(config or {})}, alt=summary, **kwargs

@@ -25,7 +25,12 @@ import streamlit as st
 
 QUIET_S = 3.0  # after a page's run: Chromium draws its charts (at 0.5 s a first visit drew 0.4-1.3 s later)
 MAX_YIELD_S = 30.0  # a page that never stops running (a live view) does not stop the preload
-PRELOAD_MODELS = ("en2ko", "minilm")  # the toy default and the concept pages' model
+# Besides the real models a first visit opens on (SmolLM2, Gemma 3, where installed) and the
+# toy default (ui.models.DEFAULT_MODEL), in that order: the concept
+# pages' model. A model that takes seconds to load (a GGUF decoder read from its converted
+# folder) is then in memory before anybody asks; a page that asks sooner has already drawn
+# its title and the sidebar, and shows the picker's spinner while it waits (ui.models.get_model).
+PRELOAD_MODELS = ("minilm",)
 ENV_SWITCH = "ATTENTION_LAB_PRELOAD"  # "0" turns it off (e.g. a machine short of memory)
 
 log = logging.getLogger(__name__)
@@ -69,10 +74,10 @@ def yield_to_pages(limit_s: float | None = None) -> None:
 def _work(device: str) -> None:
     yield_to_pages()  # the page that started the process is drawn first
     from ui import concepts, modern
-    from ui.models import load_model
+    from ui.models import DEFAULT_MODEL, load_model
 
     started = time.perf_counter()
-    for name in (*_real_defaults(), *PRELOAD_MODELS):
+    for name in dict.fromkeys((*_real_defaults(), DEFAULT_MODEL, *PRELOAD_MODELS)):
         yield_to_pages()
         try:
             load_model(name, device)

@@ -1,6 +1,6 @@
 """The house's floors: every import points down, and no module reaches itself again.
 
-Floors, low to high (DESIGN.md, "Layout"):
+Floors, low to high (docs/ARCHITECTURE.md, "Floors"):
   model root (the paper)  <  model.runtime's base (types, device, decoding)  <  model.hf
   <  model.runtime  <  model.training, model.analysis  <  model (the package) and the
   ``python -m model.train`` CLI  <  viz, practice  <  ui  <  pages, app  <  bench, deploy
@@ -141,6 +141,18 @@ def test_app_packages_import_no_measuring_tools(package):
         if mod.startswith(banned)
     )
     assert offenders == []
+
+
+def test_the_architecture_notes_name_every_floor_the_graph_knows():
+    """docs/ARCHITECTURE.md is where a newcomer reads the floors: a package added here and not
+    there would leave the map behind the tree."""
+    notes = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    floors = notes.split("## Floors", 1)[1].split("\n## ", 1)[0]
+    missing = [p for p in (*PACKAGES, "app.py") if f"`{p}" not in floors]
+    missing += [
+        sub for sub in ("hf", "runtime", "training", "analysis") if f"model/{sub}/" not in floors
+    ]
+    assert missing == []
 
 
 def test_every_sub_package_says_what_it_means():

@@ -1,4 +1,4 @@
-"""Attention figures keep the promises in DESIGN.md's "Plots tell the truth"."""
+"""Attention figures keep the promises in docs/ARCHITECTURE.md's "Plots tell the truth"."""
 
 import json
 
