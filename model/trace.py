@@ -112,8 +112,11 @@ class Recorder:
     """Collects what attention is made of (queries, keys, masks), LayerNorm statistics and
     residual norms during forward. Maps are never kept: ``weights`` recomputes them."""
 
-    def __init__(self, inputs: bool = False, block_sums: int = 0):
+    def __init__(self, inputs: bool = False, block_sums: int = 0, stages: bool = False):
         self.want_inputs = inputs  # keep each attention's input (the step-by-step page)
+        # keep QK-norm's queries and keys before and after the norm (Gemma 3's stages view);
+        # the other stages are recomputed from the record
+        self.want_stages = stages
         # > 0: each layer also sums its weights over this many blocks a side (QK.sums), for
         # the views of a long input that show every head at once (see ``block_sums_for``)
         self.block_sums = block_sums

@@ -294,7 +294,7 @@ class EncoderDecoderModel(_Model):
         head_mask: HeadMask | None = None,
         block_sums: int = 0,
     ) -> ModelOutput:
-        rec = Recorder(block_sums=block_sums) if trace or stages else None
+        rec = Recorder(block_sums=block_sums, stages=stages) if trace or stages else None
         memory, src_valid = self.encode(src_ids, rec, head_mask)
         return ModelOutput(self.decode(tgt_ids, memory, src_valid, rec, None, head_mask), rec)
 
@@ -331,7 +331,7 @@ class EncoderModel(_Model):
         head_mask: HeadMask | None = None,
         block_sums: int = 0,
     ) -> ModelOutput:
-        rec = Recorder(block_sums=block_sums) if trace or stages else None
+        rec = Recorder(block_sums=block_sums, stages=stages) if trace or stages else None
         hidden = self.encode(ids, rec, head_mask, token_type_ids)  # [B, L, D]
         return ModelOutput(None if self.head is None else self.head(hidden), rec)
 
@@ -368,7 +368,7 @@ class DecoderModel(_Model):
         head_mask: HeadMask | None = None,
         block_sums: int = 0,
     ) -> ModelOutput:
-        rec = Recorder(block_sums=block_sums) if trace or stages else None
+        rec = Recorder(block_sums=block_sums, stages=stages) if trace or stages else None
         return ModelOutput(self.decode(ids, rec, None, head_mask), rec)
 
 

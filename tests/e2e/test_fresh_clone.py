@@ -129,3 +129,26 @@ def test_each_readme_python_block_runs_as_a_script_in_the_fresh_clone(fresh_clon
         timeout=280,
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
+
+
+def test_the_fresh_clone_opens_the_explorer_on_smollm2(fresh_clone):
+    """`make run` installed the model packages (requirements-models.txt): the clone's own app
+    opens the explorer on the real SmolLM2, converted from its GGUF, with no other step."""
+    script = (
+        "from streamlit.testing.v1 import AppTest\n"
+        "at = AppTest.from_file('app.py', default_timeout=600)\n"
+        "at.switch_page('pages/explorer.py')\n"
+        "at.run()\n"
+        "assert not at.exception, [e.value for e in at.exception]\n"
+        "print(at.selectbox(key='model').value)\n"
+    )
+    ran = subprocess.run(
+        [str(fresh_clone / ".venv/bin/python"), "-c", script],
+        cwd=fresh_clone,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.strip().splitlines()[-1] == "smollm2"
