@@ -35,6 +35,7 @@ from model.runtime.loading import CONTRAST, GGUF_MODELS, PRETRAINED, SHIPPED, lo
 from model.runtime.types import DecodeStep, ForcedStep, ModelLoadError
 from model.trace import Trace
 from ui.i18n import current_language, t, translated_widget
+from ui.model_card import show_model_card
 from ui.model_shelf import ModelShelf
 from ui.permalink import linked
 from ui.served import ROOT_SHOWN, served
@@ -217,6 +218,7 @@ def render_model_picker() -> None:
         help=t("sidebar.model_help"),
         on_change=_forget_refused_link,
     )
+    show_model_card(str(st.session_state.get(_MODEL_KEY, "")))
     if st.session_state.get(_MODEL_KEY) == FOLDER:
         st.text_input(
             t("sidebar.folder"),

@@ -171,3 +171,18 @@ def test_the_korean_stages_view_shows_gemmas_queries_and_keys_before_and_after_q
         for name, v in parts.items()
     }
     assert translate("explorer.qknorm.caption", "ko", **spans) in [c.value for c in at.caption]
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_gemmas_model_card_names_its_quantiser_and_offers_the_terms_shipped_with_it(lang):
+    from model.runtime.gguf_cache import SHIPPED_GGUF
+
+    at = open_page("home", lang=lang, model="gemma3")
+    ok(at)
+    card = translate("model.card.gemma3", lang)
+    assert card in [m.value for m in at.sidebar.markdown]
+    assert "hugginllam" in card and "Gemma Terms of Use" in card
+    terms = SHIPPED_GGUF["gemma3"].terms_path()
+    assert terms.is_file() and b"Gemma" in terms.read_bytes()
+    labels = [b.label for b in at.sidebar.get("download_button")]
+    assert translate("model.card.terms", lang) in labels
