@@ -44,11 +44,12 @@ if read is None:
 text, encoded = read
 # A chat-tuned decoder (SmolLM2-Instruct) answers a question when it is framed by its own
 # chat template; the template's special tokens are then part of what the decoder reads.
-chat = lm.chat_prompt(text) is not None and st.toggle(
+chat_prompt = getattr(lm, "chat_prompt", lambda _: None)  # not for transformers' own models
+chat = chat_prompt(text) is not None and st.toggle(
     t("decoding.chat"), key="chat", bind="query-params", help=t("decoding.chat_help")
 )
 if chat:
-    text = lm.chat_prompt(text)
+    text = chat_prompt(text)
     encoded = lm.encode(text)
     st.caption(t("decoding.chat_caption", n=len(encoded.tokens)))
 

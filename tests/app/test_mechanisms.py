@@ -25,7 +25,10 @@ TAB_CHARTS = {
 
 
 def open_page(tab: str = "induction", **query: str):
-    """The page with ``tab`` open (in the language of ``lang``, English by default)."""
+    """The page with ``tab`` open (in the language of ``lang``, English by default), on the
+    toy models: the sidebar holds en2ko, not a real decoder (tests/app/test_real_models.py
+    opens the page on SmolLM2)."""
+    query.setdefault("model", "en2ko")
     label = translate(f"mech.tab.{tab}", query.get("lang", "en"))
     return helpers.open_page("mechanisms", timeout=240, tabs={"mech_tab": label}, **query)
 

@@ -20,7 +20,10 @@ def tab_label(tab: str, lang: str = "en") -> str:
 
 
 def open_page(tab: str | None = None, **query: str) -> AppTest:
-    """The page with ``tab`` open (None: the tab a link's parameters open, else the first)."""
+    """The page with ``tab`` open (None: the tab a link's parameters open, else the first),
+    with the toy en2ko in the sidebar unless ``model`` says otherwise (a real decoder adds
+    its own facts and sections: tests/app/test_real_models.py)."""
+    query.setdefault("model", "en2ko")
     at = AppTest.from_file(APP, default_timeout=300)
     at.switch_page("pages/modern.py")
     at.query_params.update(query)

@@ -109,6 +109,7 @@ def test_mechanisms_scans_the_sidebars_folder_first(layout, lang):
 def test_the_scan_tab_names_the_toy_induction_heads_first():
     at = AppTest.from_file(APP, default_timeout=240)
     at.switch_page("pages/mechanisms.py")
+    at.query_params["model"] = "en2ko"  # a toy in the sidebar: the scan opens on the toys
     at.session_state["mech_tab"] = translate("mech.tab.scan", "en")
     at.run()
     ok(at)
