@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from bench import browser as browser_bench
-from bench import head_scan, loadtest
+from bench import classcore, head_scan, loadtest
 from bench import longinput as long_bench
 from bench import model_speed as model_bench
 from bench import pages as ui_bench
@@ -214,19 +214,19 @@ def served(sessions: int) -> dict:
     """Cold start of a fresh server, then a class of ``sessions`` at once, then its memory."""
     out: dict = {}
     start = time.perf_counter()
-    with loadtest.serve(return_process=True) as (url, health_s, server):
+    with classcore.serve(return_process=True) as (url, health_s, server):
         out["health_s"] = health_s
         try:
             from playwright.sync_api import sync_playwright
         except ImportError:
             out["first_page"] = "playwright not installed"
             return out
-        if not loadtest.CHROMIUM.exists():
-            out["first_page"] = f"no Chromium at {loadtest.CHROMIUM}"
+        if not classcore.CHROMIUM.exists():
+            out["first_page"] = f"no Chromium at {classcore.CHROMIUM}"
             return out
         with sync_playwright() as pw:
             browser = pw.chromium.launch(
-                executable_path=str(loadtest.CHROMIUM), args=loadtest.CHROMIUM_ARGS
+                executable_path=str(classcore.CHROMIUM), args=classcore.CHROMIUM_ARGS
             )
             page = browser.new_page()
             page.goto(f"{url}/explorer?model=minilm")
@@ -298,8 +298,8 @@ def run(args) -> dict:
         ui_bench.bench_decoding_step_served(
             "en2ko", "I study math at school", 1 if args.quick else 3
         )
-        if loadtest.CHROMIUM.exists()
-        else f"no Chromium at {loadtest.CHROMIUM}"
+        if classcore.CHROMIUM.exists()
+        else f"no Chromium at {classcore.CHROMIUM}"
     )
     result["head_view"] = head_views(args.quick)
     result["training"] = training()
@@ -307,8 +307,8 @@ def run(args) -> dict:
     result["served"] = served(args.sessions)
     result["browser"] = (
         browser_bench.run(args.quick)
-        if loadtest.CHROMIUM.exists()
-        else f"no Chromium at {loadtest.CHROMIUM}"
+        if classcore.CHROMIUM.exists()
+        else f"no Chromium at {classcore.CHROMIUM}"
     )
     result["long_input"] = long_input(args)
     if args.class_students:
@@ -331,7 +331,7 @@ def class_chaos(students: int) -> dict | str:
     missing = [
         why
         for why in (
-            None if loadtest.CHROMIUM.exists() else f"no Chromium at {loadtest.CHROMIUM}",
+            None if classcore.CHROMIUM.exists() else f"no Chromium at {classcore.CHROMIUM}",
             None if haproxy_path() else "no HAProxy",
             postgres.missing_reason(),
         )
@@ -363,8 +363,8 @@ def class_store_simulation(students: int, quick: bool) -> dict:
 
 def long_input(args):
     """A long document in the explorer (bench.longinput); --quick: the tiny folder."""
-    if not loadtest.CHROMIUM.exists():
-        return f"no Chromium at {loadtest.CHROMIUM}"
+    if not classcore.CHROMIUM.exists():
+        return f"no Chromium at {classcore.CHROMIUM}"
     if args.quick:
         return long_bench.run("small", 2048, 1024, ROOT / "tests" / "artifacts")
     return long_bench.run(
