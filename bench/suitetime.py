@@ -134,12 +134,25 @@ def markdown(runs: list[dict]) -> list[str]:
     return out
 
 
+def write_section(report: Path, runs: list[dict]) -> None:
+    """docs/benchmarks.md with its suite section replaced by ``runs`` (the rest as `make
+    bench` last wrote it)."""
+    from bench.reportmd import replace_class_section
+
+    section = "\n".join(markdown(runs)).lstrip("\n") + "\n"
+    old = (
+        report.read_text(encoding="utf-8") if report.exists() else "# Attention Lab — benchmarks\n"
+    )
+    report.write_text(replace_class_section(old, section, TITLE), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--label", required=True, help="before / after / a date: what this run is")
     parser.add_argument("--target", default="make test", choices=sorted(BUDGET_S))
     parser.add_argument("--record", default=str(RECORD))
     parser.add_argument("--note", default="", help="a sentence kept beside the run")
+    parser.add_argument("--report", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("pytest_args", nargs="*", help="after --: pytest's arguments")
     args = parser.parse_args(argv)
     default = ["-n", "2", "--dist", "loadgroup"]
@@ -148,7 +161,8 @@ def main(argv: list[str] | None = None) -> dict:
     run = measure(args.label, args.target, args.pytest_args or default)
     if args.note:
         run["note"] = args.note
-    record(run, Path(args.record))
+    runs = record(run, Path(args.record))
+    write_section(Path(args.report), runs)
     print("\n".join(markdown([run])))
     return run
 
