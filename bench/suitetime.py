@@ -29,7 +29,8 @@ BUDGET_S = {"make test": 8 * 60, "make test-fast": 3 * 60}  # issue 45's targets
 
 # "12.34s call     tests/e2e/test_x.py::test_y[en]" under pytest's "slowest N durations"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(\S.*)$")
-_SUMMARY = re.compile(r"^=+ (.*\d+ passed.*) in ([\d.]+)s")
+# "1702 passed, 40 skipped in 431.50s (0:07:11)", between "=" rules unless -q
+_SUMMARY = re.compile(r"^=* ?(\d+ (?:passed|failed|error).*?) in ([\d.]+)s\b")
 
 
 def slowest(output: str, n: int = 10) -> list[dict]:
@@ -94,8 +95,8 @@ def _minutes(seconds: float | None) -> str:
 
 
 def markdown(runs: list[dict]) -> list[str]:
-    """The report's section: every recorded run with its load, then the newest run's ten
-    slowest tests. No runs: no section."""
+    """The report's section: every recorded run with its load, then each run's ten slowest
+    test phases. No runs: no section."""
     if not runs:
         return []
     out = [
@@ -120,17 +121,17 @@ def markdown(runs: list[dict]) -> list[str]:
     for r in runs:
         if r.get("note"):
             out += ["", f"{r['label']}, `{r['target']}`: {r['note']}"]
-    newest = max(runs, key=lambda r: r["date"])
-    if newest["slowest"]:
+    for r in runs:
+        if not r["slowest"]:
+            continue
         out += [
             "",
-            f"The ten slowest test phases of the newest run ({newest['label']}, "
-            f"`{newest['target']}`):",
+            f"The ten slowest test phases of {r['label']}, `{r['target']}`:",
             "",
             "| seconds | phase | test |",
             "|---:|---|---|",
         ]
-        out += [f"| {s['seconds']:.1f} | {s['phase']} | `{s['test']}` |" for s in newest["slowest"]]
+        out += [f"| {x['seconds']:.1f} | {x['phase']} | `{x['test']}` |" for x in r["slowest"]]
     return out
 
 

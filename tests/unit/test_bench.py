@@ -308,6 +308,8 @@ def test_the_suite_timing_reads_pytests_slowest_tests_and_keeps_one_run_per_labe
         "test": "tests/e2e/test_sweep.py::test_every_page[ko]",
     }
     assert suitetime.summary_line(output) == ("1702 passed, 40 skipped", 431.5)
+    quiet = "2 failed, 886 passed, 23 skipped in 3407.05s (0:56:47)"  # -q: no rules
+    assert suitetime.summary_line(quiet) == ("2 failed, 886 passed, 23 skipped", 3407.05)
 
     path = tmp_path / "suite.json"
     run = {
