@@ -2,7 +2,7 @@
 
     python -m bench.browser [--quick] [--json out.json]
 
-Two measurements, both on a server started for the run (bench.loadtest.serve) with its
+Two measurements, both on a server started for the run (bench.classcore.serve) with its
 script runs timed (bench.scripttiming):
 - Enter → drawn: the explorer on MiniLM, a sentence of about 20, 128 and 256 tokens typed
   and Enter pressed; the clock stops when every chart on the page is drawn with the new
@@ -29,8 +29,7 @@ import time
 from pathlib import Path
 
 from bench import scripttiming
-from bench.classsim import cpu_seconds
-from bench.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
+from bench.classcore import CHROMIUM, CHROMIUM_ARGS, cpu_seconds, serve
 
 WAIT_MS = 120_000
 ROOT = Path(__file__).resolve().parents[1]

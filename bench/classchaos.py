@@ -26,13 +26,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.classcore import deployment, kill_replica, restart_replica
 from ui.i18n import translate
 
 TOPIC = "mha_shapes"  # one text box ("2, 4, 7, 16"): the same form on every item
@@ -218,27 +217,6 @@ def tally(students: list[Student], url: str) -> dict:
     return counts
 
 
-def kill_replica(lab, name: str) -> None:
-    """SIGKILL the replica (its whole process group), as a crash would."""
-    replica = lab.replica(name)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(replica.process.pid, signal.SIGKILL)
-    replica.process.wait(timeout=30)
-
-
-def restart_replica(lab, name: str) -> None:
-    """Start the killed replica again and wait until HAProxy counts it up."""
-    from deploy.serve import STARTUP_S, wait_healthy
-
-    replica = lab.replica(name)
-    replica.start()
-    wait_healthy([replica], STARTUP_S)
-    deadline = time.monotonic() + WAIT_S
-    while not all(s.startswith("UP") for s in lab.server_states().values()):
-        assert time.monotonic() < deadline, f"HAProxy never took {name} back"
-        time.sleep(0.5)
-
-
 def lesson(student: Student, lab, pg, url: str, faults: list[str], base: int) -> None:
     """One student's presses, one fault each (see the module docstring), every one answered
     (stored or told) before the next; the typed answer checked in the box after each."""
@@ -283,25 +261,6 @@ def lesson(student: Student, lab, pg, url: str, faults: list[str], base: int) ->
             restart_replica(lab, victim)
 
 
-@contextlib.contextmanager
-def deployment(run_dir: Path) -> Iterator[tuple]:
-    """PostgreSQL (private, throwaway) and `make serve`'s two replicas behind HAProxy."""
-    from deploy import postgres
-    from deploy.serve import cluster
-
-    with postgres.temporary() as pg:
-        before = os.environ.get("ATTENTION_LAB_DATABASE_URL")
-        os.environ["ATTENTION_LAB_DATABASE_URL"] = pg.url  # the replicas inherit it
-        try:
-            with cluster(2, run_dir=run_dir) as lab:
-                yield lab, pg
-        finally:
-            if before is None:
-                os.environ.pop("ATTENTION_LAB_DATABASE_URL", None)
-            else:
-                os.environ["ATTENTION_LAB_DATABASE_URL"] = before
-
-
 FAULTS = ["none", "drop", "kill", "db_submit", "db_load", "kill_pending"]
 
 
@@ -319,7 +278,7 @@ def simulate(students: int = 10, run_dir: Path | None = None, on_student: Callab
 
     from playwright.sync_api import sync_playwright
 
-    from bench.loadtest import CHROMIUM, CHROMIUM_ARGS
+    from bench.classcore import CHROMIUM, CHROMIUM_ARGS
     from classroom import Classroom
 
     start = time.perf_counter()

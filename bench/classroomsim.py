@@ -37,7 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.loadtest import summary
+from bench.classcore import account, summary
 
 THINK_S = (0.3, 1.5)
 RETRY_PAUSE_S = 0.5
@@ -263,11 +263,7 @@ def simulate(
             "items": n_items,
             "wall_s": round(wall_s, 1),
             "finished": len(finished),
-            "answers_planned": len(planned),
-            "answers_stored": len(stored),
-            "lost": len(planned - set(stored)),
-            "duplicates": len(stored) - len(set(stored)),
-            "unplanned": len(set(stored) - planned),
+            **account(planned, stored),
             "results_exact": cells_ok and len(df) == students * n_items,
             "wrong_feedback": sum(r["correct"] != r["expected"] for r in records),
             "submit_s": summary(first),

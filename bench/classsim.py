@@ -39,92 +39,31 @@ import json
 import os
 import random
 import re
-import signal
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
-from pathlib import Path
 
-from bench.loadtest import summary
+from bench.classcore import (  # noqa: F401 - MARKERS, sentence, ...: the students' inputs
+    MARKERS,
+    MAX_STUDENTS,
+    MOODS,
+    PLACES,
+    TIMES,
+    WARMERS,
+    Clock,
+    cpu_seconds,
+    deployment,
+    digits_for,
+    kill_replica,
+    run_async,
+    sentence,
+    settle,
+    summary,
+)
 from ui.i18n import translate
-
-# One marker per student: a single MiniLM token found in no catalog or example, so seeing
-# another student's marker anywhere is cross-talk (tests/unit/test_serve_and_classsim.py checks both).
-MARKERS = [
-    "saxophone",
-    "volcano",
-    "umbrella",
-    "penguin",
-    "trumpet",
-    "cactus",
-    "lobster",
-    "kangaroo",
-    "tornado",
-    "avalanche",
-    "canyon",
-    "lighthouse",
-    "submarine",
-    "telescope",
-    "compass",
-    "lantern",
-    "violin",
-    "accordion",
-    "banjo",
-    "cello",
-    "flute",
-    "mandolin",
-    "zebra",
-    "rhino",
-    "leopard",
-    "gorilla",
-    "buffalo",
-    "camel",
-    "donkey",
-    "parrot",
-    "peacock",
-    "falcon",
-    "eagle",
-    "sparrow",
-    "raven",
-    "dolphin",
-    "octopus",
-    "squid",
-    "oyster",
-    "shrimp",
-    "salmon",
-    "trout",
-    "herring",
-    "coconut",
-    "mango",
-    "walnut",
-    "almond",
-    "cinnamon",
-    "vanilla",
-    "pumpkin",
-    "cabbage",
-    "blizzard",
-    "glacier",
-    "meteor",
-    "comet",
-    "nebula",
-    "galaxy",
-    "asteroid",
-    "pyramid",
-    "castle",
-    "palace",
-    "cathedral",
-    "fortress",
-    "windmill",
-]  # five letters at least: a short word could turn up by chance in binary data
-WARMERS = 4  # the last markers belong to the teacher's warm-up visits, never to a student
-MAX_STUDENTS = len(MARKERS) - WARMERS
-PLACES = ("bridge", "river", "market", "school", "station", "garden", "harbor", "library")
-MOODS = ("quiet", "happy", "tired", "busy", "calm", "bright", "cold", "warm", "loud", "small")
-TIMES = ("morning", "evening", "afternoon", "lesson", "break", "weekend")
 
 ACTIONS = ("open", "explorer", "navigate", "switch", "decoding_text", "step", "reconnect")
 ACTION_TIMEOUT_S = 60.0
@@ -136,20 +75,6 @@ RECONNECT_POLL_S = 0.5  # the frontend's first retry interval
 RECONNECT_GIVE_UP_S = 60.0
 
 FINISHED = {0: "ok", 1: "compile error", 3: "ok"}  # ForwardMsg.ScriptFinishedStatus; 2: early
-
-
-def sentence(marker: str, rng: random.Random) -> str:
-    """About 20 MiniLM tokens with the student's marker; new words each time (no cache hit)."""
-    return (
-        f"the {marker} that a student saw near the old {rng.choice(PLACES)} was "
-        f"{rng.choice(MOODS)} and very {rng.choice(MOODS)} after the long "
-        f"{rng.choice(TIMES)} class"
-    )
-
-
-def digits_for(i: int, rng: random.Random) -> list[str]:
-    """Eight digits, the last two the student's number: no two students type the same."""
-    return [rng.choice("0123456789") for _ in range(6)] + list(f"{i:02d}")
 
 
 class Disconnected(Exception):
@@ -639,16 +564,6 @@ class Student:
                 await self.conn.close()
 
 
-class Clock:
-    """Seconds since the class started, for the failover timeline."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-
-    def since(self, t: float) -> float:
-        return round(t - self.start, 3)
-
-
 async def _class(
     base: str,
     n: int,
@@ -677,25 +592,6 @@ async def _class(
         tasks.append(asyncio.create_task(killer()))
     await asyncio.gather(*tasks)
     return students, failover
-
-
-def run_async(coroutine):
-    """asyncio.run(coroutine) on a thread of its own: the caller may be inside an event loop
-    already (Playwright's sync API keeps one running in the thread of the browser tests)."""
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["result"] = asyncio.run(coroutine)
-        except BaseException as err:  # handed to the caller, raised there
-            box["error"] = err
-
-    thread = threading.Thread(target=target, name="classsim")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 def run_class(
@@ -753,14 +649,8 @@ def run_class(
 
 
 def replica_killer(lab, name: str = "r1"):
-    """kill() for run_class: SIGKILL one replica of a deploy.serve cluster."""
-
-    def kill() -> tuple[str, int]:
-        replica = lab.replica(name)
-        os.kill(replica.process.pid, signal.SIGKILL)
-        return name, replica.process.pid
-
-    return kill
+    """kill() for run_class: SIGKILL one replica of a deploy.serve cluster (classcore)."""
+    return lambda: (name, kill_replica(lab, name))
 
 
 def warm(base_url: str) -> None:
@@ -785,34 +675,6 @@ def warm(base_url: str) -> None:
         raise RuntimeError(f"warming the replicas failed: {errors[:3]}")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of one process so far (/proc/PID/stat), 0 when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-        fields = text.rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def settle(
-    pids: list[int], quiet: float = 0.1, window_s: float = 2.0, limit_s: float = 180.0
-) -> float:
-    """Wait until the replicas' start-up work (ui.preload: models, the concept pages'
-    numbers, on a background thread after the first page) is done: until they used less than
-    ``quiet`` of a core over ``window_s``. The class starts on servers at rest, as it does
-    when the teacher opened the lab minutes before. Returns the seconds waited."""
-    start = time.perf_counter()
-    before = sum(cpu_seconds(p) for p in pids)
-    while time.perf_counter() - start < limit_s:
-        time.sleep(window_s)
-        now = sum(cpu_seconds(p) for p in pids)
-        if (now - before) / window_s < quiet:
-            break
-        before = now
-    return time.perf_counter() - start
-
-
 def simulate(
     replicas: int,
     students: int,
@@ -823,9 +685,7 @@ def simulate(
 ) -> dict:
     """Start ``replicas`` behind HAProxy (deploy.serve), warm them, let their start-up work
     finish, run the class, stop."""
-    from deploy.serve import cluster
-
-    with cluster(replicas, run_dir=log_dir) as lab:
+    with deployment(log_dir, replicas, postgres=False) as (lab, _):
         warm(lab.url)
         settled_s = settle([r.process.pid for r in lab.replicas])
         kill = replica_killer(lab) if kill_after_s is not None else None

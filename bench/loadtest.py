@@ -15,60 +15,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
-import os
 import random
-import statistics
-import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from contextlib import contextmanager
-from pathlib import Path
 
-from deploy.serve import free_port, healthy, streamlit_command
+from bench.classcore import (  # noqa: F401 - serve, CHROMIUM, summary: used from here too
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    MARKERS,
+    MAX_STUDENTS,
+    ROOT,
+    digits_for,
+    percentile,
+    serve,
+    summary,
+)
 from ui.i18n import translate
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-# One single-token MiniLM word per session, so a heatmap says whose sentence it drew.
-WORDS = (
-    "apple",
-    "river",
-    "planet",
-    "music",
-    "tiger",
-    "castle",
-    "ocean",
-    "robot",
-    "garden",
-    "dragon",
-    "piano",
-    "island",
-    "rocket",
-    "forest",
-    "bridge",
-    "winter",
-    "candle",
-    "desert",
-    "violin",
-    "harbor",
-    "meadow",
-    "comet",
-    "lantern",
-    "glacier",
-)
 STEPS = 3  # Step presses per session on the decoding page
 WAIT_MS = 120_000
 ARRIVAL_S = 0.5  # students open the page this far apart; then all press Enter together
@@ -76,28 +41,9 @@ ARRIVAL_S = 0.5  # students open the page this far apart; then all press Enter t
 
 def student_inputs(i: int) -> tuple[str, str, str]:
     """(the session's own word, its sentence, its digits): distinct for every session."""
-    word = WORDS[i % len(WORDS)]
-    digits = " ".join(random.Random(i).choices("0123456789", k=6) + list(f"{i:02d}"))
+    word = MARKERS[i]
+    digits = " ".join(digits_for(i, random.Random(i)))
     return word, f"the student wrote about the {word} today", digits
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile: the smallest wait that q% of the waits do not exceed."""
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))]
-
-
-def summary(waits: list[float]) -> dict:
-    """How many waits, their p50 / p95 / max and mean, in seconds; ``{"n": 0}`` for none."""
-    if not waits:
-        return {"n": 0}
-    return {
-        "n": len(waits),
-        "p50_s": percentile(waits, 50),
-        "p95_s": percentile(waits, 95),
-        "max_s": max(waits),
-        "mean_s": statistics.fmean(waits),
-    }
 
 
 async def _student(browser, base: str, i: int, barrier, n: int) -> dict:
@@ -203,8 +149,8 @@ async def _run(base: str, n: int) -> list[dict]:
 
 def run_sessions(base_url: str, n: int = 16) -> dict:
     """Drive ``n`` concurrent sessions against a running app; latencies in seconds."""
-    if len(WORDS) < n:
-        raise ValueError(f"at most {len(WORDS)} sessions have their own word")
+    if not 1 <= n <= MAX_STUDENTS:
+        raise ValueError(f"1 to {MAX_STUDENTS} sessions (one marker word each)")
     started = time.perf_counter()
     sessions = asyncio.run(_run(base_url.rstrip("/"), n))
     explorer = [w for s in sessions for w in s["waits"]["explorer"]]
@@ -234,48 +180,6 @@ def wait_for_mask_rows(page, rows: int, timeout_ms: float = WAIT_MS) -> None:
         arg=rows,
         timeout=timeout_ms,
     )
-
-
-@contextmanager
-def serve(
-    log_path: Path | None = None,
-    startup_s: float = 120,
-    return_process: bool = False,
-    timing_log: Path | None = None,
-    port: int | None = None,
-    bare: bool = False,
-):
-    """A ``streamlit run app.py`` on ``port`` (default: a free one), started as `make run`
-    starts it (deploy.launch), or as a plain ``streamlit run`` with ``bare``: yields (url,
-    seconds until healthy), and the server's Popen too with ``return_process`` (to read its
-    memory). With ``timing_log`` the server records every script run's time there
-    (bench.scripttiming)."""
-    port = port or free_port()
-    url = f"http://127.0.0.1:{port}"
-    if timing_log is None:
-        launcher = ["streamlit"] if bare else ["deploy.launch"]
-    else:
-        launcher = ["bench.scripttiming", str(timing_log), *(["--bare"] if bare else [])]
-    command = streamlit_command(port, launcher)
-    log = open(log_path or os.devnull, "w")  # noqa: SIM115 - closed in finally
-    start = time.perf_counter()
-    env = {**os.environ, "ATTENTION_LAB_PRELOAD": "1"}  # a server as `make run` starts it
-    server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        while not healthy(url):
-            if server.poll() is not None or time.perf_counter() - start > startup_s:
-                raise RuntimeError(f"streamlit did not start (exit code {server.poll()})")
-            time.sleep(0.1)
-        ready = time.perf_counter() - start
-        yield (url, ready, server) if return_process else (url, ready)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -11,7 +11,7 @@ embedding and the output layer are then small, so the weights are 1.4 GB, not 2 
 folder's max_position_embeddings is twice ``--tokens``; the explorer reads the prompt's own
 map (no generated tokens) up to that limit.
 
-Measured in one run, against a server started for it (bench.loadtest.serve, script runs timed
+Measured in one run, against a server started for it (bench.classcore.serve, script runs timed
 by bench.scripttiming):
 - *first view*: the long text typed into the explorer's sentence box, Enter pressed, until
   the heatmap (pooled overview and zoom window) is drawn and painted; beside it, in this
@@ -109,7 +109,7 @@ def run(size: str, tokens: int, stages_tokens: int, log_dir: Path) -> dict:
     from bench import browser as browser_bench
     from bench import scripttiming
     from bench.browser import settle_after
-    from bench.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
+    from bench.classcore import CHROMIUM, CHROMIUM_ARGS, serve
     from ui.i18n import translate
 
     # bench.browser's waits are sized for short pages; a long first trace takes minutes.

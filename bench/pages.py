@@ -23,7 +23,7 @@ from urllib.parse import quote
 import torch
 from streamlit.testing.v1 import AppTest
 
-from bench import loadtest, scripttiming
+from bench import classcore, loadtest, scripttiming
 from model.runtime.device import configure_threads
 from model.runtime.loading import load
 from ui.i18n import translate
@@ -185,9 +185,9 @@ def bench_decoding_step_served(model_name: str, text: str, rounds: int) -> dict:
     server, browser_s, full_page_runs, first_ms, first_browser_ms = [], [], 0, None, None
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "runs.jsonl"
-        with loadtest.serve(timing_log=log) as (url, _), sync_playwright() as pw:
+        with classcore.serve(timing_log=log) as (url, _), sync_playwright() as pw:
             chromium = pw.chromium.launch(
-                executable_path=str(loadtest.CHROMIUM), args=loadtest.CHROMIUM_ARGS
+                executable_path=str(classcore.CHROMIUM), args=classcore.CHROMIUM_ARGS
             )
             page = chromium.new_page(viewport={"width": 1440, "height": 900})
             page.goto(f"{url}/decoding?model={model_name}&lang=en&text={quote(text)}")
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         f"{step['model_per_token_ms']:.1f} ms |"
     )
     served = None
-    if loadtest.CHROMIUM.exists():
+    if classcore.CHROMIUM.exists():
         served = bench_decoding_step_served("en2ko", "I study math at school", 2)
         print(
             f"| decoding, served | {served['model']} | {served['server_ms']:.0f} ms "

@@ -73,6 +73,7 @@ def test_switching_a_llama_folders_heads_off_runs_the_ablated_model_beside_it(ll
     assert translate("decoding.ablation_result", "en") in [h.value for h in at.subheader]
 
 
+@pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_the_mechanisms_page_reads_the_folder_with_lens_patching_and_attribution(llama):
     at = on_folder("mechanisms", llama)
     ok(at)

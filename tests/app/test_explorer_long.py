@@ -223,6 +223,7 @@ def test_stages_of_a_long_input_show_one_window_of_one_head_computed_on_demand(t
     assert cut not in [c.value for c in at.caption]  # so nothing was cut from it
 
 
+@pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_rollout_of_a_long_input_is_offered_and_drawn_from_one_layer_at_a_time(long_folder):
     """Rollout up to the chosen layer, computed a layer at a time (two [n, n] matrices at
     most) and drawn as any long map: the overview, and a window equal to the rollout's."""

@@ -7,12 +7,12 @@ Chromium comes from apt (`apt-get install -y chromium fonts-noto-cjk fonts-noto-
 from __future__ import annotations
 
 import contextlib
-import re
 from pathlib import Path
 
 import pytest
 
-from bench.loadtest import CHROMIUM, CHROMIUM_ARGS, serve
+from bench.classcore import CHROMIUM, CHROMIUM_ARGS, serve
+from tests.e2e.pagechecks import watch_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -148,43 +148,10 @@ _CLIPPED_CONTROLS_JS = """() => {
 }"""
 
 
-# Opened at a page's own address (/explorer), Streamlit's frontend first probes
-# /explorer/_stcore/health and /explorer/_stcore/host-config for a base path, gets 404,
-# then falls back to the root. Those two misses are Streamlit's, not the app's.
-_BASE_PATH_PROBE = re.compile(r"/[^/?]+/_stcore/(health|host-config)$")
-_RESOURCE_404 = "Failed to load resource: the server responded with a status of 404 (Not Found)"
-
-
-def _offsite(url: str, app_url: str) -> bool:
-    return not url.startswith((app_url, "data:", "blob:", "about:"))
-
-
 @pytest.fixture
 def page(browser, app_url):
     """A fresh browser tab. `page.problems` collects console errors, uncaught exceptions and
-    any request that leaves the app's own server (the lab must work offline)."""
+    any request that leaves the app's own server (watch_problems)."""
     context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=app_url)
-    tab = context.new_page()
-    tab.problems = []
-    probes = []
-
-    def on_console(msg) -> None:
-        if msg.type != "error":
-            return
-        if msg.text == _RESOURCE_404 and probes:
-            probes.pop()  # the console's echo of one base-path probe
-            return
-        tab.problems.append(msg.text)
-
-    tab.on(
-        "response",
-        lambda r: r.status == 404 and _BASE_PATH_PROBE.search(r.url) and probes.append(r.url),
-    )
-    tab.on("console", on_console)
-    tab.on("pageerror", lambda exc: tab.problems.append(f"uncaught: {exc}"))
-    tab.on(
-        "request",
-        lambda req: _offsite(req.url, app_url) and tab.problems.append(f"off-site: {req.url}"),
-    )
-    yield tab
+    yield watch_problems(context.new_page(), app_url)
     context.close()

@@ -1,7 +1,7 @@
 """The home page in a real browser, in English and in Korean; screenshots go to tests/artifacts/.
 
-That no formula is cut off at 1024 and 1440 px is checked in test_browser_chrome.py, with
-every other page's."""
+That no formula is cut off at 1024 and 1440 px is checked by the one page sweep,
+tests/e2e/test_accessibility.py, with every other page's."""
 
 from __future__ import annotations
 

@@ -3,14 +3,13 @@
 - Focus stays on what is seen: with the sidebar collapsed (a phone, 200 % zoom) no Tab stop
   lies in it or off the screen; opening it moves the focus into it, Escape closes it and
   gives the focus back to its button.
-- At 200 % zoom every page reflows: no sideways scroll, no text past its chart, every Tab
-  stop on the screen once focused.
+- (At 200 % zoom every page reflows, every Tab stop is on the screen, and every page has its
+  own title and in Korean names nothing in English: the one page sweep,
+  tests/e2e/test_accessibility.py, checks these on each page's one load.)
 - The focus ring is seen on every kind of control: a screenshot of the control focused
   differs from one unfocused by a ring at least 2 px wide, at 3:1 or more against what was
   there before (pixels, not computed styles: a ring on a hidden input or cut by a parent
   shows in the style and not on the screen).
-- Every page has its own title in its language, and a Korean page names nothing in English
-  for assistive technology (the browser's own accessibility tree, as a screen reader gets it).
 - The live region says what a press changed: a decoding step, a wrong answer (twice), the
   worked solution; after Check the focus is on the feedback.
 """
@@ -25,14 +24,13 @@ import numpy as np
 import pytest
 
 import practice
-from tests.e2e.test_accessibility import app_pages
-from ui.i18n import load_catalog, translate
+from tests.e2e.pagechecks import accessible_names
+from ui.i18n import translate
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_MS = 120_000
-PAGES = app_pages()
 
 _SETTLED_JS = """() => {
   const app = document.querySelector('[data-testid=stApp]');
@@ -59,19 +57,6 @@ def open_page(browser, app_url, path: str, lang: str, width: int, height: int, s
     tab.goto(f"/{path}{'&' if '?' in path else '?'}lang={lang}")
     settle(tab)
     return context, tab
-
-
-def each_page_drawn(tab, lang: str):
-    """Open every page in ``tab`` in turn, in ``lang``; yield its path once its charts are drawn."""
-    for path in PAGES:
-        tab.goto(f"/{path}?lang={lang}")
-        settle(tab)
-        tab.wait_for_function(
-            "[...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
-            ".every(c => c.querySelector('.main-svg'))",
-            timeout=TIMEOUT_MS,
-        )
-        yield path
 
 
 # --- focus on what is seen -------------------------------------------------------------------
@@ -189,124 +174,67 @@ CONTROLS = {
 }
 
 
-@pytest.mark.parametrize("kind", list(CONTROLS))
-def test_the_focus_ring_is_seen_on_every_kind_of_control(browser, app_url, kind):
-    path, target, seen = CONTROLS[kind]
-    context, tab = open_page(browser, app_url, path, "en", 1440, 900)
-    try:
-        control = tab.locator(target).first
-        control.focus()
-        tab.evaluate(  # in the middle of the screen, so the ring all round is on it
-            "document.activeElement.scrollIntoView({block: 'center', inline: 'center'});"
-            "document.activeElement.blur()"
-        )
-        tab.wait_for_timeout(300)
-        # the box the reader sees around the control: the nearest one holding it
-        box = tab.evaluate(
-            """([target, seen]) => {
-              const el = document.querySelector(target);
-              const box = ((seen && el.closest(seen)) || el).getBoundingClientRect();
-              return {x: box.x, y: box.y, width: box.width, height: box.height};
-            }""",
-            [target, seen],
-        )
-        pad = 8
-        clip = {
-            "x": max(0, box["x"] - pad),
-            "y": max(0, box["y"] - pad),
-            "width": box["width"] + 2 * pad,
-            "height": box["height"] + 2 * pad,
-        }
-        before = _shot(tab, clip)
-        # no pointer has been used in this tab, so a focused control shows :focus-visible
-        tab.evaluate("(t) => document.querySelector(t).focus({preventScroll: true})", target)
-        tab.wait_for_timeout(200)
-        assert tab.evaluate("document.activeElement.matches(':focus-visible')")
-        after = _shot(tab, clip)
-        perimeter = 2 * (box["width"] + box["height"])
-        # a ring 2 px wide all round: at least 2 × the perimeter at 3:1 (a 1 px border or a
-        # ring on a hidden input changes far fewer pixels)
-        assert ring_pixels(before, after) >= 2 * perimeter * 0.9, (
+# The pages those controls are on: each opened once for all of its kinds.
+CONTROL_PAGES = sorted({path for path, _, _ in CONTROLS.values()})
+
+
+def ring_problem(tab, kind: str) -> str | None:
+    """Focus ``kind``'s control by keyboard focus: None if a ring 2 px wide at 3:1 appears
+    all round the box the reader sees, else what was seen."""
+    _, target, seen = CONTROLS[kind]
+    control = tab.locator(target).first
+    control.focus()
+    tab.evaluate(  # in the middle of the screen, so the ring all round is on it
+        "document.activeElement.scrollIntoView({block: 'center', inline: 'center'});"
+        "document.activeElement.blur()"
+    )
+    tab.wait_for_timeout(300)
+    # the box the reader sees around the control: the nearest one holding it
+    box = tab.evaluate(
+        """([target, seen]) => {
+          const el = document.querySelector(target);
+          const box = ((seen && el.closest(seen)) || el).getBoundingClientRect();
+          return {x: box.x, y: box.y, width: box.width, height: box.height};
+        }""",
+        [target, seen],
+    )
+    pad = 8
+    clip = {
+        "x": max(0, box["x"] - pad),
+        "y": max(0, box["y"] - pad),
+        "width": box["width"] + 2 * pad,
+        "height": box["height"] + 2 * pad,
+    }
+    before = _shot(tab, clip)
+    # no pointer has been used in this tab, so a focused control shows :focus-visible
+    tab.evaluate("(t) => document.querySelector(t).focus({preventScroll: true})", target)
+    tab.wait_for_timeout(200)
+    if not tab.evaluate("document.activeElement.matches(':focus-visible')"):
+        return f"{kind}: focused, but not :focus-visible"
+    after = _shot(tab, clip)
+    perimeter = 2 * (box["width"] + box["height"])
+    # a ring 2 px wide all round: at least 2 × the perimeter at 3:1 (a 1 px border or a
+    # ring on a hidden input changes far fewer pixels)
+    if ring_pixels(before, after) < 2 * perimeter * 0.9:
+        return (
             f"{kind}: {ring_pixels(before, after)} pixels changed at 3:1, "
             f"a 2 px ring round {box['width']:.0f}×{box['height']:.0f} needs {2 * perimeter:.0f}"
         )
+    return None
+
+
+@pytest.mark.parametrize("path", CONTROL_PAGES)
+def test_the_focus_ring_is_seen_on_every_kind_of_control(browser, app_url, path):
+    """Every kind of control in CONTROLS, on the page that has it (one load per page)."""
+    context, tab = open_page(browser, app_url, path, "en", 1440, 900)
+    try:
+        found = [ring_problem(tab, kind) for kind, (at, _, _) in CONTROLS.items() if at == path]
     finally:
         context.close()
+    assert not [f for f in found if f], found
 
 
 # --- what a screen reader hears ----------------------------------------------------------------
-
-# Roles whose name is content, not the interface's words: table cells hold tokens.
-CONTENT_ROLES = {"StaticText", "InlineTextBox", "row", "gridcell", "cell", "rowheader", "LineBreak"}
-ENGLISH_WORD = re.compile(r"[A-Za-z]{3,}")
-QUOTED = re.compile(r"‘[^’]*’")  # a token or a sentence the reader typed, quoted
-
-
-def allowed_english() -> set[str]:
-    """English the Korean UI says on purpose: terms in the Korean catalogs (PNG, FlashAttention,
-    Attention Lab) and the English example sentences that are the models' input."""
-    words: set[str] = set()
-    for text in load_catalog("ko").values():
-        words.update(w.lower() for w in ENGLISH_WORD.findall(text))
-    for path in (ROOT / "assets").rglob("*.json"):
-        if "i18n" in path.parts:
-            continue
-        words.update(w.lower() for w in ENGLISH_WORD.findall(path.read_text(encoding="utf-8")))
-    return words
-
-
-def accessible_names(context, tab) -> list[tuple[str, str]]:
-    """(role, name) of every node a screen reader is given, from Chromium's accessibility tree."""
-    cdp = context.new_cdp_session(tab)
-    nodes = cdp.send("Accessibility.getFullAXTree")["nodes"]
-    by_id = {n["nodeId"]: n for n in nodes}
-    out = []
-    stack = [nodes[0]["nodeId"]]  # the root; walked depth first, in reading order
-    while stack:
-        node = by_id.get(stack.pop())
-        if node is None:
-            continue
-        stack.extend(reversed(node.get("childIds", [])))
-        if node.get("ignored"):
-            continue
-        role = node.get("role", {}).get("value", "")
-        name = (node.get("name") or {}).get("value", "")
-        if name and role not in CONTENT_ROLES:
-            out.append((role, name))
-    return out
-
-
-def test_every_korean_page_names_nothing_in_english_and_has_its_own_title(browser, app_url):
-    allowed = allowed_english()
-    context, tab = open_page(browser, app_url, "", "ko", 1440, 900)
-    english, titles = [], {}
-    try:
-        for path in PAGES:
-            tab.goto(f"/{path}?lang=ko")
-            settle(tab)
-            titles[path] = tab.title()
-            for role, name in accessible_names(context, tab):
-                said = QUOTED.sub("", name)
-                words = [w for w in ENGLISH_WORD.findall(said) if w.lower() not in allowed]
-                if words:
-                    english.append(f"/{path}: {role} “{name[:80]}” ({', '.join(words[:4])})")
-    finally:
-        context.close()
-    assert not english, "English names on Korean pages:\n" + "\n".join(sorted(set(english)))
-    lab = translate("a11y.page_title", "ko", page="").strip(" ·")
-    assert len(set(titles.values())) == len(PAGES), f"pages share a title: {titles}"
-    assert all(title.endswith(lab) for title in titles.values()), titles
-    assert titles["explorer"] == translate(
-        "a11y.page_title", "ko", page=translate("nav.explorer", "ko")
-    )
-
-
-def test_an_english_page_is_titled_after_itself(browser, app_url):
-    context, tab = open_page(browser, app_url, "explorer", "en", 1440, 900)
-    try:
-        assert tab.title() == "Attention Explorer · Attention Lab"
-    finally:
-        context.close()
 
 
 def live_text(tab, previous: str | None = None) -> str:
@@ -397,151 +325,6 @@ def test_asking_for_the_solution_is_said(browser, app_url):
         assert live_text(tab) == translate("practice.solution_shown", "ko")
     finally:
         context.close()
-
-
-# --- a phone ----------------------------------------------------------------------------------
-
-_SMALL_TARGETS_JS = """() => {
-  const out = [];
-  const controls = 'button, a[href], [role=button], [role=tab], [role=switch], [role=radio], select';
-  for (const el of document.querySelectorAll(controls)) {
-    if (el.closest('[inert]') || !el.checkVisibility({ visibilityProperty: true, opacityProperty: true })) continue;
-    if (el.matches('[data-testid=stSkipToContent]')) continue;  // seen only while focused
-    if (el.closest('label') && el.matches('input')) continue;   // its label is the target
-    const r = el.getBoundingClientRect();
-    if (!r.width || !r.height) continue;
-    if (r.width < 23.5 || r.height < 23.5) {
-      out.push(`${el.getAttribute('aria-label') || el.innerText.trim().slice(0, 30) || el.tagName} ${r.width.toFixed(0)}×${r.height.toFixed(0)}`);
-    }
-  }
-  return [...new Set(out)];
-}"""
-
-# Text drawn in a chart (titles, legends, tick labels) that reaches past the chart's box,
-# on any side: a title above the top edge is cut as surely as a label past the right one.
-_OVERFLOW_JS = """() => {
-  const out = [];
-  for (const chart of document.querySelectorAll('[data-testid=stPlotlyChart]')) {
-    const box = chart.getBoundingClientRect();
-    if (!box.width) continue;
-    for (const text of chart.querySelectorAll('svg text')) {
-      if (!text.textContent.trim() || !text.checkVisibility()) continue;
-      const r = text.getBoundingClientRect();
-      if (!r.width) continue;
-      const over = Math.max(box.left - r.left, r.right - box.right, box.top - r.top, r.bottom - box.bottom);
-      if (over > 1) {
-        out.push(`${chart.getAttribute('aria-label').slice(0, 40)}: “${text.textContent.slice(0, 40)}” ${over.toFixed(0)} px`);
-      }
-    }
-  }
-  return out;
-}"""
-
-# A formula wider than its column that neither shows it scrolls nor can be scrolled by keyboard.
-_HIDDEN_SCROLL_JS = """() => [...document.querySelectorAll('[data-testid=stMain] .katex-display')]
-  .filter(d => d.scrollWidth > d.clientWidth + 1)
-  .filter(d => d.getAttribute('tabindex') !== '0' || !getComputedStyle(d).backgroundImage.includes('gradient'))
-  .map(d => d.textContent.slice(0, 40))"""
-
-
-@pytest.mark.parametrize("lang", ["en", "ko"])
-def test_on_a_phone_every_target_is_24_px_and_nothing_runs_off_unseen(browser, app_url, lang):
-    context, tab = open_page(browser, app_url, "", lang, 390, 844)
-    small, overflow = [], []
-    try:
-        for path in each_page_drawn(tab, lang):
-            small += [f"/{path}: {s}" for s in tab.evaluate(_SMALL_TARGETS_JS)]
-            overflow += [f"/{path}: {s}" for s in tab.evaluate(_OVERFLOW_JS)]
-            overflow += [
-                f"/{path}: formula scrolls unseen: {s}" for s in tab.evaluate(_HIDDEN_SCROLL_JS)
-            ]
-    finally:
-        context.close()
-    assert not small, "targets under 24 × 24 px:\n" + "\n".join(small)
-    assert not overflow, "chart text past its chart:\n" + "\n".join(overflow)
-
-
-# --- 200 % zoom ------------------------------------------------------------------------------
-
-# The content reflows (WCAG 1.4.10): the page does not scroll sideways, and nothing in the
-# main column reaches past its right edge unless it sits in a region that scrolls by itself
-# (a wide formula or table, with its cue; a chart's drawing is checked by _OVERFLOW_JS).
-_REFLOW_JS = """() => {
-  const out = [];
-  const page = [document.scrollingElement, ...document.querySelectorAll(
-    '[data-testid=stApp], [data-testid=stAppViewContainer], [data-testid=stMain], [data-testid=stMainBlockContainer]')];
-  for (const el of page) {
-    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'hidden') {
-      out.push(`the page scrolls sideways: ${el.getAttribute('data-testid') || el.tagName} ${el.scrollWidth} > ${el.clientWidth} px`);
-    }
-  }
-  const main = document.querySelector('[data-testid=stMain]');
-  const edge = main.getBoundingClientRect().right;
-  const scrollsItself = (el) => {
-    for (let a = el.parentElement; a && a !== main; a = a.parentElement) {
-      const o = getComputedStyle(a).overflowX;
-      if ((o === 'auto' || o === 'scroll') && a.scrollWidth > a.clientWidth) return true;
-    }
-    return false;
-  };
-  const skip = 'svg, iframe, [data-testid=stDataFrame], .katex-display, .katex-mathml, pre, .lab-sr-only';
-  for (const el of main.querySelectorAll('*')) {
-    if (el.children.length && !el.matches('p, span, button, label, a, li, code')) continue;
-    if (el.closest(skip) || !el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
-    const r = el.getBoundingClientRect();
-    if (r.width && r.right > edge + 1 && !scrollsItself(el)) {
-      out.push(`${(el.textContent || el.tagName).trim().slice(0, 40)}: ${Math.round(r.right - edge)} px past the edge`);
-    }
-  }
-  return out;
-}"""
-
-# Every Tab stop, focused in turn as Tab would (the browser scrolls it into view): those
-# that are still not on the screen (off to a side, or in a collapsed sidebar).
-_UNSEEN_STOPS_JS = """() => {
-  const out = [];
-  const stops = 'a[href], button:not([disabled]), input:not([disabled]):not([type=hidden]), '
-    + 'textarea, select, summary, iframe, [tabindex]:not([tabindex="-1"])';
-  for (const el of document.querySelectorAll(stops)) {
-    if (el.closest('[inert]') || el.tabIndex < 0 || !el.checkVisibility({visibilityProperty: true})) continue;
-    el.focus();
-    if (document.activeElement !== el) continue;
-    const r = el.getBoundingClientRect();
-    const seen = r.width > 0 && r.height > 0 && r.left >= -1 && r.right <= innerWidth + 1
-      && r.bottom > 0 && r.top < innerHeight;
-    if (!seen) {
-      const name = (el.getAttribute('aria-label') || el.innerText || el.tagName).trim().slice(0, 40);
-      out.push(`${name} at (${Math.round(r.left)}, ${Math.round(r.top)}), ${Math.round(r.width)}×${Math.round(r.height)}`);
-    }
-  }
-  document.activeElement?.blur();
-  return out;
-}"""
-
-
-@pytest.mark.parametrize("lang", ["en", "ko"])
-def test_at_200_percent_zoom_every_page_reflows_and_every_tab_stop_is_seen(browser, app_url, lang):
-    """A 1440 px screen at 200 % zoom (720 CSS px, twice the pixels), every page: the sidebar
-    is collapsed and takes no Tab stop, every stop is on the screen once focused, no text
-    runs past its chart, and the page does not scroll sideways."""
-    width, height, scale = SMALL_SCREENS["zoom200"]
-    context, tab = open_page(browser, app_url, "", lang, width, height, scale)
-    found = []
-    try:
-        for path in each_page_drawn(tab, lang):
-            collapsed = tab.get_attribute("[data-testid=stSidebar]", "data-collapsed")
-            if collapsed != "true":
-                found.append(f"/{path}: the sidebar is open at 200 % zoom")
-            found += [
-                f"/{path}: chart text past its chart: {s}" for s in tab.evaluate(_OVERFLOW_JS)
-            ]
-            found += [f"/{path}: {s}" for s in tab.evaluate(_REFLOW_JS)]
-            found += [
-                f"/{path}: Tab stop off the screen: {s}" for s in tab.evaluate(_UNSEEN_STOPS_JS)
-            ]
-    finally:
-        context.close()
-    assert not found, "at 200 % zoom:\n" + "\n".join(found)
 
 
 # The layer-norm page's three panels (input, LayerNorm, BatchNorm): where they stand, how

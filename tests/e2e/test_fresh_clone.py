@@ -14,6 +14,7 @@ the stamps and the server are `make run`'s own.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -97,9 +98,6 @@ def _blocks(clone: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
 
-N_BLOCKS = len(_blocks(ROOT))
-
-
 def test_the_fresh_clone_imports_the_lab_from_anywhere_after_make_run(fresh_clone, tmp_path):
     found = subprocess.run(
         [str(fresh_clone / ".venv/bin/python"), "-c", "import model; print(model.__file__)"],
@@ -113,24 +111,48 @@ def test_the_fresh_clone_imports_the_lab_from_anywhere_after_make_run(fresh_clon
     assert Path(found.stdout.strip()).is_relative_to(fresh_clone)  # the clone's own code
 
 
-@pytest.mark.parametrize("index", range(N_BLOCKS), ids=[f"block{i}" for i in range(N_BLOCKS)])
-def test_each_readme_python_block_runs_as_a_script_in_the_fresh_clone(fresh_clone, tmp_path, index):
-    source = _blocks(fresh_clone)[index]
-    if source.lstrip().startswith("# needs a CUDA GPU") and not torch.cuda.is_available():
-        pytest.skip("this README block needs a CUDA GPU")
-    script = tmp_path / f"readme_block{index}.py"  # outside the repository
-    script.write_text(source, encoding="utf-8")
+# Runs every block, each in a namespace of its own, as a script outside the repository would:
+# one interpreter for all of them (each block alone paid torch's import and its models' loads
+# again: a minute of the suite), every failure reported with its block's number.
+_RUN_EACH_BLOCK = """
+import json, sys, traceback
+blocks = json.load(open(sys.argv[1], encoding="utf-8"))
+failed = {}
+for index, source in blocks:
+    try:
+        exec(compile(source, f"readme_block{index}.py", "exec"), {"__name__": "__main__"})
+    except BaseException:  # noqa: BLE001 - reported below, with the block's number
+        failed[index] = traceback.format_exc()[-3000:]
+print(json.dumps(failed))
+"""
+
+
+@pytest.mark.timeout(900)  # every block, one after another, on a busy machine
+def test_every_readme_python_block_runs_as_a_script_in_the_fresh_clone(fresh_clone, tmp_path):
+    blocks = [
+        (index, source)
+        for index, source in enumerate(_blocks(fresh_clone))
+        if torch.cuda.is_available() or not source.lstrip().startswith("# needs a CUDA GPU")
+    ]
+    assert blocks, "the README has no Python block to run"
+    listing = tmp_path / "readme_blocks.json"  # outside the repository
+    listing.write_text(json.dumps(blocks), encoding="utf-8")
+    script = tmp_path / "readme_blocks.py"
+    script.write_text(_RUN_EACH_BLOCK, encoding="utf-8")
     ran = subprocess.run(
-        [str(fresh_clone / ".venv/bin/python"), str(script)],
+        [str(fresh_clone / ".venv/bin/python"), str(script), str(listing)],
         cwd=fresh_clone,  # "from the repository root"
         env=_clean_env(ATTENTION_LAB_DATA=str(tmp_path / "data")),
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=840,
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
+    failed = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert failed == {}, "\n".join(f"block {i}:\n{why}" for i, why in failed.items())
 
 
+@pytest.mark.timeout(900)  # SmolLM2 loaded from its converted folder, on a busy machine
 def test_the_fresh_clone_opens_the_explorer_on_smollm2(fresh_clone):
     """`make run` installed the model packages (requirements-models.txt): the clone's own app
     opens the explorer on the real SmolLM2, converted from its GGUF, with no other step."""

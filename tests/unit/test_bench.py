@@ -285,3 +285,52 @@ def test_the_report_shows_the_recorded_gpu_run_with_each_target_met_or_missed(tm
     for row in g.get("trace_parts", {}).get("as_landed", {}).get("rows", []):
         traced = row["vs_sdpa"]["ours_traced"]  # the landed traced path beside SDPA
         assert f"| {row['tokens']:,} | ours traced / SDPA |" in text and f"{traced:.3f} |" in text
+
+
+def test_the_suite_timing_reads_pytests_slowest_tests_and_keeps_one_run_per_label(tmp_path):
+    from bench import suitetime
+
+    output = "\n".join(
+        [
+            "....s.. [100%]",
+            "============================= slowest 10 durations =============================",
+            "61.20s call     tests/e2e/test_sweep.py::test_every_page[ko]",
+            "3.10s setup    tests/app/test_modern.py::test_page",
+            "0.40s teardown tests/unit/test_x.py::test_y",
+            "========== 1702 passed, 40 skipped in 431.50s (0:07:11) ==========",
+        ]
+    )
+    slow = suitetime.slowest(output)
+    assert [s["seconds"] for s in slow] == [61.2, 3.1, 0.4]
+    assert slow[0] == {
+        "seconds": 61.2,
+        "phase": "call",
+        "test": "tests/e2e/test_sweep.py::test_every_page[ko]",
+    }
+    assert suitetime.summary_line(output) == ("1702 passed, 40 skipped", 431.5)
+    quiet = "2 failed, 886 passed, 23 skipped in 3407.05s (0:56:47)"  # -q: no rules
+    assert suitetime.summary_line(quiet) == ("2 failed, 886 passed, 23 skipped", 3407.05)
+
+    path = tmp_path / "suite.json"
+    run = {
+        "label": "before",
+        "target": "make test",
+        "date": "2026-11-27T16:00:00+00:00",
+        "wall_s": 1900.0,
+        "pytest_s": 1880.0,
+        "summary": "1702 passed",
+        "cores": 2,
+        "load_average_before": [2.0, 2.0, 2.0],
+        "load_average_after": [3.0, 2.5, 2.0],
+        "slowest": slow,
+    }
+    suitetime.record(run, path)
+    suitetime.record({**run, "pytest_s": 1800.0}, path)  # the same label again: replaced
+    suitetime.record({**run, "label": "after", "date": "2026-11-27T17:45:00+00:00"}, path)
+    runs = suitetime.recorded(path)
+    assert [(r["label"], r["pytest_s"]) for r in runs] == [("before", 1800.0), ("after", 1880.0)]
+    text = "\n".join(suitetime.markdown(runs))
+    assert "| before | `make test` | 2026-11-27 16:00 | 30 min 00 s |" in text
+    assert "[2.0, 2.0, 2.0] → [3.0, 2.5, 2.0]" in text
+    assert "| 61.2 | call | `tests/e2e/test_sweep.py::test_every_page[ko]` |" in text
+    assert suitetime.markdown([]) == []

@@ -131,6 +131,7 @@ def test_head_scores_read_the_positions_they_are_about():
     assert scores["prefix_matching"][:, 0].tolist() == pytest.approx([0.0, 1.0])
 
 
+@pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_a_short_induction_run_logs_head_snapshots_beside_its_curve(tmp_path):
     out = tmp_path / "run"
     main(
@@ -242,6 +243,7 @@ def test_a_continuation_is_judged_by_where_it_stops(generated, expected):
     assert classify_stop(generated, [5, 6], eos_id=2) == expected
 
 
+@pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_the_shipped_model_stops_exactly_on_held_out_prompts_as_its_metrics_say(two_layer):
     """The page's counts: recomputed from the checkpoint, equal to what it ships, and the
     issue's bar: at least 95 % stop exactly where the repeat ends."""
@@ -268,6 +270,7 @@ def test_the_edited_forward_is_the_model_when_nothing_is_removed(two_layer):
     assert len(attention) == 2 and attention[0].shape[-1] == ids.shape[1]
 
 
+@pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_the_circuit_numbers_on_the_page_are_recomputed_from_the_checkpoint(two_layer):
     """metrics["circuit"] (the induction tab's texts) equals a fresh measurement, and says
     what the texts claim: the previous-token head is causal through the induction head's

@@ -141,6 +141,7 @@ def test_every_cached_step_equals_recomputing_the_whole_prefix():
             )
 
 
+@pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_beam_of_width_one_is_greedy():
     lm = lab("encoder-decoder")
     greedy = [s.token_id for s in lm.decode("a b c")]

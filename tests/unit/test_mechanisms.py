@@ -97,6 +97,7 @@ def test_the_logit_lens_reads_a_pre_ln_stream_through_the_final_norm():
     assert not torch.allclose(lens.probs[0], lens.probs[-1])
 
 
+@pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_patching_nothing_is_zero_and_the_whole_last_layer_is_one_per_input(model):
     _, lm = model
     for clean, corrupted in PAIRS[lm.name]:
@@ -179,6 +180,7 @@ def test_all_heads_plus_the_rest_add_up_to_the_answers_logit(model):
         assert math.isfinite(h.ablation_loss) and math.isfinite(h.ablation_logit)
 
 
+@pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_attribution_works_for_every_position_of_an_untrained_model():
     lm = _random_lab("post", 64)
     for position in range(3):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import benchreport, classsim
+from bench import benchreport, classcore, classsim
 from deploy.serve import haproxy_path, render_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,13 +24,13 @@ def test_markers_are_single_minilm_tokens_that_the_app_never_shows():
     from model import load
 
     lm = load("minilm", "cpu")
-    assert len(set(classsim.MARKERS)) == len(classsim.MARKERS)
-    assert classsim.MAX_STUDENTS >= 60
+    assert len(set(classcore.MARKERS)) == len(classcore.MARKERS)
+    assert classcore.MAX_STUDENTS >= 60
     shipped = " ".join(
         p.read_text(encoding="utf-8").lower()
         for p in [*ROOT.glob("assets/i18n/*.json"), ROOT / "assets/examples.json"]
     )
-    for word in classsim.MARKERS:
+    for word in classcore.MARKERS:
         assert len(word) >= 5, word
         assert [t for t in lm.encode(word).tokens if t not in ("[CLS]", "[SEP]")] == [word]
         assert not re.search(rf"\b{word}\b", shipped), word
@@ -43,20 +43,20 @@ def test_a_student_sentence_is_about_twenty_tokens_and_carries_its_marker():
 
     lm = load("minilm", "cpu")
     rng = random.Random(0)
-    for marker in classsim.MARKERS[:5]:
-        tokens = lm.encode(classsim.sentence(marker, rng)).tokens
+    for marker in classcore.MARKERS[:5]:
+        tokens = lm.encode(classcore.sentence(marker, rng)).tokens
         assert 18 <= len(tokens) <= 24
         assert marker in tokens
-    digits = [classsim.digits_for(i, random.Random(i)) for i in range(classsim.MAX_STUDENTS)]
+    digits = [classcore.digits_for(i, random.Random(i)) for i in range(classcore.MAX_STUDENTS)]
     assert len({" ".join(d) for d in digits}) == len(digits)  # nobody types another's digits
 
 
 def test_percentile_and_summary():
     waits = [0.1 * k for k in range(1, 21)]
-    s = classsim.summary(waits)
+    s = classcore.summary(waits)
     assert s["n"] == 20 and s["p50_s"] == pytest.approx(1.0) and s["p95_s"] == pytest.approx(1.9)
     assert s["max_s"] == pytest.approx(2.0)
-    assert classsim.summary([]) == {"n": 0}
+    assert classcore.summary([]) == {"n": 0}
 
 
 def test_widget_lookup_and_heatmap_tokens_read_streamlit_elements():
@@ -164,7 +164,7 @@ def test_the_class_section_says_which_targets_the_two_replica_run_met():
         "reconnected": 2,
         "errors_on_victim": [],
         "errors_elsewhere": [],
-        "kill_to_served": classsim.summary([3.0, 12.0]),
+        "kill_to_served": classcore.summary([3.0, 12.0]),
     }
     late = benchreport.class_targets({"failover": {"failover": failover}})
     assert late == [
@@ -172,7 +172,7 @@ def test_the_class_section_says_which_targets_the_two_replica_run_met():
         "last 12.0 s after the kill; no error among the other replica's students "
         "(target ≤ 10 s: NOT met)"
     ]
-    failover["kill_to_served"] = classsim.summary([3.0, 4.0])
+    failover["kill_to_served"] = classcore.summary([3.0, 4.0])
     assert benchreport.class_targets({"failover": {"failover": failover}})[0].endswith(": met)")
 
 

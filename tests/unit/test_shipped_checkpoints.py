@@ -36,6 +36,7 @@ def test_each_checkpoint_is_small_and_records_how_it_was_made(shipped):
     assert lm.info["metrics"] == metrics and (folder / "curve.csv").is_file()
 
 
+@pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_each_checkpoint_scores_as_recorded_on_fresh_held_out_examples(shipped):
     name, lm = shipped
     src = None if lm.kind == "decoder" else lm.src_tokenizer
@@ -50,6 +51,7 @@ def test_en2ko_translates_the_lecture_sentence_as_the_reference_does(translator)
         assert translator.translate(english) == en2ko.translate(english)
 
 
+@pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_en2ko_cross_attention_points_at_the_english_word_being_translated(translator):
     """Last layer, heads averaged: the query that produces a content word looks at its source."""
     aligned = en2ko.alignment()

@@ -87,6 +87,7 @@ def test_below_chance_on_the_first_half_because_the_top_guess_is_mostly_eos(indu
     )
 
 
+@pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_the_free_running_letter_count_is_of_the_first_letters_kept_going_runs_included(
     induction_models,
 ):

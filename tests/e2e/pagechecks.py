@@ -1,0 +1,333 @@
+"""What the one page sweep (tests/e2e/test_accessibility.py) checks on each page it draws.
+
+Every check takes a tab whose page is drawn and returns what a reader would find wrong, as
+short lines (empty: nothing); none of them loads a page. A new check of every page belongs
+here, added to the sweep's visit of the screen it is about, not in a new loop over the
+pages: each page load costs seconds, a check on a loaded page milliseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ui.i18n import load_catalog, translate
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_MS = 120_000
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+# The addresses test_browser_chrome.py checked with a state of their own (a typed sentence,
+# MiniLM in the sidebar) where the plain address shows another: the sweep checks the chrome
+# of these as well as of every page's plain address. url path -> query.
+CHROME_ADDRESSES = {
+    "explorer": "model=en2ko&text=I+study+math+at+school",
+    "concept_attention": "model=minilm",
+    "concept_positional": "model=minilm",
+    "concept_layernorm": "model=minilm",
+    "concept_warmup": "model=minilm",
+    "concept_family": "model=minilm",
+}
+# url path -> the catalog key of the page's title (its h1, in the page's language)
+TITLES = {
+    "": "home.title",
+    "explorer": "explorer.title",
+    "decoding": "decoding.title",
+    "training": "training.title",
+    "concept_attention": "concepts.attention.title",
+    "concept_positional": "concepts.positional.title",
+    "concept_layernorm": "concepts.layernorm.title",
+    "concept_warmup": "concepts.warmup.title",
+    "concept_family": "concepts.family.title",
+    "practice": "practice.title",
+    "find_the_bug": "bugs.title",
+    "modern": "modern.title",
+    "mechanisms": "mech.title",
+}
+
+
+# Opened at a page's own address (/explorer), Streamlit's frontend first probes
+# /explorer/_stcore/health and /explorer/_stcore/host-config for a base path, gets 404,
+# then falls back to the root. Those two misses are Streamlit's, not the app's.
+_BASE_PATH_PROBE = re.compile(r"/[^/?]+/_stcore/(health|host-config)$")
+_RESOURCE_404 = "Failed to load resource: the server responded with a status of 404 (Not Found)"
+
+
+def _offsite(url: str, app_url: str) -> bool:
+    return not url.startswith((app_url, "data:", "blob:", "about:"))
+
+
+def watch_problems(tab, app_url: str):
+    """``tab.problems``: console errors, uncaught exceptions and any request that leaves the
+    app's own server (the lab must work offline), from now on; ``tab`` is returned."""
+    tab.problems = []
+    probes = []
+
+    def on_console(msg) -> None:
+        if msg.type != "error":
+            return
+        if msg.text == _RESOURCE_404 and probes:
+            probes.pop()  # the console's echo of one base-path probe
+            return
+        tab.problems.append(msg.text)
+
+    tab.on(
+        "response",
+        lambda r: r.status == 404 and _BASE_PATH_PROBE.search(r.url) and probes.append(r.url),
+    )
+    tab.on("console", on_console)
+    tab.on("pageerror", lambda exc: tab.problems.append(f"uncaught: {exc}"))
+    tab.on(
+        "request",
+        lambda req: _offsite(req.url, app_url) and tab.problems.append(f"off-site: {req.url}"),
+    )
+    return tab
+
+
+# --- small screens: a phone, and 200 % zoom ---------------------------------------------
+
+SMALL_TARGETS_JS = """() => {
+  const out = [];
+  const controls = 'button, a[href], [role=button], [role=tab], [role=switch], [role=radio], select';
+  for (const el of document.querySelectorAll(controls)) {
+    if (el.closest('[inert]') || !el.checkVisibility({ visibilityProperty: true, opacityProperty: true })) continue;
+    if (el.matches('[data-testid=stSkipToContent]')) continue;  // seen only while focused
+    if (el.closest('label') && el.matches('input')) continue;   // its label is the target
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height) continue;
+    if (r.width < 23.5 || r.height < 23.5) {
+      out.push(`${el.getAttribute('aria-label') || el.innerText.trim().slice(0, 30) || el.tagName} ${r.width.toFixed(0)}×${r.height.toFixed(0)}`);
+    }
+  }
+  return [...new Set(out)];
+}"""
+
+
+# Text drawn in a chart (titles, legends, tick labels) that reaches past the chart's box,
+# on any side: a title above the top edge is cut as surely as a label past the right one.
+OVERFLOW_JS = """() => {
+  const out = [];
+  for (const chart of document.querySelectorAll('[data-testid=stPlotlyChart]')) {
+    const box = chart.getBoundingClientRect();
+    if (!box.width) continue;
+    for (const text of chart.querySelectorAll('svg text')) {
+      if (!text.textContent.trim() || !text.checkVisibility()) continue;
+      const r = text.getBoundingClientRect();
+      if (!r.width) continue;
+      const over = Math.max(box.left - r.left, r.right - box.right, box.top - r.top, r.bottom - box.bottom);
+      if (over > 1) {
+        out.push(`${chart.getAttribute('aria-label').slice(0, 40)}: “${text.textContent.slice(0, 40)}” ${over.toFixed(0)} px`);
+      }
+    }
+  }
+  return out;
+}"""
+
+
+# A formula wider than its column that neither shows it scrolls nor can be scrolled by keyboard.
+HIDDEN_SCROLL_JS = """() => [...document.querySelectorAll('[data-testid=stMain] .katex-display')]
+  .filter(d => d.scrollWidth > d.clientWidth + 1)
+  .filter(d => d.getAttribute('tabindex') !== '0' || !getComputedStyle(d).backgroundImage.includes('gradient'))
+  .map(d => d.textContent.slice(0, 40))"""
+
+
+# The content reflows (WCAG 1.4.10): the page does not scroll sideways, and nothing in the
+# main column reaches past its right edge unless it sits in a region that scrolls by itself
+# (a wide formula or table, with its cue; a chart's drawing is checked by OVERFLOW_JS).
+REFLOW_JS = """() => {
+  const out = [];
+  const page = [document.scrollingElement, ...document.querySelectorAll(
+    '[data-testid=stApp], [data-testid=stAppViewContainer], [data-testid=stMain], [data-testid=stMainBlockContainer]')];
+  for (const el of page) {
+    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'hidden') {
+      out.push(`the page scrolls sideways: ${el.getAttribute('data-testid') || el.tagName} ${el.scrollWidth} > ${el.clientWidth} px`);
+    }
+  }
+  const main = document.querySelector('[data-testid=stMain]');
+  const edge = main.getBoundingClientRect().right;
+  const scrollsItself = (el) => {
+    for (let a = el.parentElement; a && a !== main; a = a.parentElement) {
+      const o = getComputedStyle(a).overflowX;
+      if ((o === 'auto' || o === 'scroll') && a.scrollWidth > a.clientWidth) return true;
+    }
+    return false;
+  };
+  const skip = 'svg, iframe, [data-testid=stDataFrame], .katex-display, .katex-mathml, pre, .lab-sr-only';
+  for (const el of main.querySelectorAll('*')) {
+    if (el.children.length && !el.matches('p, span, button, label, a, li, code')) continue;
+    if (el.closest(skip) || !el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width && r.right > edge + 1 && !scrollsItself(el)) {
+      out.push(`${(el.textContent || el.tagName).trim().slice(0, 40)}: ${Math.round(r.right - edge)} px past the edge`);
+    }
+  }
+  return out;
+}"""
+
+
+# Every Tab stop, focused in turn as Tab would (the browser scrolls it into view): those
+# that are still not on the screen (off to a side, or in a collapsed sidebar).
+UNSEEN_STOPS_JS = """() => {
+  const out = [];
+  const stops = 'a[href], button:not([disabled]), input:not([disabled]):not([type=hidden]), '
+    + 'textarea, select, summary, iframe, [tabindex]:not([tabindex="-1"])';
+  for (const el of document.querySelectorAll(stops)) {
+    if (el.closest('[inert]') || el.tabIndex < 0 || !el.checkVisibility({visibilityProperty: true})) continue;
+    el.focus();
+    if (document.activeElement !== el) continue;
+    const r = el.getBoundingClientRect();
+    const seen = r.width > 0 && r.height > 0 && r.left >= -1 && r.right <= innerWidth + 1
+      && r.bottom > 0 && r.top < innerHeight;
+    if (!seen) {
+      const name = (el.getAttribute('aria-label') || el.innerText || el.tagName).trim().slice(0, 40);
+      out.push(`${name} at (${Math.round(r.left)}, ${Math.round(r.top)}), ${Math.round(r.width)}×${Math.round(r.height)}`);
+    }
+  }
+  document.activeElement?.blur();
+  return out;
+}"""
+
+
+def phone_problems(tab) -> list[str]:
+    """At 390 px: every target at least 24 × 24 px, no chart text past its chart, no formula
+    that scrolls unseen."""
+    found = [f"target under 24 × 24 px: {s}" for s in tab.evaluate(SMALL_TARGETS_JS)]
+    found += [f"chart text past its chart: {s}" for s in tab.evaluate(OVERFLOW_JS)]
+    found += [f"formula scrolls unseen: {s}" for s in tab.evaluate(HIDDEN_SCROLL_JS)]
+    return found
+
+
+def zoom_problems(tab) -> list[str]:
+    """A 1440 px screen at 200 % zoom (720 CSS px): the sidebar collapsed (so it takes no Tab
+    stop), every stop on the screen once focused, no text past its chart, no sideways scroll."""
+    found = []
+    if tab.get_attribute("[data-testid=stSidebar]", "data-collapsed") != "true":
+        found.append("the sidebar is open at 200 % zoom")
+    found += [f"chart text past its chart: {s}" for s in tab.evaluate(OVERFLOW_JS)]
+    found += tab.evaluate(REFLOW_JS)
+    found += [f"Tab stop off the screen: {s}" for s in tab.evaluate(UNSEEN_STOPS_JS)]
+    return found
+
+
+# --- what a screen reader is told ------------------------------------------------------------
+
+# Roles whose name is content, not the interface's words: table cells hold tokens.
+CONTENT_ROLES = {"StaticText", "InlineTextBox", "row", "gridcell", "cell", "rowheader", "LineBreak"}
+ENGLISH_WORD = re.compile(r"[A-Za-z]{3,}")
+QUOTED = re.compile(r"‘[^’]*’")  # a token or a sentence the reader typed, quoted
+
+
+def allowed_english() -> set[str]:
+    """English the Korean UI says on purpose: terms in the Korean catalogs (PNG, FlashAttention,
+    Attention Lab) and the English example sentences that are the models' input."""
+    words: set[str] = set()
+    for text in load_catalog("ko").values():
+        words.update(w.lower() for w in ENGLISH_WORD.findall(text))
+    for path in (ROOT / "assets").rglob("*.json"):
+        if "i18n" in path.parts:
+            continue
+        words.update(w.lower() for w in ENGLISH_WORD.findall(path.read_text(encoding="utf-8")))
+    return words
+
+
+def accessible_names(context, tab) -> list[tuple[str, str]]:
+    """(role, name) of every node a screen reader is given, from Chromium's accessibility tree."""
+    cdp = context.new_cdp_session(tab)
+    nodes = cdp.send("Accessibility.getFullAXTree")["nodes"]
+    by_id = {n["nodeId"]: n for n in nodes}
+    out = []
+    stack = [nodes[0]["nodeId"]]  # the root; walked depth first, in reading order
+    while stack:
+        node = by_id.get(stack.pop())
+        if node is None:
+            continue
+        stack.extend(reversed(node.get("childIds", [])))
+        if node.get("ignored"):
+            continue
+        role = node.get("role", {}).get("value", "")
+        name = (node.get("name") or {}).get("value", "")
+        if name and role not in CONTENT_ROLES:
+            out.append((role, name))
+    return out
+
+
+def english_names(context, tab, allowed: set[str]) -> list[str]:
+    """What a Korean page names in English for assistive technology (words outside
+    ``allowed``: allowed_english())."""
+    found = []
+    for role, name in accessible_names(context, tab):
+        words = [w for w in ENGLISH_WORD.findall(QUOTED.sub("", name)) if w.lower() not in allowed]
+        if words:
+            found.append(f"{role} “{name[:80]}” ({', '.join(words[:4])})")
+    return found
+
+
+# --- the page's chrome in its language -----------------------------------------------------
+
+
+def text_problems(page, path: str, lang: str) -> list[str]:
+    """What a reader would see wrong in the page's text: a traceback, or in Korean, no Korean
+    or the English title."""
+    text = page.get_by_test_id("stMain").inner_text()
+    found = ["a traceback"] if "Traceback" in text else []
+    if lang == "ko" and not HANGUL.search(text):
+        found.append("no Korean")
+    if lang == "ko" and translate(TITLES[path], "en") in text:
+        found.append("the English title")
+    return found
+
+
+def korean_uploader_problems(page, lang: str) -> list[str]:
+    """The training page's uploader in Korean: Korean button, Korean size limit, no "Upload"."""
+    if lang != "ko":
+        return []
+    uploader = page.get_by_test_id("stFileUploader")
+    button = uploader.locator("button")
+    label = button.evaluate(
+        "b => getComputedStyle(b.querySelector('[data-testid=stMarkdownContainer]'), '::after')"
+        ".content"
+    )
+    found = []
+    if label != f'"{translate("chrome.upload_button", "ko")}"':
+        found.append(f"uploader button says {label}")
+    shown = page.get_by_test_id("stMain").inner_text()
+    if "Upload" in shown or "per file" in shown:
+        found.append("Streamlit's English uploader text")
+    if translate("training.upload_limit", "ko", mb=20) not in shown:
+        found.append("no Korean size limit")
+    return found
+
+
+def fullscreen_problems(page, lang: str) -> list[str]:
+    """The first chart's toolbar: our translated camera button, no Fullscreen button."""
+    chart = page.get_by_test_id("stPlotlyChart").first
+    chart.hover()
+    chart.locator("button.modebar-btn[data-title]").first.wait_for(timeout=TIMEOUT_MS)
+    titles = chart.locator("button.modebar-btn:visible").evaluate_all(
+        "bs => bs.map(b => b.getAttribute('data-title'))"
+    )
+    found = []
+    if translate("chart.toolbar.download_png", lang) not in titles:
+        found.append(f"no translated camera button in {titles}")
+    if "Fullscreen" in titles:
+        found.append("a Fullscreen button")
+    return found
+
+
+def chart_code_problems(page, lang: str) -> list[str]:
+    """The home page draws no chart, yet the browser has fetched plotly.js (ui.warm): the
+    first chart page a student opens does not wait for its 4.7 MB after the server's run."""
+    fetched = page.evaluate(
+        "performance.getEntriesByType('resource').some(e => /PlotlyChart\\.[^/]+\\.js$/"
+        ".test(e.name))"
+    )
+    return [] if fetched else ["plotly.js not fetched ahead of the first chart"]
+
+
+# Checks of one page that need it loaded and nothing else, after the others (a hovered chart
+# shows its toolbar): run in the same visit.
+PAGE_CHECKS = {
+    "training": korean_uploader_problems,
+    "explorer": fullscreen_problems,
+    "": chart_code_problems,
+}
