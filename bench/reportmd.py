@@ -447,7 +447,12 @@ def class_targets(c: dict) -> list[str]:
 
 def replace_class_section(report: str, section: str, title: str = CLASS_TITLE) -> str:
     """The report with its section ``title`` replaced (or added at the end)."""
-    return suitetime.replace_section(report, section, title)
+    start = report.find(title)
+    if start < 0:
+        return report.rstrip("\n") + "\n\n" + section
+    end = report.find("\n## ", start + len(title))
+    rest = report[end + 1 :] if end >= 0 else ""
+    return report[:start] + section + ("\n" + rest if rest else "")
 
 
 def markdown(r: dict) -> str:

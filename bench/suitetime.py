@@ -135,25 +135,22 @@ def markdown(runs: list[dict]) -> list[str]:
     return out
 
 
-def replace_section(report: str, section: str, title: str) -> str:
-    """The report with its section ``title`` replaced (or added at the end). Here, below
-    bench.reportmd, which imports this module and uses it for its own sections."""
-    start = report.find(title)
-    if start < 0:
-        return report.rstrip("\n") + "\n\n" + section
-    end = report.find("\n## ", start + len(title))
-    rest = report[end + 1 :] if end >= 0 else ""
-    return report[:start] + section + ("\n" + rest if rest else "")
-
-
 def write_section(report: Path, runs: list[dict]) -> None:
     """docs/benchmarks.md with its suite section replaced by ``runs`` (the rest as `make
-    bench` last wrote it)."""
+    bench` last wrote it; the section is added at the end when it is not there yet). Done
+    here, not with bench.reportmd's helper: reportmd shows this section, so it imports us."""
     section = "\n".join(markdown(runs)).lstrip("\n") + "\n"
     old = (
         report.read_text(encoding="utf-8") if report.exists() else "# Attention Lab — benchmarks\n"
     )
-    report.write_text(replace_section(old, section, TITLE), encoding="utf-8")
+    start = old.find(TITLE)
+    if start < 0:
+        new = old.rstrip("\n") + "\n\n" + section
+    else:
+        end = old.find("\n## ", start + len(TITLE))
+        rest = old[end + 1 :] if end >= 0 else ""
+        new = old[:start] + section + ("\n" + rest if rest else "")
+    report.write_text(new, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> dict:
