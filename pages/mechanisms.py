@@ -18,10 +18,10 @@ from model.analysis.induction import (
     teacher_forced,
 )
 from model.analysis.lens import Lens, logit_lens
-from model.analysis.pairs import even_pairs
+from model.analysis.pairs import even_pairs, fact_pairs
 from model.analysis.patching import Patching, PatchingError, patch
 from model.runtime.checkpoint import CURVE, METRICS
-from model.runtime.loading import CHECKPOINTS, CONTRAST
+from model.runtime.loading import CHECKPOINTS, CONTRAST, GGUF_MODELS
 from model.tasks import EOS
 from model.tasks.induction import NotARepeat, split_block
 from model.training.warmup import load_curve
@@ -89,6 +89,11 @@ def shipped_run(name: str) -> dict | None:
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_lens(name: str, device: str, text: str, k: int) -> Lens:
     return logit_lens(load_model(name, device), text, k=k)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def cached_fact_pairs(name: str, device: str) -> list[tuple[str, str, bool]]:
+    return fact_pairs(load_model(name, device))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -506,6 +511,26 @@ def show_lens() -> None:
 
 
 # ---- 3. Activation patching --------------------------------------------------------------
+def fact_patch_pairs(name: str, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A shipped real model's patching pairs, the facts it answers right first, and which it
+    answers right said in a caption, English and Korean apart (none right is said too)."""
+    with st.spinner(t("mech.patch.facts_running")):
+        facts = cached_fact_pairs(name, device)
+    for lang, script in (("en", str.isascii), ("ko", lambda text: not text.isascii())):
+        right = [code_span(c) for c, _, ok in facts if ok and script(c)]
+        key = "mech.patch.facts_right" if right else "mech.patch.facts_none"
+        st.caption(
+            t(
+                key,
+                model=model_label(name),
+                lang=t(f"mech.patch.lang.{lang}"),
+                pairs=", ".join(right),
+            )
+        )
+    known = [(c, d) for c, d, _ in facts]
+    return known + [pair for pair in pairs if pair not in known]
+
+
 def show_patching() -> None:
     st.markdown(t("mech.patch.plain"))
     words = ("recovered", "patched", "corrupted", "clean")
@@ -518,6 +543,8 @@ def show_patching() -> None:
     lm, name = pick_model(st, "mpatch_m")
     if lm is not None:
         pairs = [PATCH_DEFAULTS[name]] if name in PATCH_DEFAULTS else even_pairs(lm)
+        if name in GGUF_MODELS:  # a real model: the facts it answers right come first
+            pairs = fact_patch_pairs(name, pairs)
         if st.session_state.get("mpatch_for") != name:  # a new model starts from its example
             pair = pairs[0] if pairs else FOLDER_PATCH
             st.session_state["mclean"], st.session_state["mcorrupt"] = pair

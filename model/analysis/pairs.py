@@ -16,14 +16,23 @@ TEMPLATES = (
     ("hello world, {a} is all you need, so", "word"),
 )
 NAMES = (("Mary", "John"), ("Tom", "Anna"), ("Sam", "Kim"))
-# Facts a real model knows: one country for another changes the answer (Paris / Rome), and a
-# real model's greedy answer can be checked. Tried before the templates above.
+# Facts a real model may know: (clean, corrupted, the answer to each). One country for
+# another changes the answer (Paris / Rome), and whether the model answers right is checked
+# (``fact_pairs``), not hoped. Tried before the templates above. The last Korean pair gives
+# one example first: Gemma 3 270M names no capital from "일본의 수도는" alone.
 FACTS = (
-    ("The capital of France is", "The capital of Italy is"),
-    ("The capital of Japan is", "The capital of China is"),
-    ("The capital of Germany is", "The capital of Spain is"),
-    ("프랑스의 수도는", "이탈리아의 수도는"),
-    ("일본의 수도는", "중국의 수도는"),
+    ("The capital of France is", "The capital of Italy is", "Paris", "Rome"),
+    ("Paris is the capital of", "Rome is the capital of", "France", "Italy"),
+    ("The capital of Japan is", "The capital of China is", "Tokyo", "Beijing"),
+    ("The capital of Germany is", "The capital of Spain is", "Berlin", "Madrid"),
+    ("프랑스의 수도는", "이탈리아의 수도는", "파리", "로마"),
+    ("일본의 수도는", "중국의 수도는", "도쿄", "베이징"),
+    (
+        "대한민국의 수도는 서울이고, 일본의 수도는",
+        "대한민국의 수도는 서울이고, 중국의 수도는",
+        "도쿄",
+        "베이징",
+    ),
 )
 WORDS = (("cat", "dog"), ("math", "art"), ("park", "mat"), ("attention", "memory"))
 
@@ -45,7 +54,8 @@ def even_pairs(lm, candidates: list[tuple[str, str]] | None = None, most: int = 
     with at least one token different and none unknown, at most ``most``: the facts first,
     then the templates."""
     found = []
-    for clean, corrupted in [*FACTS, *candidate_pairs()] if candidates is None else candidates:
+    facts = [(clean, corrupted) for clean, corrupted, _, _ in FACTS]
+    for clean, corrupted in [*facts, *candidate_pairs()] if candidates is None else candidates:
         a, b = lm.encode(clean), lm.encode(corrupted)
         if a.unknown or b.unknown or a.truncated or b.truncated:
             continue
@@ -54,3 +64,21 @@ def even_pairs(lm, candidates: list[tuple[str, str]] | None = None, most: int = 
         if len(found) == most:
             break
     return found
+
+
+def answers(lm, text: str, answer: str, new_tokens: int = 4) -> bool:
+    """Whether ``lm``'s greedy continuation of ``text`` starts with ``answer``."""
+    ids = [step.token_id for step in lm.decode(text, max_new_tokens=new_tokens)]
+    return lm.tgt_tokenizer.detokenize(ids).strip().startswith(answer)
+
+
+def fact_pairs(lm) -> list[tuple[str, str, bool]]:
+    """The FACTS pairs ``lm`` reads as equally long, each with whether its greedy answers are
+    right on both sides; the right ones first, then in FACTS order."""
+    even = set(even_pairs(lm, [(c, d) for c, d, _, _ in FACTS], most=len(FACTS)))
+    found = [
+        (clean, corrupted, answers(lm, clean, a) and answers(lm, corrupted, b))
+        for clean, corrupted, a, b in FACTS
+        if (clean, corrupted) in even
+    ]
+    return sorted(found, key=lambda pair: not pair[2])

@@ -87,16 +87,13 @@ def test_the_modern_page_reads_smollm2s_grouped_heads_rope_base_and_cache_from_i
 def test_smollm2s_patching_pairs_are_facts_it_answers_right_and_tokenizes_evenly(smollm2):
     """The mechanisms page's patching starts from the first even pair (its page run, 450
     forward passes of a 30-layer model, is left to the browser test's budget)."""
-    from model.analysis.pairs import even_pairs
+    from model.analysis.pairs import FACTS, answers, even_pairs
 
-    answers = {"France": "Paris", "Italy": "Rome", "Japan": "Tokyo", "China": "Beijing"}
     pairs = even_pairs(smollm2)
     assert pairs[0] == ("The capital of France is", "The capital of Italy is")
-    for clean, corrupted in pairs[:2]:
+    for clean, corrupted, a, b in FACTS[:1]:  # Paris → Rome (FACTS[1] it gets wrong)
         assert len(smollm2.encode(clean).ids) == len(smollm2.encode(corrupted).ids)
-        for text in (clean, corrupted):
-            country = text.split()[-2]
-            assert smollm2.translate(text).startswith(answers[country]), text
+        assert answers(smollm2, clean, a) and answers(smollm2, corrupted, b), clean
 
 
 @pytest.mark.parametrize("lang", ["ko", "en"])
@@ -186,3 +183,23 @@ def test_gemmas_model_card_names_its_quantiser_and_offers_the_terms_shipped_with
     assert terms.is_file() and b"Gemma" in terms.read_bytes()
     labels = [b.label for b in at.sidebar.get("download_button")]
     assert translate("model.card.terms", lang) in labels
+
+
+def test_the_fact_pairs_each_real_model_answers_right_come_first_in_english_and_korean(smollm2):
+    """What the patching tab says of each model, recomputed: SmolLM2 knows the capitals in
+    English; Gemma 3 270M answers "Paris is the capital of" → France, and in Korean only
+    with one example given first (its bare "프랑스의 수도는" continues with a year)."""
+    from model import load
+    from model.analysis.pairs import fact_pairs
+
+    small = fact_pairs(smollm2)
+    assert small[0] == ("The capital of France is", "The capital of Italy is", True)
+    gemma = {(c, d): right for c, d, right in fact_pairs(load("gemma3", device="cpu"))}
+    assert gemma[("Paris is the capital of", "Rome is the capital of")]
+    assert not gemma[("The capital of France is", "The capital of Italy is")]
+    assert not gemma.get(("프랑스의 수도는", "이탈리아의 수도는"), False)
+    few_shot = (
+        "대한민국의 수도는 서울이고, 일본의 수도는",
+        "대한민국의 수도는 서울이고, 중국의 수도는",
+    )
+    assert gemma[few_shot]
