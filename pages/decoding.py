@@ -22,6 +22,7 @@ from viz.decoding import growing_mask_figure, head_rows_figure, next_token_figur
 require_frame()
 
 STRATEGIES = ("greedy", "beam", "sample")
+SEGMENTED_LAYERS_MAX = 12
 PLAY_SECONDS = 0.9  # one token per tick while playing: slow enough to follow
 STEP_KEY, PLAY_KEY = "step", "dec_playing"
 SAID_KEY = "_decoding_said_step"  # the step the live region last said
@@ -170,13 +171,15 @@ def toggle_play() -> None:
 n_layers = next(iter(steps[0].attention.values())).shape[0]
 layer_col, play_col = st.columns([5, 1], vertical_alignment="bottom")
 with layer_col:
+    # A row of buttons up to 12 layers; a real model's 18 or 30 would run off the page.
+    many = n_layers > SEGMENTED_LAYERS_MAX
     layer = linked(
-        st.segmented_control,
+        st.selectbox if many else st.segmented_control,
         t("common.layer"),
         list(range(n_layers)),
         key="dlayer",
-        required=True,
         format_func=lambda i: t("common.layer_n", n=i + 1),
+        **({} if many else {"required": True}),
     )
 # Play sits outside the fragment: starting the timer needs a run of the whole page.
 playing = st.session_state.get(PLAY_KEY, False)

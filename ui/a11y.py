@@ -347,7 +347,7 @@ _SCRIPT = r"""
       });
     }
     for (const [selector, label] of [['.katex-display', c.formula], ['[data-testid=stMain] pre', c.code],
-        ['[data-testid=stTable]', c.table]]) {
+        ['[data-testid=stTable], [data-testid=stTable] > div', c.table]]) {
       for (const el of document.querySelectorAll(selector)) {
         if (el.scrollWidth > el.clientWidth + 1) {
           set(el, 'tabindex', '0'); set(el, 'role', 'group'); set(el, 'aria-label', label);

@@ -45,7 +45,7 @@ def open_tab(page, key: str, lang: str) -> None:
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_every_tab_draws_in_both_languages(page, artifacts_dir, screenshot_whole_page, lang):
-    page.goto(f"/mechanisms?lang={lang}")
+    page.goto(f"/mechanisms?lang={lang}&model=en2ko")  # the toys' tabs, not a real model's
     page.locator("h1", has_text=translate("mech.title", lang)).wait_for(timeout=TIMEOUT_MS)
     wait_until_drawn(page)
     screenshot_whole_page(page, artifacts_dir / f"mechanisms-induction-{lang}.png")
@@ -70,7 +70,7 @@ def test_every_tab_draws_in_both_languages(page, artifacts_dir, screenshot_whole
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_a_corrupted_input_of_another_length_is_explained(page, artifacts_dir, lang):
-    page.goto(f"/mechanisms?lang={lang}")
+    page.goto(f"/mechanisms?lang={lang}&model=en2ko")  # the toys' tabs, not a real model's
     page.locator("h1", has_text=translate("mech.title", lang)).wait_for(timeout=TIMEOUT_MS)
     wait_until_drawn(page)
     open_tab(page, "mech.tab.patching", lang)

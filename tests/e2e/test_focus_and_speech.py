@@ -347,7 +347,9 @@ def test_the_norm_panels_stack_where_they_would_be_narrow(browser, app_url, widt
     beside the sidebar at 1024 px, one under the other as wide as the page, each with the
     numbers in its cells (three panels in one figure were too crowded at 390 px)."""
     for lang in ("en", "ko") if width == 390 else ("en",):
-        context, tab = open_page(browser, app_url, "concept_layernorm", lang, width, 900)
+        context, tab = open_page(
+            browser, app_url, "concept_layernorm?model=en2ko", lang, width, 900
+        )
         try:
             tab.locator(".st-key-axes_bn_cols_chart .main-svg").first.wait_for(
                 state="attached", timeout=TIMEOUT_MS

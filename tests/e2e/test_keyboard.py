@@ -89,7 +89,7 @@ def retype(tab, text: str) -> None:
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_type_a_sentence_and_reach_its_chart_summary_and_table(page, lang):
-    page.goto(f"/explorer?lang={lang}")
+    page.goto(f"/explorer?lang={lang}&model=en2ko")  # the English sentence's own words
     settle(page)
     label = translate("input.label", lang)
     tab_to(page, lambda f: f["tag"] == "INPUT" and f["label"] == label)

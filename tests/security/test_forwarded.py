@@ -16,6 +16,8 @@ from http.cookies import SimpleCookie
 
 import pytest
 
+# asyncio.run on a thread of its own: a worker may host Playwright's running loop
+from bench.classcore import run_async
 from deploy.ports import FORWARDED_ALLOW_IPS_ENV, TRUST_NO_PROXY, free_port
 from deploy.serve import Replica, end_processes, healthy, streamlit_command, wait_healthy
 from ui.classroom import BALANCER_HEADER
@@ -53,7 +55,7 @@ def test_uvicorn_as_the_lab_configures_it_rewrites_no_ones_address(monkeypatch):
             "client": ("127.0.0.1", 5000),
             "headers": [(b"x-forwarded-for", FORGED.encode())],
         }
-        asyncio.run(config.loaded_app(scope, None, None))
+        run_async(config.loaded_app(scope, None, None))
         return seen[-1][0]
 
     assert client_seen(None) == FORGED  # uvicorn's default: the hole
@@ -98,7 +100,7 @@ def _who(base: str, headers: dict[str, str]) -> str:
                     if body.startswith("client="):
                         return body.removeprefix("client=[").removesuffix("]")
 
-    return asyncio.run(run())
+    return run_async(run())
 
 
 @pytest.fixture(scope="module")

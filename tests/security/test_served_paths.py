@@ -189,7 +189,7 @@ def test_served_a_typed_path_in_the_session_is_never_read(served):
     assert not at.exception
     assert not [w for w in at.sidebar.text_input if w.key == "model_folder"]
     assert "/etc" not in everything_said(at)
-    assert at.session_state["model"] == ui.models.DEFAULT_MODEL
+    assert at.session_state["model"] == ui.models.default_model("en")
 
 
 def test_on_the_owners_own_machine_the_typed_box_stays(root, monkeypatch):

@@ -6,13 +6,15 @@ dashboard a separate action; the teacher gives a student a new personal link."""
 
 from __future__ import annotations
 
-import asyncio
 import urllib.parse
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from bench.classcore import (
+    run_async,  # asyncio.run on its own thread: the worker may host a running loop (Playwright)
+)
 from classroom import Classroom, core
 
 ROUTE_CLIENT = ("192.0.2.10", 50000)
@@ -139,7 +141,7 @@ def call(method: str, path: str, *, query: dict | None = None, headers=(), body=
     async def send(message):
         sent.append(message)
 
-    asyncio.run(app(scope, receive, send))
+    run_async(app(scope, receive, send))
     start = sent[0]
     return start["status"], [(k.decode(), v.decode()) for k, v in start["headers"]]
 
