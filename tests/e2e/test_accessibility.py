@@ -228,7 +228,7 @@ def test_every_page_in_both_languages_on_every_screen(
     if plain:
         context, tab = small
         tab.set_viewport_size(PHONE)
-        tab.goto(f"/{path}?lang={lang}")
+        tab.goto(f"/{path}?{toy}lang={lang}")
         settle(tab)
         found["axe on a phone"] = axe_problems(tab, axe, report, path, lang)
         found["phone"] = phone_problems(tab)
