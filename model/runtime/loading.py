@@ -232,7 +232,7 @@ def fallback_note(reason: str) -> str:
     layout in general and still not this folder: a llama3-rescaled LLaMA, say)."""
     return (
         f"Runs through transformers' own code because {reason}. Attention Lab's engine runs "
-        "BERT, LLaMA, Qwen2, Mistral and GPT-2 folders that match their reference layout; "
+        "BERT, LLaMA, Qwen2, Mistral, GPT-2 and Gemma 3 folders that match their reference layout; "
         "here: attention maps and decoding only; the four attention stages, head ablation, "
         "the KV-cache view, the logit lens, patching and attribution need our engine."
     )
