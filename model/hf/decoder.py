@@ -202,6 +202,31 @@ def decoder_max_len(config, tokenizer: HFTokenizer | None = None) -> int:
     return min(limits)
 
 
+def _llama_family(config, max_len: int) -> dict:
+    """What LLaMA, Qwen2, Mistral and Gemma 3 configs share: a pre-LN RMSNorm decoder with
+    rotate-half RoPE, sizes read from the same transformers fields, inference only."""
+    return dict(
+        kind="decoder",
+        src_vocab_size=config.vocab_size,
+        tgt_vocab_size=config.vocab_size,
+        d_model=config.hidden_size,
+        n_heads=config.num_attention_heads,
+        n_kv_heads=getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
+        head_dim=_head_dim(config),
+        n_encoder_layers=0,
+        n_decoder_layers=config.num_hidden_layers,
+        d_ff=config.intermediate_size,
+        dropout=0.0,
+        norm_placement="pre",
+        norm="rms",
+        positions="rope",
+        rope_layout="half",
+        max_len=max_len,
+        layer_norm_eps=config.rms_norm_eps,
+        pad_id=None,
+    )
+
+
 def gemma3_config(config, max_len: int) -> TransformerConfig:
     """Our config for a Gemma 3 text checkpoint: LLaMA's pre-LN decoder with Gemma's pieces."""
     global_base, local_base, _ = _gemma_rope(config)
@@ -212,38 +237,21 @@ def gemma3_config(config, max_len: int) -> TransformerConfig:
     if "sliding_attention" not in layer_types:
         window = None
     return TransformerConfig(
-        kind="decoder",
-        src_vocab_size=config.vocab_size,
-        tgt_vocab_size=config.vocab_size,
-        d_model=config.hidden_size,
-        n_heads=config.num_attention_heads,
-        n_kv_heads=getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
-        head_dim=_head_dim(config),
-        n_encoder_layers=0,
-        n_decoder_layers=layers,
-        d_ff=config.intermediate_size,
-        dropout=0.0,
+        **_llama_family(config, max_len),
         ffn="geglu",
-        norm_placement="pre",
-        norm="rms",
         rms_unit_offset=True,
         sandwich_norm=True,
         qk_norm=True,
         query_pre_attn_scalar=float(getattr(config, "query_pre_attn_scalar", _head_dim(config))),
-        positions="rope",
         rope_base=global_base,
         rope_local_base=local_base,
-        rope_layout="half",
         qkv_bias=bias,
         out_bias=bias,
         ffn_bias=False,
-        max_len=max_len,
         sliding_window=int(window) if window else None,
         layer_types=layer_types,
-        layer_norm_eps=config.rms_norm_eps,
         scale_embedding=True,  # x √d_model, in the embedding's dtype
         tie_embeddings=bool(getattr(config, "tie_word_embeddings", True)),
-        pad_id=None,
     )
 
 
@@ -277,32 +285,15 @@ def decoder_config(config, max_len: int | None = None) -> TransformerConfig:
     mt = config.model_type
     attention_bias = bool(getattr(config, "attention_bias", False))
     return TransformerConfig(
-        kind="decoder",
-        src_vocab_size=config.vocab_size,
-        tgt_vocab_size=config.vocab_size,
-        d_model=config.hidden_size,
-        n_heads=config.num_attention_heads,
-        n_kv_heads=getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
-        head_dim=_head_dim(config),
-        n_encoder_layers=0,
-        n_decoder_layers=config.num_hidden_layers,
-        d_ff=config.intermediate_size,
-        dropout=0.0,
+        **_llama_family(config, max_len),
         ffn="swiglu",
-        norm_placement="pre",
-        norm="rms",
-        positions="rope",
         rope_base=base,
-        rope_layout="half",
         qkv_bias=True if mt == "qwen2" else attention_bias,
         out_bias=False if mt == "qwen2" else attention_bias,
         ffn_bias=bool(getattr(config, "mlp_bias", False)),
-        max_len=max_len,
         sliding_window=_sliding_window(config),
-        layer_norm_eps=config.rms_norm_eps,
         scale_embedding=False,
         tie_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
-        pad_id=None,
     )
 
 
