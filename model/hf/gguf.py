@@ -486,9 +486,15 @@ def convert_with_transformers(f: GGUFFile, folder: Path) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    kw = {"gguf_file": f.path.name, "local_files_only": True}
+    folder_in, name = str(f.path.parent), f.path.name
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(f.path.parent), dtype=torch.float32, **kw)
+        model = AutoModelForCausalLM.from_pretrained(
+            folder_in,
+            gguf_file=name,
+            dtype=torch.float32,
+            local_files_only=True,
+            trust_remote_code=False,
+        )
         # save_pretrained refuses a model loaded from a GGUF ("not serializable"): its
         # weights are plain float32 here, so they are written as they are, without the
         # GGUF quantisation note in the config.
@@ -499,7 +505,9 @@ def convert_with_transformers(f: GGUFFile, folder: Path) -> dict:
         config.pop("quantization_config", None)
         config["dtype"] = "float32"
         (folder / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
-        AutoTokenizer.from_pretrained(str(f.path.parent), **kw).save_pretrained(folder)
+        AutoTokenizer.from_pretrained(
+            folder_in, gguf_file=name, local_files_only=True, trust_remote_code=False
+        ).save_pretrained(folder)
     except Exception as err:  # transformers raises many kinds; the reader needs one message
         raise GGUFProblem(
             "gguf_unreadable",
