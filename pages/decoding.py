@@ -120,17 +120,19 @@ if ours:
             "cross": cfg.n_decoder_layers if lm.kind == "encoder-decoder" else 0,
         }
         chosen = []
-        for kind, n_layers in layers.items():
+        for attention_kind, n_layers in layers.items():
             if not n_layers:
                 continue
             heads = [
-                (kind, layer, head) for layer in range(n_layers) for head in range(cfg.n_heads)
+                (attention_kind, layer, head)
+                for layer in range(n_layers)
+                for head in range(cfg.n_heads)
             ]
             picked = st.pills(
-                t(f"common.kind.{kind}"),
+                t(f"common.kind.{attention_kind}"),
                 heads,
                 selection_mode="multi",
-                key=translated_widget(f"off_{kind}"),
+                key=translated_widget(f"off_{attention_kind}"),
                 format_func=lambda h: t("decoding.head_short", layer=h[1] + 1, head=h[2] + 1),
                 persist_state="session",
             )

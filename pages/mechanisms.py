@@ -454,7 +454,7 @@ def show_best_head(where, lm, name: str, text: str, names: dict[str, str]) -> No
     )
 
 
-# ---- the model for the other three tabs --------------------------------------------------
+# ---- the model for the other four tabs ---------------------------------------------------
 device = selected_device()
 
 
