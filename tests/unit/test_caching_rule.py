@@ -41,6 +41,13 @@ CONSTANTS = {
     "practice/kinds/family.py:_pool",
 }
 FUNCTOOLS = {"cache", "lru_cache"}
+# an object's own memo of what it derives of itself, living and dying with it: a Trace's
+# stacked maps, block sums and cell counts (model/trace.py is below ByteLRU's floor)
+OWN_MEMOS = {
+    "model/trace.py:_stack_cache",
+    "model/trace.py:_sums_cache",
+    "model/trace.py:_counts_cache",
+}
 # ways of keeping things the lab no longer uses: they would be a fourth mechanism
 FORBIDDEN_NAMES = {"WeakKeyDictionary", "WeakValueDictionary", "KeptWithTrace", "OrderedDict"}
 ONE_CACHE = "model/runtime/kept.py"  # ByteLRU itself may use what it needs
@@ -73,7 +80,13 @@ def cache_sites() -> list[tuple[str, str, str]]:
                     name = decorator_name(dec)
                     if name in {"cache_data", "cache_resource", "memo_figure", *FUNCTOOLS}:
                         sites.append((where, node.name, name))
-            elif isinstance(node, ast.Name | ast.Attribute | ast.alias):
+            elif isinstance(node, ast.AnnAssign | ast.Assign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    name = getattr(target, "attr", None) or getattr(target, "id", "")
+                    if name.endswith("_cache") and isinstance(node.value, ast.Dict):
+                        sites.append((where, name, "own memo"))
+            if isinstance(node, ast.Name | ast.Attribute | ast.alias):
                 name = getattr(node, "id", None) or getattr(node, "attr", None) or node.name
                 if name in FORBIDDEN_NAMES and where != ONE_CACHE:
                     sites.append((where, name, "forbidden"))
@@ -90,6 +103,8 @@ def broken(sites) -> list[str]:
             out.append(f"{site}: st.cache_resource is for process objects, not data")
         elif how == "cache_data" and not where.startswith(STREAMLIT_FLOORS):
             out.append(f"{site}: st.cache_data only in ui/ and pages/")
+        elif how == "own memo" and site not in OWN_MEMOS:
+            out.append(f"{site}: a dictionary kept as a cache; use a ByteLRU")
         elif how in FUNCTOOLS and site not in CONSTANTS:
             out.append(f"{site}: functools caches hold constants only; use a ByteLRU")
     return out
@@ -105,6 +120,7 @@ def test_the_rule_names_a_cache_kept_a_fourth_way():
         ("model/x.py", "table", "lru_cache"),  # computed data in a functools cache
         ("model/x.py", "curve", "cache_data"),  # Streamlit below ui/
         ("viz/x.py", "WeakKeyDictionary", "forbidden"),
+        ("ui/x.py", "_figure_cache", "own memo"),  # a dictionary as a cache
         ("ui/sidebar.py", "device_info", "cache_resource"),  # allowed
         ("ui/x.py", "chart", "memo_figure"),  # allowed
     ]
@@ -113,4 +129,5 @@ def test_the_rule_names_a_cache_kept_a_fourth_way():
         "table",
         "curve",
         "WeakKeyDictionary",
+        "_figure_cache",
     ]
