@@ -48,6 +48,7 @@ from classroom.names import (  # noqa: F401 - MAX_NAME, BadNameError: re-exporte
     same_name,
 )
 from classroom.store import READ_ONLY, one_writer, ready_engine
+from model.runtime.kept import ByteLRU
 from practice.core import Exercise, Feedback, Step
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud, typed on a phone
@@ -168,9 +169,13 @@ def _feedback(row: SubmissionRow) -> Feedback:
     return Feedback(row.correct, row.feedback_key, json.loads(row.feedback_params))
 
 
-@functools.lru_cache(maxsize=1024)
+# The exercises students are on, made once (a class asks for the same few all lesson long):
+# the lab's one byte-bounded cache, as every computed thing (docs/ARCHITECTURE.md).
+_EXERCISES = ByteLRU(budget=16 * 2**20)
+
+
 def _exercise(kind: str, seed: int) -> Exercise:
-    return practice.make(kind, seed)
+    return _EXERCISES.get_or_compute((kind, seed), lambda: practice.make(kind, seed))
 
 
 def _check_text(value: object, what: str, limit: int) -> str:

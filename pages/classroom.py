@@ -311,9 +311,49 @@ def student_view(room: Classroom, student_key: str) -> None:
         st.caption(t("classroom.student.resume_help"))
         st.code(student_link(student_key), language=None)
     answered_slot = st.empty()  # drawn last: it counts the answer this run may store
+    student_nav(room, student_key, index, n)
 
-    # A press counts by the button's return value as well as its callback (was_pressed): a
-    # session new to this page (a reconnect) would otherwise lose its first press unsaid.
+    ex = patient(room.exercise, student_key, index, client=client())
+    states = patient(room.progress, student_key, client=client())
+    state = states[index]
+    with st.container(border=True, key="class_exercise"):
+        st.subheader(
+            t(
+                "practice.exercise_title",
+                n=index + 1,
+                kind=t(f"practice.kind.{ex.kind}"),
+                topic=t(f"practice.topic.{ex.topic}"),
+            )
+        )
+        show_prompt(ex, index)
+        if klass.closed:
+            st.info(t("classroom.student.closed"), icon=":material/lock:")
+        else:
+            answer_form(room, student_key, index, ex, state)
+        said = show_feedback(state)
+        solution(room, student_key, index, ex, state, klass)
+    answered = sum(s.attempts > 0 for s in states)
+    answered_slot.progress(answered / n, text=t("classroom.student.answered", done=answered, n=n))
+    if not klass.closed:
+        press_guard()
+        boxes = stored_widgets(ex, state.last_answer)
+        keep_drafts(klass.code, student_key, index, "class_exercise", boxes, state.attempts)
+    # Last on the page: what the press changed, read out once by the live region, with the
+    # keyboard focus moved to it (the feedback after Check, the exercise after Join).
+    say = st.session_state.pop(SAY_KEY, None)
+    if say == "saved" and said:
+        announce(f"{t('classroom.said.saved')} {' '.join(said)}", focus=".st-key-class_feedback")
+    elif say == "joined":
+        announce(
+            t("classroom.said.joined", title=klass.title, name=me.name, i=index + 1, n=n),
+            focus=".st-key-class_exercise",
+        )
+
+
+def student_nav(room: Classroom, student_key: str, index: int, n: int) -> None:
+    """Previous, where the student is, next. A press counts by the button's return value as
+    well as its callback (was_pressed): a session new to this page (a reconnect) would
+    otherwise lose its first press unsaid."""
     c1, c2, c3 = st.columns([1, 2, 1], vertical_alignment="center")
     back = c1.button(
         t("classroom.student.previous"),
@@ -339,70 +379,47 @@ def student_view(room: Classroom, student_key: str) -> None:
     if was_pressed(forward, "went_on") and index < n - 1:
         go(room, student_key, index + 1)
 
-    ex = patient(room.exercise, student_key, index, client=client())
-    states = patient(room.progress, student_key, client=client())
-    with st.container(border=True, key="class_exercise"):
-        st.subheader(
-            t(
-                "practice.exercise_title",
-                n=index + 1,
-                kind=t(f"practice.kind.{ex.kind}"),
-                topic=t(f"practice.topic.{ex.topic}"),
-            )
+
+def answer_form(room: Classroom, student_key: str, index: int, ex, state) -> None:
+    """The answer boxes (the stored answer in them) and Check; an answer typed but not
+    stored says so."""
+    with st.form(f"class_form_{index}"):
+        answer_widgets(ex, stored_widgets(ex, state.last_answer))
+        hidden_press_id(pressing=bool(st.session_state.get("sent")))
+        sent = st.form_submit_button(
+            t("practice.check"),
+            type="primary",
+            key=CHECK_KEY,
+            on_click=pressed,
+            args=("sent",),
         )
-        show_prompt(ex, index)
-        if klass.closed:
-            st.info(t("classroom.student.closed"), icon=":material/lock:")
+    if was_pressed(sent, "sent"):
+        if submit(room, student_key, index, ex):
+            st.session_state[SAY_KEY] = "saved"
+            # Drawn again at once, the form with the next press's id: renewed in the next
+            # press's own run instead, the id would not be the one the browser sent
+            # (hidden_press_id).
+            st.rerun()
+    elif unsaved_answer(ex, raw_answer(ex), state.last_answer):
+        st.warning(t("classroom.student.unsaved"), icon=":material/cloud_off:")
+
+
+def show_feedback(state) -> list[str]:
+    """The stored answer's feedback and attempts; returns what the live region may say."""
+    said = []
+    if state.feedback is None:
+        return said
+    fb = state.feedback
+    with st.container(key="class_feedback"):
+        if fb.correct:
+            said.append(tx(fb.key, **fb.params))
+            st.success(said[-1], icon=":material/check_circle:")
         else:
-            with st.form(f"class_form_{index}"):
-                answer_widgets(ex, stored_widgets(ex, states[index].last_answer))
-                hidden_press_id(pressing=bool(st.session_state.get("sent")))
-                sent = st.form_submit_button(
-                    t("practice.check"),
-                    type="primary",
-                    key=CHECK_KEY,
-                    on_click=pressed,
-                    args=("sent",),
-                )
-            if was_pressed(sent, "sent"):
-                if submit(room, student_key, index, ex):
-                    st.session_state[SAY_KEY] = "saved"
-                    # Drawn again at once, the form with the next press's id: renewed in
-                    # the next press's own run instead, the id would not be the one the
-                    # browser sent (hidden_press_id).
-                    st.rerun()
-            elif unsaved_answer(ex, raw_answer(ex), states[index].last_answer):
-                st.warning(t("classroom.student.unsaved"), icon=":material/cloud_off:")
-        state = states[index]
-        said = []
-        if state.feedback is not None:
-            fb = state.feedback
-            with st.container(key="class_feedback"):
-                if fb.correct:
-                    said.append(tx(fb.key, **fb.params))
-                    st.success(said[-1], icon=":material/check_circle:")
-                else:
-                    verdict, hint = t("practice.not_right"), tx(fb.key, **fb.params)
-                    said.append(f"{verdict} {hint}")
-                    st.error(f"**{verdict}** {hint}", icon=":material/lightbulb:")
-                st.caption(t("classroom.student.attempts", n=state.attempts))
-        solution(room, student_key, index, ex, state, klass)
-    answered = sum(s.attempts > 0 for s in states)
-    answered_slot.progress(answered / n, text=t("classroom.student.answered", done=answered, n=n))
-    if not klass.closed:
-        press_guard()
-        boxes = stored_widgets(ex, state.last_answer)
-        keep_drafts(klass.code, student_key, index, "class_exercise", boxes, state.attempts)
-    # Last on the page: what the press changed, read out once by the live region, with the
-    # keyboard focus moved to it (the feedback after Check, the exercise after Join).
-    say = st.session_state.pop(SAY_KEY, None)
-    if say == "saved" and said:
-        announce(f"{t('classroom.said.saved')} {' '.join(said)}", focus=".st-key-class_feedback")
-    elif say == "joined":
-        announce(
-            t("classroom.said.joined", title=klass.title, name=me.name, i=index + 1, n=n),
-            focus=".st-key-class_exercise",
-        )
+            verdict, hint = t("practice.not_right"), tx(fb.key, **fb.params)
+            said.append(f"{verdict} {hint}")
+            st.error(f"**{verdict}** {hint}", icon=":material/lightbulb:")
+        st.caption(t("classroom.student.attempts", n=state.attempts))
+    return said
 
 
 def submit(room: Classroom, student_key: str, index: int, ex) -> bool:
@@ -649,8 +666,14 @@ def live_dashboard(room: Classroom, code: str, teacher_key: str) -> None:
         st.info(t("classroom.teacher.no_students"), icon=":material/hourglass_empty:")
         return
     summary = summarize(results)
-    labels = [item_label(i, k) for i, k in zip(summary["index"], summary["kind"])]
+    show_item_outcomes(summary, students)
+    show_mistakes(mistakes, summary)
+    show_student_grid(results, code)
 
+
+def show_item_outcomes(summary: pd.DataFrame, students: int) -> None:
+    """How each exercise went (first try, later, solution shown) as bars and a table."""
+    labels = [item_label(i, k) for i, k in zip(summary["index"], summary["kind"])]
     st.markdown(f"#### {t('classroom.teacher.items_title')}")
     counts = outcome_counts(summary)
     outcome_names = {o: t(f"classroom.outcome.{o}") for o in counts.columns}
@@ -677,6 +700,9 @@ def live_dashboard(room: Classroom, code: str, teacher_key: str) -> None:
     )
     st.dataframe(table, hide_index=True)
 
+
+def show_mistakes(mistakes: pd.DataFrame, summary: pd.DataFrame) -> None:
+    """The class's common mistakes per exercise, with a few answers that made them."""
     st.markdown(f"#### {t('classroom.teacher.mistakes_title')}")
     if mistakes.empty:
         st.caption(t("classroom.teacher.no_mistakes"))
@@ -700,6 +726,9 @@ def live_dashboard(room: Classroom, code: str, teacher_key: str) -> None:
             )
         st.dataframe(pd.DataFrame(rows), hide_index=True)
 
+
+def show_student_grid(results: pd.DataFrame, code: str) -> None:
+    """One row per student, one column per exercise, and the results as a CSV file."""
     st.markdown(f"#### {t('classroom.teacher.grid_title')}")
     st.caption(t("classroom.teacher.grid_help"))
     grid = results.assign(

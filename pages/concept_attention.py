@@ -289,99 +289,111 @@ def show_cross() -> None:
     xlm, why = try_model("en2ko")
     if xlm is None:
         st.info(t("concepts.family.missing", name="en2ko"), icon=":material/hourglass_empty:")
+        return
+    xtext = concept_sentence(xlm, "en2ko", key="xtext", default="I study math")
+    if xtext is None:
+        return
+    xw, xhead, xquery = chosen_cross(xlm, xtext)
+    dec_tokens, src_tokens = xw.tokens, xw.key_tokens or []
+    st.markdown(
+        t(
+            "concepts.attention.cross_shapes",
+            lt=len(dec_tokens),
+            ls=len(src_tokens),
+            d_k=xw.d_k,
+            d_model=xw.x.shape[1],
+        )
+    )
+    st.latex(r"q_t = y_t W_Q + b_Q,\quad k_s = m_s W_K + b_K,\quad v_s = m_s W_V + b_V")
+    qkv_charts(
+        xw.q[xhead, xquery],
+        dec_tokens[xquery],
+        xw.k[xhead],
+        xw.v[xhead],
+        src_tokens,
+        titles=(
+            t("concepts.attention.cross_q_title"),
+            t("concepts.attention.cross_k_title"),
+            t("concepts.attention.cross_v_title"),
+        ),
+        key="x",
+    )
+    step_table(
+        src_tokens,
+        xw.scores[xhead, xquery],
+        xw.scaled[xhead, xquery],
+        xw.allowed[xquery],
+        xw.weights[xhead, xquery],
+        columns,
+    )
+    show_cross_heads(xw)
+
+
+def chosen_cross(xlm, xtext: str):
+    """The cross-attention walk-through at the reader's layer, with the head and decoder
+    query they pick: (walk-through, head, query)."""
+    n_dec = len(xlm.network.decoder.layers)
+    x1, x2 = st.columns(2)
+    with x1:
+        xlayer = linked(
+            st.selectbox,
+            t("common.layer"),
+            list(range(n_dec)),
+            key="xlayer",
+            format_func=lambda i: t("common.layer_n", n=i + 1),
+        )
+    with st.spinner(t("explorer.running")):
+        xw = cached_cross_walkthrough("en2ko", device, xtext, xlayer)
+    with x2:
+        xhead = linked(
+            st.selectbox,
+            t("common.head"),
+            list(range(xw.n_heads)),
+            key="xhead",
+            format_func=lambda i: t("common.head_n", n=i + 1),
+        )
+    dec_tokens = xw.tokens
+    xoptions = list(range(len(dec_tokens)))
+    xquery = linked(
+        st.pills,
+        t("concepts.attention.cross_query"),
+        xoptions,
+        key="xquery",
+        required=True,
+        format_func=lambda i: code_span(dec_tokens[i]),
+    )
+    return xw, xhead, xquery if xquery in xoptions else 0
+
+
+def show_cross_heads(xw) -> None:
+    """Every head's cross-attention, and the check against the model's own weights."""
+    dec_tokens, src_tokens = xw.tokens, xw.key_tokens or []
+    plotly_chart(
+        heads_figure(
+            xw.weights,
+            dec_tokens,
+            src_tokens,
+            mask=xw.allowed,
+            titles=head_titles(xw.n_heads),
+            labels=axis_labels(),
+        ),
+        key="xheads_chart",
+    )
+    st.caption(t("concepts.attention.cross_caption", lt=len(dec_tokens), ls=len(src_tokens)))
+    if xw.agrees():
+        st.success(
+            t(
+                "concepts.attention.cross_match",
+                error=f"{xw.weights_error():.1e}",
+                out=f"{xw.out_error():.1e}",
+            ),
+            icon=":material/check_circle:",
+        )
     else:
-        xtext = concept_sentence(xlm, "en2ko", key="xtext", default="I study math")
-        if xtext is not None:
-            n_dec = len(xlm.network.decoder.layers)
-            x1, x2 = st.columns(2)
-            with x1:
-                xlayer = linked(
-                    st.selectbox,
-                    t("common.layer"),
-                    list(range(n_dec)),
-                    key="xlayer",
-                    format_func=lambda i: t("common.layer_n", n=i + 1),
-                )
-            with st.spinner(t("explorer.running")):
-                xw = cached_cross_walkthrough("en2ko", device, xtext, xlayer)
-            with x2:
-                xhead = linked(
-                    st.selectbox,
-                    t("common.head"),
-                    list(range(xw.n_heads)),
-                    key="xhead",
-                    format_func=lambda i: t("common.head_n", n=i + 1),
-                )
-            dec_tokens, src_tokens = xw.tokens, xw.key_tokens or []
-            xoptions = list(range(len(dec_tokens)))
-            xquery = linked(
-                st.pills,
-                t("concepts.attention.cross_query"),
-                xoptions,
-                key="xquery",
-                required=True,
-                format_func=lambda i: code_span(dec_tokens[i]),
-            )
-            xquery = xquery if xquery in xoptions else 0
-            st.markdown(
-                t(
-                    "concepts.attention.cross_shapes",
-                    lt=len(dec_tokens),
-                    ls=len(src_tokens),
-                    d_k=xw.d_k,
-                    d_model=xw.x.shape[1],
-                )
-            )
-            st.latex(r"q_t = y_t W_Q + b_Q,\quad k_s = m_s W_K + b_K,\quad v_s = m_s W_V + b_V")
-            qkv_charts(
-                xw.q[xhead, xquery],
-                dec_tokens[xquery],
-                xw.k[xhead],
-                xw.v[xhead],
-                src_tokens,
-                titles=(
-                    t("concepts.attention.cross_q_title"),
-                    t("concepts.attention.cross_k_title"),
-                    t("concepts.attention.cross_v_title"),
-                ),
-                key="x",
-            )
-            step_table(
-                src_tokens,
-                xw.scores[xhead, xquery],
-                xw.scaled[xhead, xquery],
-                xw.allowed[xquery],
-                xw.weights[xhead, xquery],
-                columns,
-            )
-            plotly_chart(
-                heads_figure(
-                    xw.weights,
-                    dec_tokens,
-                    src_tokens,
-                    mask=xw.allowed,
-                    titles=head_titles(xw.n_heads),
-                    labels=axis_labels(),
-                ),
-                key="xheads_chart",
-            )
-            st.caption(
-                t("concepts.attention.cross_caption", lt=len(dec_tokens), ls=len(src_tokens))
-            )
-            if xw.agrees():
-                st.success(
-                    t(
-                        "concepts.attention.cross_match",
-                        error=f"{xw.weights_error():.1e}",
-                        out=f"{xw.out_error():.1e}",
-                    ),
-                    icon=":material/check_circle:",
-                )
-            else:
-                st.error(
-                    t("concepts.attention.mismatch", error=f"{xw.weights_error():.1e}"),
-                    icon=":material/error:",
-                )
+        st.error(
+            t("concepts.attention.mismatch", error=f"{xw.weights_error():.1e}"),
+            icon=":material/error:",
+        )
 
 
 # ---- why √d_k ------------------------------------------------------------------------------------
@@ -439,6 +451,11 @@ def show_why_scale() -> None:
             scaled=f"{np.var(dots / math.sqrt(exp_dk)):.3f}",
         )
     )
+    show_saturation(exp_dk)
+
+
+def show_saturation(exp_dk: int) -> None:
+    """Unscaled scores saturate the softmax: one example's weights, and the gradient left."""
     sat = cached_saturation()
     example = cached_softmax_example(exp_dk)
     s1, s2 = st.columns(2)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from model.analysis.stepping import distribution_before, growing_mask
 from model.analysis.tokens import written_text
 from model.analysis.view import model_special_tokens
-from model.masks import future_mask
 from model.runtime.types import DecodeStep
 from model.tasks import reference_answer
 from ui.a11y import announce
@@ -120,17 +120,19 @@ if ours:
             "cross": cfg.n_decoder_layers if lm.kind == "encoder-decoder" else 0,
         }
         chosen = []
-        for kind, n_layers in layers.items():
+        for attention_kind, n_layers in layers.items():
             if not n_layers:
                 continue
             heads = [
-                (kind, layer, head) for layer in range(n_layers) for head in range(cfg.n_heads)
+                (attention_kind, layer, head)
+                for layer in range(n_layers)
+                for head in range(cfg.n_heads)
             ]
             picked = st.pills(
-                t(f"common.kind.{kind}"),
+                t(f"common.kind.{attention_kind}"),
                 heads,
                 selection_mode="multi",
-                key=translated_widget(f"off_{kind}"),
+                key=translated_widget(f"off_{attention_kind}"),
                 format_func=lambda h: t("decoding.head_short", layer=h[1] + 1, head=h[2] + 1),
                 persist_state="session",
             )
@@ -201,36 +203,47 @@ def show_step() -> None:
         else:  # the end: stop, and rerun the page so the timer is switched off too
             st.session_state[PLAY_KEY] = False
             st.rerun(scope="app")
-    # One row, each button as wide as its label: fixed columns cut "다음 스텝" to "다." at 1024 px.
-    buttons = st.container(horizontal=True)
-    buttons.button(
-        t("decoding.reset"),
-        icon=":material/first_page:",
-        on_click=move,
-        args=(None,),
-        width="content",
-    )
-    buttons.button(
-        t("decoding.back"),
-        icon=":material/chevron_left:",
-        on_click=move,
-        args=(-1,),
-        width="content",
-    )
-    buttons.button(
-        t("decoding.step"),
-        icon=":material/chevron_right:",
-        on_click=move,
-        args=(1,),
-        type="primary",
-        width="content",
-    )
+    step_buttons()
     step = st.session_state[STEP_KEY]
     if st.query_params.get(STEP_KEY) != str(step):
         st.query_params[STEP_KEY] = str(step)
     st.progress(step / n_steps, text=t("decoding.position", step=step, total=n_steps))
     generated = [s.token for s in steps[:step]]
-    # Said once when the step changes (not on the first drawing, nor on other reruns).
+    say_step(live, step, generated)
+    show_decoder_input(step, generated)
+    if step == 0:
+        st.info(t("decoding.press_step"), icon=":material/chevron_right:")
+        return
+    current = steps[step - 1]
+    st.markdown(t("decoding.new_token", token=code_span(current.token), n=step))
+    charts = step_charts(step, generated, current)
+    html_download(
+        charts,
+        title=f"{t('decoding.title')} · {t('decoding.position', step=step, total=n_steps)}",
+        intro=t("chart.export_html_intro", model=model_label(model_name), text=text),
+        name=f"decoding-{strategy}-step{step}-layer{layer + 1}",
+        key="decoding_html",
+    )
+    if current.beams:
+        show_beams(current)
+
+
+def step_buttons() -> None:
+    """One row, each button as wide as its label: fixed columns cut "다음 스텝" to "다." at
+    1024 px."""
+    buttons = st.container(horizontal=True)
+    for label, icon, delta, kind in (
+        ("decoding.reset", ":material/first_page:", None, "secondary"),
+        ("decoding.back", ":material/chevron_left:", -1, "secondary"),
+        ("decoding.step", ":material/chevron_right:", 1, "primary"),
+    ):
+        buttons.button(
+            t(label), icon=icon, on_click=move, args=(delta,), type=kind, width="content"
+        )
+
+
+def say_step(live, step: int, generated: list[str]) -> None:
+    """Said once when the step changes (not on the first drawing, nor on other reruns)."""
     said = st.session_state.get(SAID_KEY)
     st.session_state[SAID_KEY] = step
     if said is not None and said != step:
@@ -239,7 +252,11 @@ def show_step() -> None:
                 announce(t("decoding.say_step", step=step, total=n_steps, token=generated[-1]))
             else:
                 announce(t("decoding.say_start", total=n_steps))
-    # Teacher forcing's "shifted right": the newest token is not yet an input.
+
+
+def show_decoder_input(step: int, generated: list[str]) -> None:
+    """What the decoder reads at this step beside what it has written so far. Teacher
+    forcing's "shifted right": the newest token is not yet an input."""
     dec_input = lm.decoder_tokens(text, generated[:-1] if step else [])
     left, right = st.columns(2)
     specials = lm.input_tokenizer.special_tokens
@@ -252,40 +269,33 @@ def show_step() -> None:
     right.markdown(
         t("decoding.output_so_far", tokens=" ".join(code_span(x) for x in generated) or "—")
     )
-    if step == 0:
-        st.info(t("decoding.press_step"), icon=":material/chevron_right:")
-        return
-    current = steps[step - 1]
-    st.markdown(t("decoding.new_token", token=code_span(current.token), n=step))
+
+
+def step_charts(step: int, generated: list[str], current: DecodeStep) -> list:
+    """The growing mask, the next-token distribution and the new query's attention per
+    head (self, then cross), as drawn: the step's HTML file holds the same."""
+    grown = growing_mask(steps, step, layer, lm.decoder_tokens(text, generated))
     heads = current.attention["decoder"].shape[1]
-    # The growing mask: one row per query that produced a token so far.
-    keys = lm.decoder_tokens(text, generated)[: current.attention["decoder"].shape[-1]]
-    queries = keys[len(keys) - step :]
-    # The model's causal rule for these queries (the last ``step`` positions) over the keys.
-    mask = future_mask(step, len(keys), offset=len(keys) - step)
-    rows = [s.attention["decoder"][layer].mean(0) for s in steps[:step]]
     mask_col, dist_col = st.columns(2)
-    charts = []  # as drawn, for the step's HTML file
-    charts.append(
+    charts = [
         drawn(
             growing_mask_figure(
-                rows,
-                queries,
-                keys,
-                mask=mask,
+                grown.rows,
+                grown.queries,
+                grown.keys,
+                mask=grown.mask,
                 title=t("decoding.mask_title", n=layer + 1),
                 labels=axis_labels(),
             ),
             "mask_chart",
             where=mask_col,
         )
-    )
+    ]
     vocab = lm.tgt_tokenizer.tokens(list(range(len(current.probs))))
-    before = (current.logits.softmax(-1) if current.logits is not None else current.probs).numpy()
     charts.append(
         drawn(
             next_token_figure(
-                before,
+                distribution_before(current).numpy(),
                 current.probs.numpy(),
                 vocab,
                 current.token_id,
@@ -299,55 +309,41 @@ def show_step() -> None:
     )
     dist_col.caption(t(f"decoding.dist_caption.{strategy}"))
     self_col, cross_col = st.columns(2)
-    charts.append(
-        drawn(
-            head_rows_figure(
-                current.attention["decoder"][layer],
-                keys,
-                head_titles=head_titles(heads),
-                title=t("decoding.self_title", n=layer + 1),
-                labels=axis_labels(rows="common.head"),
-            ),
-            "self_chart",
-            where=self_col,
-        )
-    )
-    if "cross" in current.attention:
+    for kind, where, keys in (("decoder", self_col, grown.keys), ("cross", cross_col, None)):
+        if kind not in current.attention:
+            cross_col.caption(t("decoding.no_cross"))
+            continue
+        title = "decoding.self_title" if kind == "decoder" else "decoding.cross_title"
         charts.append(
             drawn(
                 head_rows_figure(
-                    current.attention["cross"][layer],
-                    encoded.tokens,
+                    current.attention[kind][layer],
+                    keys if keys is not None else encoded.tokens,
                     head_titles=head_titles(heads),
-                    title=t("decoding.cross_title", n=layer + 1),
+                    title=t(title, n=layer + 1),
                     labels=axis_labels(rows="common.head"),
                 ),
-                "cross_chart",
-                where=cross_col,
+                "self_chart" if kind == "decoder" else "cross_chart",
+                where=where,
             )
         )
-    else:
-        cross_col.caption(t("decoding.no_cross"))
-    html_download(
-        charts,
-        title=f"{t('decoding.title')} · {t('decoding.position', step=step, total=n_steps)}",
-        intro=t("chart.export_html_intro", model=model_label(model_name), text=text),
-        name=f"decoding-{strategy}-step{step}-layer{layer + 1}",
-        key="decoding_html",
+    return charts
+
+
+def show_beams(current: DecodeStep) -> None:
+    """Beam search's live hypotheses after the step, best first."""
+    st.markdown(f"**{t('decoding.beams')}**")
+    st.dataframe(
+        pd.DataFrame(
+            {
+                t("decoding.beam_rank"): range(1, len(current.beams) + 1),
+                t("decoding.beam_tokens"): [" ".join(toks) for toks, _ in current.beams],
+                t("decoding.beam_score"): [score for _, score in current.beams],
+            }
+        ),
+        hide_index=True,
+        column_config={t("decoding.beam_score"): st.column_config.NumberColumn(format="%.3f")},
     )
-    if current.beams:
-        st.markdown(f"**{t('decoding.beams')}**")
-        st.dataframe(
-            pd.DataFrame(
-                {
-                    t("decoding.beam_rank"): range(1, len(current.beams) + 1),
-                    t("decoding.beam_tokens"): [" ".join(toks) for toks, _ in current.beams],
-                    t("decoding.beam_score"): [score for _, score in current.beams],
-                }
-            ),
-            hide_index=True,
-            column_config={t("decoding.beam_score"): st.column_config.NumberColumn(format="%.3f")},
-        )
 
 
 st.fragment(show_step, run_every=PLAY_SECONDS if playing else None)()

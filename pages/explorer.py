@@ -745,7 +745,7 @@ def traced(lm, text: str, n_tokens: int, new_tokens: int | None) -> Trace:
     def compute(report) -> Trace:
         heard = 0
 
-        def layer_read(kind: str, layers: int) -> None:
+        def layer_read(attention_kind: str, layers: int) -> None:
             nonlocal heard
             heard = min(heard + 1, total)
             report(heard, total)
@@ -764,8 +764,10 @@ def traced(lm, text: str, n_tokens: int, new_tokens: int | None) -> Trace:
 
 
 def kind_and_aggregate(lm, trace: Trace) -> tuple[str, str]:
+    """The attention kind (encoder / decoder / cross) and the aggregate; rollout is offered
+    where it is how the model's input flows (``lm.kind``, the model kind, decides)."""
     # One row each: the attention kinds' labels are long in Korean and would be cut off.
-    kind = linked(
+    attention_kind = linked(
         st.segmented_control,
         t("explorer.kind"),
         [k for k in KINDS if k in trace.kinds()],
@@ -776,13 +778,13 @@ def kind_and_aggregate(lm, trace: Trace) -> tuple[str, str]:
     aggregate = linked(
         st.segmented_control,
         t("explorer.aggregate"),
-        [a for a in AGGREGATES if a != "rollout" or rollout_means_flow(lm.kind, kind)],
+        [a for a in AGGREGATES if a != "rollout" or rollout_means_flow(lm.kind, attention_kind)],
         key="agg",
         required=True,
         format_func=lambda a: t(f"explorer.aggregate.{a}"),
         help=t("explorer.aggregate_help"),
     )
-    return kind, aggregate
+    return attention_kind, aggregate
 
 
 def layer_and_head(n_layers: int, n_heads: int, aggregate: str) -> tuple[int, int]:
@@ -869,7 +871,7 @@ def view_choice() -> str:
         list(VIEWS),
         key="view",
         required=True,
-        format_func=lambda v: f"{VIEW_ICONS[v]} {t(f'explorer.view.{v}')}",
+        format_func=lambda name: f"{VIEW_ICONS[name]} {t(f'explorer.view.{name}')}",
     )
 
 

@@ -273,170 +273,188 @@ def show_induction() -> None:
         st.markdown(t("mech.induction.causal", **found))
     if two is None or one is None:
         st.info(t("mech.induction.missing"), icon=":material/hourglass_empty:")
-    else:
-        names = {"induction": t("mech.two_layer"), ONE_LAYER: t("mech.one_layer")}
-        # One table, the two models side by side: six metric boxes in two half columns cut
-        # their labels off at 1024 px.
-        shown = {
-            names[n]: r["metrics"].get("induction", {})
-            for n, r in (("induction", two), (ONE_LAYER, one))
+        return
+    names = {"induction": t("mech.two_layer"), ONE_LAYER: t("mech.one_layer")}
+    show_shipped_metrics(two, one, names)
+    show_training_curves(two, one, names)
+    st.subheader(t("mech.induction.try"))
+    try_induction(two, names)
+
+
+def show_shipped_metrics(two: dict, one: dict, names: dict[str, str]) -> None:
+    """One table, the two models side by side: six metric boxes in two half columns cut
+    their labels off at 1024 px."""
+    shown = {
+        names[n]: r["metrics"].get("induction", {})
+        for n, r in (("induction", two), (ONE_LAYER, one))
+    }
+    if not all(shown.values()):
+        return
+    table = pd.DataFrame(
+        {
+            name: {
+                t("mech.metric.repeat"): f"{m['repeat_accuracy']:.1%}",
+                t("mech.metric.first_half"): f"{m['first_half_accuracy']:.1%}",
+                t("mech.metric.prefix"): f"{m['best_prefix_matching']:.2f}",
+            }
+            for name, m in shown.items()
         }
-        if all(shown.values()):
-            table = pd.DataFrame(
-                {
-                    name: {
-                        t("mech.metric.repeat"): f"{m['repeat_accuracy']:.1%}",
-                        t("mech.metric.first_half"): f"{m['first_half_accuracy']:.1%}",
-                        t("mech.metric.prefix"): f"{m['best_prefix_matching']:.2f}",
-                    }
-                    for name, m in shown.items()
-                }
-            )
-            st.table(table)
-            m = shown[names["induction"]]
-            st.caption(
-                t(
-                    "mech.metric.caption",
-                    n=m["n"],
-                    length=m["block_length"],
-                    chance=f"{m['chance']:.1%}",
-                    first=f"{m['first_half_accuracy']:.1%}",
-                )
-            )
-        plotly_chart(
-            lines_figure(
-                {names["induction"]: two["curve"]["step"], names[ONE_LAYER]: one["curve"]["step"]},
-                {names["induction"]: two["curve"]["loss"], names[ONE_LAYER]: one["curve"]["loss"]},
-                x_title=t("mech.step"),
-                y_title=t("mech.loss"),
-                title=t("mech.induction.loss"),
-            ),
-            key="mech_loss",
+    )
+    st.table(table)
+    m = shown[names["induction"]]
+    st.caption(
+        t(
+            "mech.metric.caption",
+            n=m["n"],
+            length=m["block_length"],
+            chance=f"{m['chance']:.1%}",
+            first=f"{m['first_half_accuracy']:.1%}",
         )
-        snaps = two["snapshots"]
-        st.caption(t("mech.induction.loss_caption", **loss_numbers(two)))
-        if snaps:
-            rows = snaps["snapshots"]
-            steps = [r["step"] for r in rows]
-            c1, c2 = st.columns(2)
-            for where, score in ((c1, "prefix_matching"), (c2, "previous_token")):
-                plotly_chart(
-                    head_lines_figure(
-                        steps,
-                        [r[score] for r in rows],
-                        head_label=t("mech.head_lh", layer="{layer}", head="{head}"),
-                        x_title=t("mech.step"),
-                        y_title=t(f"mech.score.{score}"),
-                        title=t(f"mech.score.{score}"),
-                    ),
-                    key=f"mech_{score}",
-                    where=where,
-                )
-            st.caption(
-                t(
-                    "mech.induction.scores_caption",
-                    n=snaps["probe"]["n"],
-                    length=snaps["probe"]["block_length"],
-                )
+    )
+
+
+def show_training_curves(two: dict, one: dict, names: dict[str, str]) -> None:
+    """Both models' loss curves, then the two-layer model's head scores over training."""
+    plotly_chart(
+        lines_figure(
+            {names["induction"]: two["curve"]["step"], names[ONE_LAYER]: one["curve"]["step"]},
+            {names["induction"]: two["curve"]["loss"], names[ONE_LAYER]: one["curve"]["loss"]},
+            x_title=t("mech.step"),
+            y_title=t("mech.loss"),
+            title=t("mech.induction.loss"),
+        ),
+        key="mech_loss",
+    )
+    snaps = two["snapshots"]
+    st.caption(t("mech.induction.loss_caption", **loss_numbers(two)))
+    if not snaps:
+        return
+    rows = snaps["snapshots"]
+    steps = [r["step"] for r in rows]
+    c1, c2 = st.columns(2)
+    for where, score in ((c1, "prefix_matching"), (c2, "previous_token")):
+        plotly_chart(
+            head_lines_figure(
+                steps,
+                [r[score] for r in rows],
+                head_label=t("mech.head_lh", layer="{layer}", head="{head}"),
+                x_title=t("mech.step"),
+                y_title=t(f"mech.score.{score}"),
+                title=t(f"mech.score.{score}"),
+            ),
+            key=f"mech_{score}",
+            where=where,
+        )
+    st.caption(
+        t(
+            "mech.induction.scores_caption",
+            n=snaps["probe"]["n"],
+            length=snaps["probe"]["block_length"],
+        )
+    )
+
+
+def try_induction(two: dict, names: dict[str, str]) -> None:
+    """The reader's own repeated block: what the two-layer model predicts, what it writes
+    on its own, and where each model's best head looks."""
+    lm2, why = try_model("induction")
+    lm1, why1 = try_model(ONE_LAYER)
+    if lm2 is None or lm1 is None:
+        st.error(t("model.load_failed", name="induction"), icon=":material/error:")
+        return
+    text = sentence_input(lm2, "induction", key="mind")
+    if text is None:
+        return
+    try:
+        block, k = split_block(text)
+    except NotARepeat as err:
+        st.warning(t(f"mech.induction.not_repeat.{err.reason}"), icon=":material/block:")
+        return
+    left, right = st.columns([3, 2])
+    show_teacher_forced(left, text)
+    show_free_run(right, text, block[k:], two, names)
+    cols = st.columns(2)
+    for col, lm, name in ((cols[0], lm2, "induction"), (cols[1], lm1, ONE_LAYER)):
+        show_best_head(col, lm, name, text, names)
+    st.caption(t("mech.induction.stripe"))
+    circuit_numbers = induction_circuit_numbers(two["metrics"])
+    if circuit_numbers:
+        st.markdown(t("mech.induction.eos", **circuit_numbers))
+        st.markdown(t("mech.induction.others", **circuit_numbers))
+
+
+def show_teacher_forced(where, text: str) -> None:
+    """Each position's prediction with the true prefix fed in, and P(<eos>) at the end."""
+    predictions = cached_teacher_forced(selected_device(), text)
+    end = predictions[-1]
+    where.markdown(t("mech.induction.tf_header"))
+    where.dataframe(
+        prediction_table(
+            predictions,
+            {
+                k2: t(f"mech.induction.col.{k2}")
+                for k2 in ("position", "token", "reference", "predicted", "p")
+            },
+        ),
+        hide_index=True,
+    )
+    where.caption(
+        t("mech.induction.tf_caption", token=code_span(end.token), p_eos=f"{end.p_eos:.1%}")
+    )
+
+
+def show_free_run(where, text: str, reference: list[str], two: dict, names: dict) -> None:
+    """The model's own continuation against the block's rest, and how it stopped."""
+    generated = free_run(selected_device(), text, len(reference) + 4)
+    stop = classify_stop(generated, reference, EOS)
+    where.markdown(t("mech.induction.fr_header"))
+    where.markdown(
+        t(
+            "mech.induction.continues",
+            model=names["induction"],
+            text=code_span(" ".join(generated) or "∅"),
+        )
+    )
+    where.markdown(t("mech.induction.reference", text=code_span(" ".join([*reference, "<eos>"]))))
+    verdict = t(f"mech.induction.stop.{stop}")
+    if stop == "exact":
+        where.success(verdict, icon=":material/check_circle:")
+    else:
+        where.warning(verdict, icon=":material/warning:")
+    fr = two["metrics"].get("free_running")
+    if fr:
+        where.caption(t("mech.induction.counts", **free_running_numbers(fr)))
+
+
+def show_best_head(where, lm, name: str, text: str, names: dict[str, str]) -> None:
+    """The shipped model's best prefix-matching head on the reader's text."""
+    m = shipped_run(name)["metrics"].get("induction", {})
+    layer, head = m.get("best_head", [lm.config.n_decoder_layers - 1, 0])
+    trace = lm.trace(text)
+    q = trace.tgt_tokens
+    if name == ONE_LAYER:
+        where.markdown(
+            t(
+                "mech.induction.continues",
+                model=names[name],
+                text=code_span(lm.translate(text) or "∅"),
             )
-
-        st.subheader(t("mech.induction.try"))
-        lm2, why = try_model("induction")
-        lm1, why1 = try_model(ONE_LAYER)
-        if lm2 is None or lm1 is None:
-            st.error(t("model.load_failed", name="induction"), icon=":material/error:")
-        else:
-            text = sentence_input(lm2, "induction", key="mind")
-            repeat = None
-            if text is not None:
-                try:
-                    repeat = split_block(text)
-                except NotARepeat as err:
-                    st.warning(
-                        t(f"mech.induction.not_repeat.{err.reason}"), icon=":material/block:"
-                    )
-            if repeat is not None:
-                block, k = repeat
-                predictions = cached_teacher_forced(selected_device(), text)
-                reference = block[k:]
-                generated = free_run(selected_device(), text, len(reference) + 4)
-                stop = classify_stop(generated, reference, EOS)
-                end = predictions[-1]
-                left, right = st.columns([3, 2])
-                left.markdown(t("mech.induction.tf_header"))
-                left.dataframe(
-                    prediction_table(
-                        predictions,
-                        {
-                            k2: t(f"mech.induction.col.{k2}")
-                            for k2 in ("position", "token", "reference", "predicted", "p")
-                        },
-                    ),
-                    hide_index=True,
-                )
-                left.caption(
-                    t(
-                        "mech.induction.tf_caption",
-                        token=code_span(end.token),
-                        p_eos=f"{end.p_eos:.1%}",
-                    )
-                )
-                right.markdown(t("mech.induction.fr_header"))
-                right.markdown(
-                    t(
-                        "mech.induction.continues",
-                        model=names["induction"],
-                        text=code_span(" ".join(generated) or "∅"),
-                    )
-                )
-                right.markdown(
-                    t(
-                        "mech.induction.reference",
-                        text=code_span(" ".join([*reference, "<eos>"])),
-                    )
-                )
-                verdict = t(f"mech.induction.stop.{stop}")
-                if stop == "exact":
-                    right.success(verdict, icon=":material/check_circle:")
-                else:
-                    right.warning(verdict, icon=":material/warning:")
-                fr = two["metrics"].get("free_running")
-                if fr:
-                    right.caption(t("mech.induction.counts", **free_running_numbers(fr)))
-                cols = st.columns(2)
-                for col, lm, name in ((cols[0], lm2, "induction"), (cols[1], lm1, ONE_LAYER)):
-                    m = shipped_run(name)["metrics"].get("induction", {})
-                    layer, head = m.get("best_head", [lm.config.n_decoder_layers - 1, 0])
-                    trace = lm.trace(text)
-                    q = trace.tgt_tokens
-                    if name == ONE_LAYER:
-                        col.markdown(
-                            t(
-                                "mech.induction.continues",
-                                model=names[name],
-                                text=code_span(lm.translate(text) or "∅"),
-                            )
-                        )
-                    plotly_chart(
-                        attention_heatmap(
-                            trace.attention_map("decoder", layer, head),
-                            q,
-                            q,
-                            mask=trace.mask("decoder"),
-                            title=head_label("decoder", layer, head),
-                            labels=axis_labels(),
-                        ),
-                        key=f"mech_att_{name}",
-                        where=col,
-                    )
-                st.caption(t("mech.induction.stripe"))
-                circuit_numbers = induction_circuit_numbers(two["metrics"])
-                if circuit_numbers:
-                    st.markdown(t("mech.induction.eos", **circuit_numbers))
-                    st.markdown(t("mech.induction.others", **circuit_numbers))
+        )
+    plotly_chart(
+        attention_heatmap(
+            trace.attention_map("decoder", layer, head),
+            q,
+            q,
+            mask=trace.mask("decoder"),
+            title=head_label("decoder", layer, head),
+            labels=axis_labels(),
+        ),
+        key=f"mech_att_{name}",
+        where=where,
+    )
 
 
-# ---- the model for the other three tabs --------------------------------------------------
+# ---- the model for the other four tabs ---------------------------------------------------
 device = selected_device()
 
 
@@ -541,99 +559,114 @@ def show_patching() -> None:
         r"\quad LD = \text{logit}(A) - \text{logit}(B)"
     )
     lm, name = pick_model(st, "mpatch_m")
-    if lm is not None:
-        pairs = [PATCH_DEFAULTS[name]] if name in PATCH_DEFAULTS else even_pairs(lm)
-        if name in GGUF_MODELS:  # a real model: the facts it answers right come first
-            pairs = fact_patch_pairs(name, pairs)
-        if st.session_state.get("mpatch_for") != name:  # a new model starts from its example
-            pair = pairs[0] if pairs else FOLDER_PATCH
-            st.session_state["mclean"], st.session_state["mcorrupt"] = pair
-            st.session_state["mpatch_for"] = name
-        if name not in PATCH_DEFAULTS and pairs:
+    if lm is None:
+        return
+    clean, corrupted = patch_pair_inputs(lm, name)
+    result = run_patch(name, clean, corrupted)
+    if result is not None:
+        show_patch_result(result)
 
-            def use_pair() -> None:
-                chosen = st.session_state.get("mpatch_pair")
-                if chosen is not None:
-                    st.session_state["mclean"], st.session_state["mcorrupt"] = pairs[chosen]
 
-            st.selectbox(
-                t("mech.patch.pairs"),
-                list(range(len(pairs))),
-                index=None,
-                key="mpatch_pair",
-                format_func=lambda i: f"{pairs[i][0]}  ⟶  {pairs[i][1]}",
-                on_change=use_pair,
-                help=t("mech.patch.pairs_help"),
-            )
-        c1, c2 = st.columns(2)
-        clean, _ = clean_text(c1.text_input(t("mech.patch.clean"), key="mclean"))
-        corrupted, _ = clean_text(c2.text_input(t("mech.patch.corrupted"), key="mcorrupt"))
-        try:
-            with st.spinner(t("explorer.running")):
-                result = cached_patch(name, device, clean, corrupted)
-        except PatchingError as err:
-            d = err.details
-            which = t(f"mech.patch.which.{d['which']}") if "which" in d else ""
-            words = ", ".join(code_span(w) for w in d.get("words", []))
-            st.warning(
-                t(
-                    f"mech.patch.error.{err.key}",
-                    which=which,
-                    words=words,
-                    clean=d.get("clean", ""),
-                    corrupted=d.get("corrupted", ""),
-                ),
-                icon=":material/block:",
-            )
-            result = None
-        if result is not None:
-            p = result.pair
-            st.markdown(
-                t(
-                    "mech.patch.answers",
-                    a=code_span(p.answer),
-                    b=code_span(p.other),
-                    clean=f"{result.ld_clean:.2f}",
-                    corrupted=f"{result.ld_corrupted:.2f}",
-                )
-            )
-            cols = [
-                f"{tok}→{bad}" if tok != bad else tok
-                for tok, bad in zip(result.stream_tokens, result.corrupted_tokens)
-            ]
-            plotly_chart(
-                grid_heatmap(
-                    result.by_position,
-                    layer_labels(len(result.by_position) - 1),
-                    cols,
-                    probability=False,
-                    value_name=t("mech.patch.recovered"),
-                    x_title=t(f"mech.patch.stream.{p.stream}"),
-                    title=t("mech.patch.by_position"),
-                ),
-                key="mech_patch_pos",
-            )
-            st.markdown(t("mech.patch.reading", **patch_reading(result, cols)))
-            st.caption(
-                t(
-                    "mech.patch.check",
-                    nothing=f"{result.nothing:.3f}",
-                    whole=f"{result.whole_last_layer:.3f}",
-                )
-            )
-            for kind, grid in result.by_head.items():
-                plotly_chart(
-                    grid_heatmap(
-                        grid,
-                        [t("common.layer_n", n=i + 1) for i in range(len(grid))],
-                        [t("common.head_n", n=h + 1) for h in range(grid.shape[1])],
-                        probability=False,
-                        value_name=t("mech.patch.recovered"),
-                        title=t("mech.patch.by_head", kind=t(f"mech.kind.{kind}")),
-                    ),
-                    key=f"mech_patch_{kind}",
-                )
-            st.caption(t("mech.patch.heads_caption"))
+def patch_pair_inputs(lm, name: str) -> tuple[str, str]:
+    """The clean and corrupted texts: a new model starts from its example; a model with
+    several pairs offers them in a picker that fills both boxes."""
+    pairs = [PATCH_DEFAULTS[name]] if name in PATCH_DEFAULTS else even_pairs(lm)
+    if name in GGUF_MODELS:  # a real model: the facts it answers right come first
+        pairs = fact_patch_pairs(name, pairs)
+    if st.session_state.get("mpatch_for") != name:  # a new model starts from its example
+        pair = pairs[0] if pairs else FOLDER_PATCH
+        st.session_state["mclean"], st.session_state["mcorrupt"] = pair
+        st.session_state["mpatch_for"] = name
+    if name not in PATCH_DEFAULTS and pairs:
+
+        def use_pair() -> None:
+            chosen = st.session_state.get("mpatch_pair")
+            if chosen is not None:
+                st.session_state["mclean"], st.session_state["mcorrupt"] = pairs[chosen]
+
+        st.selectbox(
+            t("mech.patch.pairs"),
+            list(range(len(pairs))),
+            index=None,
+            key="mpatch_pair",
+            format_func=lambda i: f"{pairs[i][0]}  ⟶  {pairs[i][1]}",
+            on_change=use_pair,
+            help=t("mech.patch.pairs_help"),
+        )
+    c1, c2 = st.columns(2)
+    clean, _ = clean_text(c1.text_input(t("mech.patch.clean"), key="mclean"))
+    corrupted, _ = clean_text(c2.text_input(t("mech.patch.corrupted"), key="mcorrupt"))
+    return clean, corrupted
+
+
+def run_patch(name: str, clean: str, corrupted: str) -> Patching | None:
+    """The patching run, or None with the reason said (the pair cannot be compared)."""
+    try:
+        with st.spinner(t("explorer.running")):
+            return cached_patch(name, device, clean, corrupted)
+    except PatchingError as err:
+        d = err.details
+        which = t(f"mech.patch.which.{d['which']}") if "which" in d else ""
+        words = ", ".join(code_span(w) for w in d.get("words", []))
+        st.warning(
+            t(
+                f"mech.patch.error.{err.key}",
+                which=which,
+                words=words,
+                clean=d.get("clean", ""),
+                corrupted=d.get("corrupted", ""),
+            ),
+            icon=":material/block:",
+        )
+        return None
+
+
+def show_patch_result(result: Patching) -> None:
+    """The two answers, the recovery by layer and position, then by head."""
+    p = result.pair
+    st.markdown(
+        t(
+            "mech.patch.answers",
+            a=code_span(p.answer),
+            b=code_span(p.other),
+            clean=f"{result.ld_clean:.2f}",
+            corrupted=f"{result.ld_corrupted:.2f}",
+        )
+    )
+    cols = result.position_labels
+    plotly_chart(
+        grid_heatmap(
+            result.by_position,
+            layer_labels(len(result.by_position) - 1),
+            cols,
+            probability=False,
+            value_name=t("mech.patch.recovered"),
+            x_title=t(f"mech.patch.stream.{p.stream}"),
+            title=t("mech.patch.by_position"),
+        ),
+        key="mech_patch_pos",
+    )
+    st.markdown(t("mech.patch.reading", **patch_reading(result, cols)))
+    st.caption(
+        t(
+            "mech.patch.check",
+            nothing=f"{result.nothing:.3f}",
+            whole=f"{result.whole_last_layer:.3f}",
+        )
+    )
+    for kind, grid in result.by_head.items():
+        plotly_chart(
+            grid_heatmap(
+                grid,
+                [t("common.layer_n", n=i + 1) for i in range(len(grid))],
+                [t("common.head_n", n=h + 1) for h in range(grid.shape[1])],
+                probability=False,
+                value_name=t("mech.patch.recovered"),
+                title=t("mech.patch.by_head", kind=t(f"mech.kind.{kind}")),
+            ),
+            key=f"mech_patch_{kind}",
+        )
+    st.caption(t("mech.patch.heads_caption"))
 
 
 # ---- 4. What a head contributes ----------------------------------------------------------
@@ -641,103 +674,107 @@ def show_heads() -> None:
     st.markdown(t("mech.heads.plain"))
     lm, name = pick_model(st, "mheads_m")
     text = sentence_input(lm, name, key="mheads") if lm is not None else None
-    if text is not None:
-        with st.spinner(t("explorer.running")):
-            first = cached_attribution(name, device, text, None, None, None)
-        tokens = first.tokens
-        c1, c2 = st.columns(2)
-        pos = c1.selectbox(
-            t("mech.heads.position"),
-            list(range(len(tokens))),
-            index=first.position,
-            key="mheads_pos",
-            format_func=positions_label(tokens),
+    if text is None:
+        return
+    a, pos = chosen_attribution(name, text)
+    tokens = a.tokens
+    st.markdown(
+        t(
+            "mech.heads.answer",
+            token=code_span(tokens[pos]),
+            answer=code_span(a.answer),
+            logit=f"{a.logit:.2f}",
+            heads=f"{sum(h.direct for h in a.heads):.2f}",
+            rest=f"{a.rest:.2f}",
         )
-        base = (
-            first
-            if pos == first.position
-            else cached_attribution(name, device, text, pos, None, None)
+    )
+    labels = [head_label(h.kind, h.layer, h.head) for h in a.heads]
+    charts = head_scatters(a, labels)
+    st.caption(t("mech.heads.caption"))
+    charts[-1].caption = t("mech.heads.caption")
+    html_download(
+        charts,
+        title=f"{t('mech.title')} · {t('mech.tab.heads')}",
+        intro=t("chart.export_html_intro", model=model_label(name), text=text),
+        name=f"mechanisms-heads-position{pos}",
+        key="mech_heads_html",
+    )
+    indirect = a.most_indirect
+    st.markdown(
+        t(
+            "mech.heads.indirect",
+            head=head_label(indirect.kind, indirect.layer, indirect.head),
+            direct=f"{indirect.direct:+.2f}",
+            ablation=f"{indirect.ablation_logit:+.2f}",
+            total=f"{-indirect.ablation_logit:+.2f}",
+            indirect=f"{-indirect.ablation_logit - indirect.direct:+.2f}",
         )
-        rel = c2.selectbox(
-            t("mech.heads.relevant"),
-            list(range(pos + 1)),
-            index=base.relevant,
-            key=f"mheads_rel_{pos}",
-            format_func=positions_label(tokens),
+    )
+    frame = pd.DataFrame(
+        {
+            t("mech.heads.col.head"): labels,
+            t("mech.heads.attention"): [h.attention for h in a.heads],
+            t("mech.heads.rollout"): [h.rollout for h in a.heads],
+            t("mech.heads.ablation"): [h.ablation_logit for h in a.heads],
+            t("mech.heads.loss"): [h.ablation_loss for h in a.heads],
+            t("mech.heads.direct"): [h.direct for h in a.heads],
+        }
+    )
+    st.dataframe(frame.round(3), hide_index=True)
+
+
+def chosen_attribution(name: str, text: str) -> tuple[Attribution, int]:
+    """The attribution at the position, relevant token (and source token) the reader picks;
+    each picker opens on the analysis's own default."""
+    with st.spinner(t("explorer.running")):
+        first = cached_attribution(name, device, text, None, None, None)
+    tokens = first.tokens
+    c1, c2 = st.columns(2)
+    pos = c1.selectbox(
+        t("mech.heads.position"),
+        list(range(len(tokens))),
+        index=first.position,
+        key="mheads_pos",
+        format_func=positions_label(tokens),
+    )
+    base = (
+        first if pos == first.position else cached_attribution(name, device, text, pos, None, None)
+    )
+    rel = c2.selectbox(
+        t("mech.heads.relevant"),
+        list(range(pos + 1)),
+        index=base.relevant,
+        key=f"mheads_rel_{pos}",
+        format_func=positions_label(tokens),
+    )
+    rel_src = None
+    if base.relevant_src is not None:
+        src = base.src_tokens
+        rel_src = st.selectbox(
+            t("mech.heads.relevant_src"),
+            list(range(len(src))),
+            index=base.relevant_src,
+            key=f"mheads_src_{pos}",
+            format_func=positions_label(src),
         )
-        rel_src = None
-        if base.relevant_src is not None:
-            src = base.src_tokens
-            rel_src = st.selectbox(
-                t("mech.heads.relevant_src"),
-                list(range(len(src))),
-                index=base.relevant_src,
-                key=f"mheads_src_{pos}",
-                format_func=positions_label(src),
-            )
-        a = cached_attribution(name, device, text, pos, rel, rel_src)
-        st.markdown(
-            t(
-                "mech.heads.answer",
-                token=code_span(tokens[pos]),
-                answer=code_span(a.answer),
-                logit=f"{a.logit:.2f}",
-                heads=f"{sum(h.direct for h in a.heads):.2f}",
-                rest=f"{a.rest:.2f}",
-            )
-        )
-        labels = [head_label(h.kind, h.layer, h.head) for h in a.heads]
-        x_att, x_roll = t("mech.heads.attention"), t("mech.heads.rollout")
-        attention = [h.attention for h in a.heads]
-        ablation = [h.ablation_logit for h in a.heads]
-        scatters = (  # (x, y, x title, y title, chart key): is attention a good proxy?
-            (attention, ablation, x_att, t("mech.heads.ablation"), "mech_sc_abl"),
-            (attention, [h.direct for h in a.heads], x_att, t("mech.heads.direct"), "mech_sc_dla"),
-            (
-                [h.rollout for h in a.heads],
-                ablation,
-                x_roll,
-                t("mech.heads.ablation"),
-                "mech_sc_roll",
-            ),
-        )
-        charts = [
-            drawn(head_scatter(xs, ys, labels, x_title=x_title, y_title=y_title), key, where=where)
-            for where, (xs, ys, x_title, y_title, key) in zip(st.columns(3), scatters, strict=True)
-        ]
-        st.caption(t("mech.heads.caption"))
-        charts[-1].caption = t("mech.heads.caption")
-        html_download(
-            charts,
-            title=f"{t('mech.title')} · {t('mech.tab.heads')}",
-            intro=t("chart.export_html_intro", model=model_label(name), text=text),
-            name=f"mechanisms-heads-position{pos}",
-            key="mech_heads_html",
-        )
-        # A head's whole contribution is what switching it off takes away (−ablation); the
-        # part of it not written directly goes through later layers. Show the largest.
-        indirect = max(a.heads, key=lambda h: abs(-h.ablation_logit - h.direct))
-        st.markdown(
-            t(
-                "mech.heads.indirect",
-                head=head_label(indirect.kind, indirect.layer, indirect.head),
-                direct=f"{indirect.direct:+.2f}",
-                ablation=f"{indirect.ablation_logit:+.2f}",
-                total=f"{-indirect.ablation_logit:+.2f}",
-                indirect=f"{-indirect.ablation_logit - indirect.direct:+.2f}",
-            )
-        )
-        frame = pd.DataFrame(
-            {
-                t("mech.heads.col.head"): labels,
-                t("mech.heads.attention"): [h.attention for h in a.heads],
-                t("mech.heads.rollout"): [h.rollout for h in a.heads],
-                t("mech.heads.ablation"): [h.ablation_logit for h in a.heads],
-                t("mech.heads.loss"): [h.ablation_loss for h in a.heads],
-                t("mech.heads.direct"): [h.direct for h in a.heads],
-            }
-        )
-        st.dataframe(frame.round(3), hide_index=True)
+    return cached_attribution(name, device, text, pos, rel, rel_src), pos
+
+
+def head_scatters(a: Attribution, labels: list[str]) -> list:
+    """Three scatters side by side, each head a dot: is attention a good proxy for what
+    switching the head off or its direct logit attribution say?"""
+    x_att, x_roll = t("mech.heads.attention"), t("mech.heads.rollout")
+    attention = [h.attention for h in a.heads]
+    ablation = [h.ablation_logit for h in a.heads]
+    scatters = (  # (x, y, x title, y title, chart key)
+        (attention, ablation, x_att, t("mech.heads.ablation"), "mech_sc_abl"),
+        (attention, [h.direct for h in a.heads], x_att, t("mech.heads.direct"), "mech_sc_dla"),
+        ([h.rollout for h in a.heads], ablation, x_roll, t("mech.heads.ablation"), "mech_sc_roll"),
+    )
+    return [
+        drawn(head_scatter(xs, ys, labels, x_title=x_title, y_title=y_title), key, where=where)
+        for where, (xs, ys, x_title, y_title, key) in zip(st.columns(3), scatters, strict=True)
+    ]
 
 
 # ---- 5. Find the mechanisms in your model ----------------------------------------------
@@ -767,6 +804,12 @@ def show_scan() -> None:
         st.warning(t("mech.scan.failed"), icon=":material/block:")
         show_load_detail(str(err))
         return
+    show_scan_found(scan)
+    show_scan_grid(scan, name)
+
+
+def show_scan_found(scan: HeadScan) -> None:
+    """The heads found in each role, the in-context learning score and the ranked table."""
     found = {role: scan.found(score) for score, role in ROLES.items()}
     for role, heads in found.items():
         names = ", ".join(lh(h) for h in heads[:6]) + (" …" if len(heads) > 6 else "")
@@ -797,6 +840,10 @@ def show_scan() -> None:
         }
     )
     st.dataframe(frame, hide_index=True, key="mech_scan_table")
+
+
+def show_scan_grid(scan: HeadScan, name: str) -> None:
+    """One score for every head as a grid, the reader picks which, and its HTML file."""
     score = linked(
         st.segmented_control,
         t("mech.scan.grid_score"),

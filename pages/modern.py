@@ -29,6 +29,7 @@ from ui.models import (
     show_load_detail,
 )
 from ui.modern import (
+    CacheRun,
     cache_run,
     flash_chart,
     gqa_demo,
@@ -409,6 +410,33 @@ def cache_section() -> None:
     """The key/value cache: model, input and step rerun only this."""
     st.header(t("modern.cache.header"))
     st.markdown(t("modern.cache.text"))
+    run = chosen_cache_run()
+    if run is None:
+        return
+    n_steps = len(run.generated)
+    step = (
+        st.slider(t("modern.cache.step"), 1, n_steps, n_steps, key="mcstep") if n_steps > 1 else 1
+    )
+    rows_now = run.prefix + step - 1  # the new token's key joins the cache as it is read
+    st.markdown(
+        t(
+            "modern.cache.now",
+            step=step,
+            total=n_steps,
+            token=code_span(run.generated[step - 1]),
+            fed=" ".join(code_span(x) for x in run.fed[:rows_now]),
+            rows=rows_now,
+        )
+    )
+    show_cache_rows(run, rows_now)
+    show_cache_equality(run, step)
+    show_cache_bytes(run, rows_now)
+    st.markdown(t("modern.cache.bandwidth", **bandwidth_numbers()))
+
+
+def chosen_cache_run() -> CacheRun | None:
+    """The cached decoding run of the model and text the reader picks, or None with the
+    reason said (the model did not load, the input is bad, no room to generate)."""
     cache_model = linked(
         st.segmented_control,
         t("modern.cache.model"),
@@ -418,134 +446,117 @@ def cache_section() -> None:
         format_func=model_label,
     )
     cache_lm, why = try_model(cache_model)
-    run = None
     if cache_lm is None:
         st.error(t("model.load_failed", name=model_label(cache_model)), icon=":material/error:")
         show_load_detail(why)
-    else:
-        cache_text = sentence_input(cache_lm, cache_model, key="mctext")
-        if cache_text is not None:
-            run = cache_run(cache_model, selected_device(), cache_text)
-            if run is None:
-                st.warning(t("modern.cache.no_room"), icon=":material/warning:")
-    if run is not None:
-        n_steps = len(run.generated)
-        step = (
-            st.slider(t("modern.cache.step"), 1, n_steps, n_steps, key="mcstep")
-            if n_steps > 1
-            else 1
-        )
-        rows_now = run.prefix + step - 1  # the new token's key joins the cache as it is read
-        st.markdown(
-            t(
-                "modern.cache.now",
-                step=step,
-                total=n_steps,
-                token=code_span(run.generated[step - 1]),
-                fed=" ".join(code_span(x) for x in run.fed[:rows_now]),
-                rows=rows_now,
-            )
-        )
-        layer_cols = st.columns(run.layers)
-        for i, col in enumerate(layer_cols):
-            keys = run.keys[i][0, :rows_now]  # head 1: [rows, d_k]
-            plotly_chart(
-                cache_rows_figure(
-                    keys,
-                    tokens=run.fed[:rows_now],
-                    title=t(
-                        "modern.cache.layer_title",
-                        n=i + 1,
-                        shape=f"[{run.kv_heads}, {rows_now}, {keys.shape[1]}]",
-                    ),
-                    x_title=t("modern.cache.dims"),
-                ),
-                key=f"cache_layer_{i}",
-                where=col,
-            )
-        st.caption(t("modern.cache.rows_caption"))
-        # The equality check: the step's logits with the cache and recomputed from scratch.
-        diff = float(np.abs(run.cached_logits[:step] - run.full_logits[:step]).max())
-        if diff <= 1e-4 and run.same_tokens:
-            st.success(
-                t(
-                    "modern.cache.equal" if step > 1 else "modern.cache.equal_one",
-                    diff=f"{diff:.1e}",
-                    steps=step,
-                ),
-                icon=":material/check_circle:",
-            )
-        else:
-            st.error(t("modern.cache.differ", diff=f"{diff:.1e}"), icon=":material/error:")
-        rows_end = run.prefix + n_steps - 1
-        ours = {
-            t("modern.cache.mha", g=run.n_heads): kv_cache_bytes(
-                run.layers, run.d_model, run.n_heads, run.n_heads, rows_now, run.bytes_per_value
-            ),
-            t("modern.cache.gqa", g=max(1, run.n_heads // 2)): kv_cache_bytes(
-                run.layers,
-                run.d_model,
-                run.n_heads,
-                max(1, run.n_heads // 2),
-                rows_now,
-                run.bytes_per_value,
-            ),
-            t("modern.cache.mqa"): kv_cache_bytes(
-                run.layers, run.d_model, run.n_heads, 1, rows_now, run.bytes_per_value
-            ),
-        }
-        if run.kv_heads not in (run.n_heads, max(1, run.n_heads // 2), 1):  # the model's own
-            ours[t("modern.cache.gqa", g=run.kv_heads)] = kv_cache_bytes(
-                run.layers, run.d_model, run.n_heads, run.kv_heads, rows_now, run.bytes_per_value
-            )
-            ours = dict(sorted(ours.items(), key=lambda item: -item[1]))
-        real = {
-            t(f"modern.cache.{k}", g=g): kv_cache_bytes(
-                REAL["layers"],
-                REAL["d_model"],
-                REAL["n_heads"],
-                g,
-                REAL["tokens"],
-                REAL["bytes_per_value"],
-            )
-            for k, g in REAL_KV.items()
-        }
-        b1, b2 = st.columns(2)
+        return None
+    cache_text = sentence_input(cache_lm, cache_model, key="mctext")
+    if cache_text is None:
+        return None
+    run = cache_run(cache_model, selected_device(), cache_text)
+    if run is None:
+        st.warning(t("modern.cache.no_room"), icon=":material/warning:")
+    return run
+
+
+def show_cache_rows(run: CacheRun, rows_now: int) -> None:
+    """Each layer's cached keys so far (head 1), one row per token read."""
+    for i, col in enumerate(st.columns(run.layers)):
+        keys = run.keys[i][0, :rows_now]  # head 1: [rows, d_k]
         plotly_chart(
-            kv_bytes_figure(
-                ours,
-                y_title=t("modern.cache.bytes"),
+            cache_rows_figure(
+                keys,
+                tokens=run.fed[:rows_now],
                 title=t(
-                    "modern.cache.ours_title",
-                    layers=run.layers,
-                    d=run.d_model,
-                    heads=run.n_heads,
-                    tokens=rows_now,
+                    "modern.cache.layer_title",
+                    n=i + 1,
+                    shape=f"[{run.kv_heads}, {rows_now}, {keys.shape[1]}]",
                 ),
+                x_title=t("modern.cache.dims"),
             ),
-            key="cache_ours",
-            where=b1,
+            key=f"cache_layer_{i}",
+            where=col,
         )
-        plotly_chart(
-            kv_bytes_figure(
-                real, y_title=t("modern.cache.bytes"), title=t("modern.cache.real_title", **REAL)
+    st.caption(t("modern.cache.rows_caption"))
+
+
+def show_cache_equality(run: CacheRun, step: int) -> None:
+    """The equality check: the step's logits with the cache and recomputed from scratch."""
+    diff = float(np.abs(run.cached_logits[:step] - run.full_logits[:step]).max())
+    if diff <= 1e-4 and run.same_tokens:
+        st.success(
+            t(
+                "modern.cache.equal" if step > 1 else "modern.cache.equal_one",
+                diff=f"{diff:.1e}",
+                steps=step,
             ),
-            key="cache_real",
-            where=b2,
+            icon=":material/check_circle:",
         )
-        formula_end = kv_cache_bytes(
-            run.layers, run.d_model, run.n_heads, run.kv_heads, rows_end, run.bytes_per_value
+    else:
+        st.error(t("modern.cache.differ", diff=f"{diff:.1e}"), icon=":material/error:")
+
+
+def show_cache_bytes(run: CacheRun, rows_now: int) -> None:
+    """The cache's size with every head layout, for this model now and a 7-8B one, and the
+    measured bytes of the whole run beside the formula."""
+    n_heads = run.n_heads
+    half = max(1, n_heads // 2)
+
+    def size(g: int, rows: int) -> int:
+        return kv_cache_bytes(run.layers, run.d_model, n_heads, g, rows, run.bytes_per_value)
+
+    ours = {
+        t("modern.cache.mha", g=n_heads): size(n_heads, rows_now),
+        t("modern.cache.gqa", g=half): size(half, rows_now),
+        t("modern.cache.mqa"): size(1, rows_now),
+    }
+    if run.kv_heads not in (n_heads, half, 1):  # the model's own
+        ours[t("modern.cache.gqa", g=run.kv_heads)] = size(run.kv_heads, rows_now)
+        ours = dict(sorted(ours.items(), key=lambda item: -item[1]))
+    real = {
+        t(f"modern.cache.{k}", g=g): kv_cache_bytes(
+            REAL["layers"],
+            REAL["d_model"],
+            REAL["n_heads"],
+            g,
+            REAL["tokens"],
+            REAL["bytes_per_value"],
         )
-        measured = t(
-            "modern.cache.measured",
-            rows=rows_end,
-            measured=f"{run.self_bytes:,}",
-            formula=f"{formula_end:,}",
-        )
-        if run.cross_bytes:  # only an encoder-decoder keeps the encoder's keys and values
-            measured += " " + t("modern.cache.cross", cross=human_bytes(run.cross_bytes))
-        st.caption(measured)
-        st.markdown(t("modern.cache.bandwidth", **bandwidth_numbers()))
+        for k, g in REAL_KV.items()
+    }
+    b1, b2 = st.columns(2)
+    plotly_chart(
+        kv_bytes_figure(
+            ours,
+            y_title=t("modern.cache.bytes"),
+            title=t(
+                "modern.cache.ours_title",
+                layers=run.layers,
+                d=run.d_model,
+                heads=n_heads,
+                tokens=rows_now,
+            ),
+        ),
+        key="cache_ours",
+        where=b1,
+    )
+    plotly_chart(
+        kv_bytes_figure(
+            real, y_title=t("modern.cache.bytes"), title=t("modern.cache.real_title", **REAL)
+        ),
+        key="cache_real",
+        where=b2,
+    )
+    rows_end = run.prefix + len(run.generated) - 1
+    measured = t(
+        "modern.cache.measured",
+        rows=rows_end,
+        measured=f"{run.self_bytes:,}",
+        formula=f"{size(run.kv_heads, rows_end):,}",
+    )
+    if run.cross_bytes:  # only an encoder-decoder keeps the encoder's keys and values
+        measured += " " + t("modern.cache.cross", cross=human_bytes(run.cross_bytes))
+    st.caption(measured)
 
 
 @st.fragment

@@ -76,6 +76,7 @@ def cancel_run() -> None:
 
 
 def controls(active: bool) -> None:
+    """The run's settings, locked while it runs, then its buttons."""
     # Two columns, not three: at 1024 px a third of the page cut the Korean option labels off.
     c1, c2 = st.columns(2)
     # Drop-downs, not pills: the labels carry the details and would be cut off in a column.
@@ -137,6 +138,11 @@ def controls(active: bool) -> None:
         help=t("training.lr_factor_help"),
         persist_state="session",
     )
+    run_buttons(active)
+
+
+def run_buttons(active: bool) -> None:
+    """Start and cancel, and what a start that found the machine busy said."""
     b1 = b2 = st.container(horizontal=True)  # each button as wide as its label, at any width
     b1.button(
         t("training.start"),

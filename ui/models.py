@@ -1,8 +1,9 @@
 """Which model a session looks at, loaded once per process and traced once per input.
 
-Models are shared by every session (st.cache_resource) and are only read; traces are plain
-data kept per (model, device, text) in a cache bounded by bytes (``TRACES``), so a rerun
-that changes a layer or a head never runs the model again.
+Models are shared by every session (``MODELS``) and are only read; traces are plain data
+kept per (model, device, text) (``TRACES``), both in the lab's one cache bounded by bytes
+(model.runtime.kept.ByteLRU), so a rerun that changes a layer or a head never runs the
+model again.
 """
 
 from __future__ import annotations
@@ -274,7 +275,7 @@ def load_model(name: str, device: str) -> LabModel:
     return lm
 
 
-load_model.clear = MODELS.clear  # as st.cache_resource's, for tests that count loads
+load_model.clear = MODELS.clear  # for tests that count loads
 _UNLOADED = threading.local()  # what this thread's last load pushed out, until said
 
 

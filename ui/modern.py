@@ -23,6 +23,7 @@ from model.runtime.decoding import greedy_decode
 from model.training.lengths import load_results
 from ui.concepts import minilm_position_table
 from ui.models import load_model
+from viz.memo import memo_figure
 from viz.modern import (
     length_figure,
     memory_figure,
@@ -161,12 +162,12 @@ def sinks(device: str, text: str) -> tuple[list[str], np.ndarray] | None:
 
 
 # --- figures, built once per input and language ---------------------------------------------------
-# A figure is a pure function of its (small, hashable) inputs and labels, so it is kept as one
-# shared object: a revisit then only sends it, instead of rebuilding every subplot. plotly_chart
-# only ever sets the same font on it.
+# A figure is a pure function of its (small, hashable) inputs and labels, so it is kept as its
+# JSON with every other figure (viz.memo.memo_figure, bounded by bytes): a revisit then only
+# sends it, instead of rebuilding every subplot.
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
+@memo_figure
 def length_chart(metric: str, names: dict, x_title: str, y_title: str, trained: str):
     meta, rows = length_results()
     train_max = meta.get("settings", {}).get("train_max_len", 16)
@@ -181,32 +182,32 @@ def length_chart(metric: str, names: dict, x_title: str, y_title: str, trained: 
     )
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
+@memo_figure
 def qk_chart(with_learned: bool, names: dict, series: dict, x_title: str, y_title: str):
     return qk_distance_figure(
         qk_rows(with_learned), names=names, series_names=series, x_title=x_title, y_title=y_title
     )
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
+@memo_figure
 def rope_chart(pairs: tuple[tuple[str, int], ...], n_pos: int, position_label: str):
     return rope_rotation_figure(
         {name: rotation(i, 64, n_pos) for name, i in pairs}, position_label=position_label
     )
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
+@memo_figure
 def flash_chart(n_keys: int, block: int, seed: int, tile: int, labels: dict):
     steps, scores, final_out, _ = online_example(n_keys, block, seed)
     return online_softmax_figure(steps, scores, final_out, upto=tile, **labels)
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
+@memo_figure
 def memory_chart(block: int, names: dict, x_title: str, y_title: str):
     return memory_figure(memory(block), names=names, x_title=x_title, y_title=y_title)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@memo_figure
 def sink_chart(device: str, text: str, labels: dict):
     found = sinks(device, text)
     return sink_figure(found[1], **labels)
@@ -238,7 +239,7 @@ def passage(lm, n_tokens: int) -> str:
             return text
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
+@st.cache_data(show_spinner=False, max_entries=2)
 def window_maps(name: str, device: str, n_tokens: int = WINDOW_TEXT_TOKENS) -> WindowMaps:
     """The first sliding layer and the first global layer of ``name`` on a long passage, head
     1 each, pooled to WINDOW_SIDE blocks a side; computed once per model (a few seconds)."""

@@ -14,134 +14,22 @@ validated when first built), so a caller may change its copy.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import functools
 import hashlib
 import itertools
 import json
-import math
-import os
-import threading
-from collections import OrderedDict
-from collections.abc import Callable
 from numbers import Number
 
 import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from model.analysis.kept import KeptWithTrace  # noqa: F401
+# the lab's one byte-bounded cache (model.runtime.kept), re-exported for ui and the tests
+from model.runtime.kept import ByteLRU, budget_bytes, nbytes  # noqa: F401
 
 FIGURE_CACHE_ENV = "ATTENTION_LAB_FIGURE_CACHE_MB"
 # Every builder's kept figures together: about 50 MB for each of 20 students (README).
 DEFAULT_FIGURE_CACHE_MB = 1024
-
-
-def budget_bytes(env: str, default_mb: int) -> int:
-    """A cache's budget: $env in MiB when it is a number >= 0, else ``default_mb``."""
-    try:
-        mb = float(os.environ.get(env, ""))
-    except ValueError:
-        mb = default_mb
-    if not math.isfinite(mb) or mb < 0:
-        mb = default_mb
-    return int(mb * 2**20)
-
-
-def nbytes(value, _depth: int = 0) -> int:
-    """About how many bytes ``value`` holds: tensors, arrays and text, inside dicts, lists,
-    tuples and dataclasses (a Trace), however they are nested."""
-    if _depth > 8:
-        return 0
-    if isinstance(value, torch.Tensor):
-        return value.element_size() * value.nelement()
-    if isinstance(value, np.ndarray):
-        return int(value.nbytes)
-    if isinstance(value, (str, bytes)):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(nbytes(k, _depth + 1) + nbytes(v, _depth + 1) for k, v in value.items())
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return sum(nbytes(v, _depth + 1) for v in value) + 8 * len(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return sum(nbytes(getattr(value, f.name), _depth + 1) for f in dataclasses.fields(value))
-    if hasattr(value, "__dict__"):
-        return sum(nbytes(v, _depth + 1) for v in vars(value).values())
-    return 8
-
-
-# KeptWithTrace lives below Streamlit now (model.analysis.kept): re-exported for viz callers
-
-
-class ByteLRU:
-    """A least-recently-used cache bounded by bytes, not entries: what it keeps is handed
-    out as the same object (no copy, no pickle), so callers treat it as read-only.
-
-    One computation per key at a time: a second caller of the same key waits for the first
-    one's value instead of computing it again (two students opening one long text)."""
-
-    def __init__(self, budget: int):
-        self.budget = budget
-        self.total = 0
-        self._items: OrderedDict[object, tuple[object, int]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._computing: dict[object, threading.Lock] = {}
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, key) -> bool:
-        return key in self._items
-
-    def kept_keys(self) -> list:
-        with self._lock:
-            return list(self._items)
-
-    def get(self, key, default=None):
-        with self._lock:
-            found = self._items.get(key)
-            if found is None:
-                return default
-            self._items.move_to_end(key)
-            return found[0]
-
-    def put(self, key, value, size: int) -> None:
-        """Keep ``value`` (``size`` bytes), dropping the least recently used until the rest
-        fits; a value larger than the whole budget is not kept."""
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.total -= old[1]
-            if size > self.budget:
-                return
-            self._items[key] = (value, size)
-            self.total += size
-            while self.total > self.budget:
-                _, (_, dropped) = self._items.popitem(last=False)
-                self.total -= dropped
-
-    def get_or_compute(self, key, compute: Callable[[], object], size=nbytes):
-        """The kept value of ``key``, else ``compute()`` kept with ``size(value)`` bytes."""
-        missing = object()
-        value = self.get(key, missing)
-        if value is not missing:
-            return value
-        with self._lock:
-            lock = self._computing.setdefault(key, threading.Lock())
-        with lock:
-            value = self.get(key, missing)
-            if value is missing:
-                value = compute()
-                self.put(key, value, size(value))
-        with self._lock:
-            self._computing.pop(key, None)
-        return value
-
-    def discard(self, keep: Callable[[object], bool] = lambda key: False) -> None:
-        """Drop every entry whose key ``keep`` does not accept (all of them by default)."""
-        with self._lock:
-            for key in [k for k in self._items if not keep(k)]:
-                self.total -= self._items.pop(key)[1]
 
 
 _BUILDERS = itertools.count()

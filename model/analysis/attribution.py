@@ -51,6 +51,13 @@ class Attribution:
     rest: float  # embeddings, W_O biases, feed-forward layers, LayerNorm betas
     parts: dict[str, float]  # every part of the stream's logit, heads included
 
+    @property
+    def most_indirect(self) -> HeadRow:
+        """The head whose contribution goes most through later layers: its whole
+        contribution is what switching it off takes away (−ablation), and the part of it
+        not written directly (−ablation − direct) is indirect."""
+        return max(self.heads, key=lambda h: abs(-h.ablation_logit - h.direct))
+
 
 def default_relevant(tokens: list[str], position: int, answer: str) -> int:
     """The most recent earlier occurrence of the answer token (the one a copying head reads),

@@ -116,6 +116,15 @@ class Patching:
     whole_last_layer: float  # the whole stream after the last layer restored (1 by design)
     nothing: float  # nothing restored (0 by design)
 
+    @property
+    def position_labels(self) -> list[str]:
+        """The patched stream's positions as a chart names them: a changed token as
+        clean→corrupted, an unchanged one as itself."""
+        return [
+            f"{tok}→{bad}" if tok != bad else tok
+            for tok, bad in zip(self.stream_tokens, self.corrupted_tokens)
+        ]
+
 
 def _ld(logits: torch.Tensor, pair: Pair) -> float:
     row = logits[0, pair.position].double()

@@ -10,7 +10,8 @@ tests hold it to the stacked maps (``trace.attention[kind]``) with no Streamlit 
 Short and long inputs go through the same methods: maps are read from the trace's record
 (``attention_map`` / ``attention_overview``), never stacked, and what takes time (merged
 words, a rollout, an overview, a statistics table) is kept with the trace it came from
-(``KeptWithTrace``), so a rerun that builds a new view of the same trace redraws at once.
+(``model.analysis.kept.KEPT``, bounded by bytes), so a rerun that builds a new view of the
+same trace redraws at once.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 
 from model.analysis.export import window_maps
-from model.analysis.kept import KeptWithTrace
+from model.analysis.kept import KEPT
 from model.analysis.summaries import trace_head_statistics, trace_rollout_layer
 from model.analysis.tokens import (
     DEFAULT_SPECIAL_TOKENS,
@@ -42,13 +43,6 @@ LONG_ABOVE = LONG_TRACE
 # and take a quarter second to draw (ui.maps has the measurements)
 OVERVIEW_SIZE = 256
 GENERATED_MARK = "⁺"  # after a generated token's label: the prompt's tokens stay plain
-
-# Merged / hidden traces of a trace (short inputs only: small), and what is computed from
-# any trace: the latest rollouts (64 MB each at 4,096 tokens), overviews (256 KB), tables
-_DERIVED = KeptWithTrace(kept=4)
-_ROLLOUTS = KeptWithTrace(kept=2)
-_POOLED = KeptWithTrace(kept=8)
-_STATISTICS = KeptWithTrace(kept=6)
 
 
 def is_long(n_queries: int, n_keys: int) -> bool:
@@ -141,7 +135,7 @@ class AttentionView:
         if not (self.merge or self.hide):
             return self.trace, self.trace, None
         key = (self.specials, self.merge, self.hide, self.hide and self.renorm)
-        return _DERIVED.get_or_compute(self.trace, key, self._derive)
+        return KEPT.get_or_compute_with(self.trace, ("derived", *key), self._derive)
 
     def _derive(self):
         base = merge_subwords(self.trace, self.specials) if self.merge else self.trace
@@ -256,7 +250,9 @@ class AttentionView:
         layer = self.layer if layer is None else layer
         head = self.head if self.aggregate == "head" else None
         key = (self.kind, layer, self.aggregate, head, reduce, size, self._rollout_key)
-        return _POOLED.get_or_compute(self.shown, key, lambda: self._pool(size, reduce, layer))
+        return KEPT.get_or_compute_with(
+            self.shown, ("pooled", *key), lambda: self._pool(size, reduce, layer)
+        )
 
     def _pool(self, size: int, reduce: str, layer: int) -> Pooled:
         if self.aggregate == "head":
@@ -328,17 +324,21 @@ class AttentionView:
     def rollout_ready(self, layer: int | None = None) -> bool:
         """Whether ``rollout(layer)`` is kept already (a long one takes seconds a layer)."""
         layer = self.layer if layer is None else layer
-        return _ROLLOUTS.get(self.base, (self.kind, layer)) is not None
+        return KEPT.get_with(self.base, ("rollout", self.kind, layer)) is not None
 
     def _rolled(self, layer: int, progress=None) -> torch.Tensor:
         base, kind = self.base, self.kind
-        found = _ROLLOUTS.get(base, (kind, layer))
+        found = KEPT.get_with(base, ("rollout", kind, layer))
         if found is not None:
             return found
-        below = [(k[1], r) for k, r in _ROLLOUTS.items(base) if k[0] == kind and k[1] < layer]
+        below = [
+            (k[2], r)
+            for k, r in KEPT.items_with(base)
+            if k[:2] == ("rollout", kind) and k[2] < layer
+        ]
         start = max(below, key=lambda kept: kept[0]) if below else None
         found = trace_rollout_layer(base, kind, layer, start, progress)
-        _ROLLOUTS.put(base, (kind, layer), found)
+        KEPT.put_with(base, ("rollout", kind, layer), found)
         return found
 
     # --- numbers beside the maps -----------------------------------------------------------
@@ -355,7 +355,7 @@ class AttentionView:
                 stats.pop("mean_distance", None)
             return stats
 
-        return dict(_STATISTICS.get_or_compute(self.shown, key, compute))
+        return dict(KEPT.get_or_compute_with(self.shown, ("statistics", *key), compute))
 
     def top_cells(self, k: int = 5, rows=None, cols=None) -> list[tuple[int, int, float]]:
         """The ``k`` strongest cells of the map (in a window), strongest first: (query

@@ -64,9 +64,10 @@ class Walkthrough:
         return self.out_error() <= atol
 
 
-def walkthrough_kind(kind: str) -> str:
-    """Which attention the page walks through: the first stack's self-attention."""
-    return "decoder" if kind == "decoder" else "encoder"
+def walkthrough_kind(model_kind: str) -> str:
+    """Which attention kind the page walks through for a model of ``model_kind``
+    (encoder / decoder / encoder-decoder): the first stack's self-attention."""
+    return "decoder" if model_kind == "decoder" else "encoder"
 
 
 def _attention_module(network: nn.Module, kind: str, layer: int):

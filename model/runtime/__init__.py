@@ -2,5 +2,6 @@
 
 Floors inside: ``types``, ``device`` and ``decoding`` at the bottom (the transformers
 adapters in ``model.hf`` use them), then ``tokenizer``, ``lab``, ``checkpoint``, ``bundle``
-and ``loading`` on top.
+and ``loading`` on top; ``kept`` (the lab's one byte-bounded cache, ``ByteLRU``) beside
+them.
 """

@@ -7,8 +7,6 @@ mapped pretrained MiniLM are both LabModels, so every page works the same on eit
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 
 import torch
@@ -22,6 +20,7 @@ from model.runtime.decoding import (
     stepper,
 )
 from model.runtime.device import resolve_device
+from model.runtime.kept import ByteLRU
 from model.runtime.types import (
     DecodeStep,
     Encoded,
@@ -33,7 +32,7 @@ from model.runtime.types import (
 from model.trace import Trace, block_sums_for
 from model.transformer import HeadMask
 
-READ_KEPT = 16  # texts whose reading LabModel.encode keeps
+READ_BYTES = 4 * 2**20  # the readings LabModel.encode keeps: a 4,096-token one is ~100 KB
 
 
 class LabModel:
@@ -66,8 +65,7 @@ class LabModel:
         self.default_new_tokens = default_new_tokens
         # The last few texts as read (a page reads its text on every rerun: 10% of a click's
         # time at 4,096 tokens); each caller gets its own copy of the lists
-        self._read: OrderedDict[str, Encoded] = OrderedDict()
-        self._read_lock = threading.Lock()
+        self._read = ByteLRU(READ_BYTES)
 
     @property
     def config(self):
@@ -102,16 +100,9 @@ class LabModel:
 
     def encode(self, text: str) -> Encoded:
         """How the model reads ``text``: tokens, unknown words, whether it was cut."""
-        with self._read_lock:
-            found = self._read.get(text)
-            if found is not None:
-                self._read.move_to_end(text)
-        if found is None:
-            found = self.input_tokenizer.encode(text, self.max_tokens)
-            with self._read_lock:
-                self._read[text] = found
-                while len(self._read) > READ_KEPT:
-                    self._read.popitem(last=False)
+        found = self._read.get_or_compute(
+            text, lambda: self.input_tokenizer.encode(text, self.max_tokens)
+        )
         return dataclasses.replace(
             found, ids=list(found.ids), tokens=list(found.tokens), unknown=list(found.unknown)
         )

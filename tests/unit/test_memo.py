@@ -144,3 +144,25 @@ def test_the_cache_budgets_are_read_from_the_environment_in_mib(monkeypatch):
     for bad in ("lots", "-3", "inf"):
         monkeypatch.setenv("SOME_CACHE_MB", bad)
         assert budget_bytes("SOME_CACHE_MB", 7) == 7 * 2**20
+
+
+def test_values_kept_with_a_trace_go_when_the_trace_is_collected():
+    import gc
+
+    from model.runtime.kept import ByteLRU
+
+    class Trace:  # any object a weak reference can follow, as a model's Trace
+        pass
+
+    cache = ByteLRU(budget=2**20)
+    first, second = Trace(), Trace()
+    rollout = torch.ones(8, 8)
+    assert cache.get_or_compute_with(first, ("rollout", 0), lambda: rollout) is rollout
+    cache.put_with(second, ("rollout", 0), torch.zeros(2, 2))
+    assert cache.get_with(first, ("rollout", 0)) is rollout  # the same object, per trace
+    assert [k for k, _ in cache.items_with(first)] == [("rollout", 0)]
+    del first
+    gc.collect()
+    # the collected trace's values are gone, its bytes given back; the other trace's stay
+    assert len(cache.kept_keys()) == 1 and cache.total == 2 * 2 * 4
+    assert cache.get_with(second, ("rollout", 0)) is not None
