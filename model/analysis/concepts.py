@@ -18,6 +18,7 @@ from torch.utils._pytree import tree_leaves
 
 from model.attention import online_softmax, scaled_dot_product_attention, tiled_attention
 from model.config import TransformerConfig
+from model.layers import ACTIVATIONS
 from model.positional import alibi_slopes, apply_rope, rope_frequencies, sinusoidal_encoding
 from model.transformer import build_model
 
@@ -227,6 +228,29 @@ def kv_cache_bytes(
     if d_head < 1:
         raise ValueError("d_head must be at least 1")
     return 2 * layers * n_kv_heads * d_head * tokens * bytes_per_value * batch
+
+
+MASSIVE_SPREAD = 20  # a token's peak this many times the median token's: an outlier
+
+
+def residual_peak(residual) -> dict:
+    """[layers + 1, tokens] lengths ‖x‖ of the residual stream -> the token that reaches the
+    highest (its index, the layer after which it peaks, the peak) against the median of
+    the tokens' own peaks, and whether it is ``massive``: MASSIVE_SPREAD times that median
+    or more (SmolLM2's first token, a "massive activation" of Sun et al. 2024, at 24,101)."""
+    lengths = torch.as_tensor(residual, dtype=torch.float64)
+    peaks, layers = lengths.max(dim=0)  # per token
+    token = int(peaks.argmax())
+    median = float(peaks.quantile(0.5))  # the middle two's mean, as numpy's median
+    ratio = float(peaks[token]) / median if median > 0 else float("inf")
+    return {
+        "token": token,
+        "layer": int(layers[token]),
+        "peak": float(peaks[token]),
+        "median": median,
+        "ratio": ratio,
+        "massive": ratio >= MASSIVE_SPREAD,
+    }
 
 
 def attention_facts(cfg, bytes_per_value: int = 4) -> dict:
@@ -558,11 +582,24 @@ def feed_forward_check(ffn: torch.nn.Module, x: torch.Tensor) -> dict:
     }
 
 
+# The page's names of model.layers.ACTIVATIONS' functions (geglu's is gelu_tanh's), and of
+# the gated form each makes with a third matrix (Shazeer 2020).
+_ACTIVATION_NAMES = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU", "swiglu": "SiLU"}
+_GATED_NAMES = {"relu": "ReGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU", "swiglu": "SwiGLU"}
+
+
+def _activation_key(fn, activations: dict) -> str:
+    """The first config name whose function ``fn`` is."""
+    return next(name for name, f in activations.items() if f is fn)
+
+
 @torch.inference_mode()
 def feed_forward_walk(lm, text: str, layer: int) -> dict:
     """What the FFN of ``layer`` (the first stack) read and made, checked position by position.
 
-    Returns tokens, d_model, d_ff, the activation's name, its parameter count, and
+    Returns tokens, d_model, d_ff, the activation's name, ``gated`` (the gated form's
+    name, "SwiGLU" for LLaMA and SmolLM2, "GeGLU" for Gemma, else None: a third matrix V
+    multiplies the activation element-wise), its parameter count, and
     ``feed_forward_check``'s hidden activations and differences.
     """
     from model.analysis.walkthrough import record_inputs, walkthrough_kind
@@ -579,7 +616,11 @@ def feed_forward_walk(lm, text: str, layer: int) -> dict:
         "tokens": tokens,
         "d_model": ffn.linear1.in_features,
         "d_ff": ffn.linear1.out_features,
-        "activation": "GELU" if ffn.activation is torch.nn.functional.gelu else "ReLU",
+        "activation": _ACTIVATION_NAMES[_activation_key(ffn.activation, ACTIVATIONS)],
+        "gated": _GATED_NAMES[_activation_key(ffn.activation, ACTIVATIONS)]
+        if ffn.up is not None
+        else None,
+        "bias": ffn.linear1.bias is not None,
         "params": sum(p.numel() for p in ffn.parameters()),
         **check,
     }

@@ -153,7 +153,9 @@ def test_token_text_is_shown_as_typed():
     assert set(figure_table(fig)["key"]) == {"<b>", "a&b"}
 
 
-@pytest.mark.parametrize("value, text", [(0.615, "0.61"), (4000.0, "4,000"), (7e-4, "7.0e-04")])
+@pytest.mark.parametrize(
+    "value, text", [(0.615, "0.61"), (4000.0, "4,000"), (103_561.7, "103,562"), (7e-4, "7.0e-04")]
+)
 def test_numbers_are_short(value, text):
     assert number(value) == text
 
