@@ -257,14 +257,28 @@ def attention_facts(cfg, bytes_per_value: int = 4) -> dict:
     """What a model's own config says about its attention (a TransformerConfig): where order
     comes from (with RoPE's base and pair layout), query and key/value heads, d_k, and the
     key/value cache its decoder keeps, per token and at its longest input (float32, as the
-    lab runs it, unless ``bytes_per_value`` says otherwise)."""
+    lab runs it, unless ``bytes_per_value`` says otherwise).
+
+    Where layers have sliding windows (Gemma 3, Mistral) the cache at the longest input is
+    what they keep (window_cache_bytes: a sliding layer only its last ``window`` keys), and
+    a local rotary base of their own is named beside the global one."""
     layers = cfg.n_decoder_layers if cfg.has_decoder else cfg.n_encoder_layers
     per_token = 2 * layers * cfg.kv_heads * cfg.d_k * bytes_per_value
     kv = cfg.kv_heads
+    rope = cfg.positions == "rope"
+    windows = window_pattern(cfg) if cfg.has_decoder else [None] * layers
+    sliding = [w for w in windows if w is not None]
+    if sliding:
+        at_max = window_cache_bytes(cfg, cfg.max_len, bytes_per_value)["windowed"]
+    else:
+        at_max = per_token * cfg.max_len
+    local_base = cfg.rope_local_base if rope and sliding else None
     return {
         "positions": cfg.positions,
-        "rope_base": cfg.rope_base if cfg.positions == "rope" else None,
-        "rope_layout": cfg.rope_layout if cfg.positions == "rope" else None,
+        "rope_base": cfg.rope_base if rope else None,
+        # the sliding layers' own base, where it differs (Gemma 3: 10,000 beside 1,000,000)
+        "rope_local_base": local_base if local_base != cfg.rope_base else None,
+        "rope_layout": cfg.rope_layout if rope else None,
         "layers": layers,
         "n_heads": cfg.n_heads,
         "kv_heads": kv,
@@ -272,9 +286,14 @@ def attention_facts(cfg, bytes_per_value: int = 4) -> dict:
         "group": cfg.n_heads // kv,
         "d_k": cfg.d_k,
         "max_len": cfg.max_len,
-        "cache_per_token": per_token,
-        "cache_at_max_len": per_token * cfg.max_len,
-        "cache_if_mha": 2 * layers * cfg.n_heads * cfg.d_k * bytes_per_value * cfg.max_len,
+        "sliding_layers": len(sliding),
+        "window": max(sliding) if sliding else None,
+        "cache_per_token": per_token,  # while every layer still keeps every token
+        # past the windows, a new token adds a key and a value to the global layers only
+        "cache_per_token_past_window": per_token // layers * (layers - len(sliding)),
+        "cache_at_max_len": at_max,
+        "cache_if_all_global": per_token * cfg.max_len,
+        "cache_if_mha": at_max * cfg.n_heads // kv,
     }
 
 
