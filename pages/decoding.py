@@ -29,9 +29,11 @@ SAID_KEY = "_decoding_said_step"  # the step the live region last said
 
 
 st.title(t("decoding.title"))
-st.caption(t("decoding.intro"))
-
 lm = get_model()
+# A decoder-only model (SmolLM2, Gemma) reads no source: its intro speaks of no cross-attention.
+st.caption(
+    t("decoding.intro_decoder" if lm is not None and lm.kind == "decoder" else "decoding.intro")
+)
 if lm is None:
     st.stop()
 if lm.kind == "encoder":
