@@ -807,8 +807,9 @@ def layer_and_head(n_layers: int, n_heads: int, aggregate: str) -> tuple[int, in
     return layer, head
 
 
-def token_toggles(trace: Trace, kind: str) -> tuple[bool, bool, bool]:
-    """Merge words, hide specials, renormalise: off for a long input (read map by map)."""
+def token_toggles(trace: Trace, kind: str) -> tuple[str | None, bool, bool]:
+    """Join pieces ("word", "character" or None), hide specials, renormalise: off for a long
+    input (read map by map)."""
     can_merge = any(subword_style(toks) for toks in (trace.src_tokens, trace.tgt_tokens) if toks)
     n = max(len(toks) for toks in trace.tokens(kind))
     long_input = is_long(n, n)
@@ -821,6 +822,14 @@ def token_toggles(trace: Trace, kind: str) -> tuple[bool, bool, bool]:
         disabled=not can_merge or long_input,
         help=t("explorer.merge_help"),
     )
+    # A word holds whole characters: joining characters matters only with words apart.
+    chars = row.toggle(
+        t("explorer.merge_chars"),
+        key="merge_chars",
+        bind="query-params",
+        disabled=not can_merge or long_input or merge,
+        help=t("explorer.merge_chars_help"),
+    )
     hide = row.toggle(
         t("explorer.hide"),
         key="hide",
@@ -830,7 +839,7 @@ def token_toggles(trace: Trace, kind: str) -> tuple[bool, bool, bool]:
     )
     if long_input:
         st.caption(t("explorer.long_input_note", n=n))
-        merge = hide = False
+        merge = chars = hide = False
     renorm = row.toggle(
         t("explorer.renorm"),
         value=True,
@@ -839,7 +848,8 @@ def token_toggles(trace: Trace, kind: str) -> tuple[bool, bool, bool]:
         disabled=not hide,
         help=t("explorer.renorm_help"),
     )
-    return merge and can_merge, hide, renorm
+    unit = "word" if merge else "character" if chars else None
+    return unit if can_merge else None, hide, renorm
 
 
 def chosen_view(lm, trace: Trace, n_prompt: int | None) -> AttentionView:
@@ -847,14 +857,15 @@ def chosen_view(lm, trace: Trace, n_prompt: int | None) -> AttentionView:
     kind, aggregate = kind_and_aggregate(lm, trace)
     n_layers, n_heads, _, _ = trace.shape(kind)  # from the record: no map computed
     layer, head = layer_and_head(n_layers, n_heads, aggregate)
-    merge, hide, renorm = token_toggles(trace, kind)
+    unit, hide, renorm = token_toggles(trace, kind)
     return AttentionView(
         trace,
         kind,
         layer,
         head,
         aggregate,
-        merge=merge,
+        merge=unit is not None,
+        unit=unit or "word",
         hide=hide,
         renorm=renorm,
         specials=model_special_tokens(lm),
