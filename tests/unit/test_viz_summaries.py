@@ -145,7 +145,7 @@ def test_the_focus_views_bars_say_what_each_heads_largest_bar_measures():
     ]
     assert [(f["x"], f["y"]) for f in facts] == [("cat #41", "0.70"), ("the #40", "0.50")]
     said = translate("a11y.summary.bar", "en", **facts[0])
-    assert "the largest weight is cat #41" in said
+    assert "the largest weight is ‘cat #41’" in said
 
 
 def test_token_text_is_shown_as_typed():
