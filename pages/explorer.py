@@ -399,9 +399,11 @@ def show_stages(view: AttentionView, reading: Reading) -> None:
 
 
 def show_qk_norm(view: AttentionView, reading: Reading, head: int, rows: slice, cols: slice):
-    """QK-norm (Gemma 3): each query's and key's length before and after the norm, from a
-    pass that kept them (traced again with stages, once per text)."""
-    normed = get_trace(reading.lm, reading.text, stages=True, new_tokens=reading.new_tokens)
+    """QK-norm (Gemma 3): each query's and key's length before and after the norm, from the
+    page's own trace, which kept them (``traced``); a long input's is traced again with them."""
+    normed = view.trace
+    if not normed.has_norm_stages(view.kind):
+        normed = get_trace(reading.lm, reading.text, stages=True, new_tokens=reading.new_tokens)
     if not normed.has_norm_stages(view.kind):
         return None
     sq, sk = normed.tokens(view.kind)
@@ -732,9 +734,11 @@ def show_output(lm, model_name: str, trace: Trace, n_prompt: int, specials) -> N
 def traced(lm, text: str, n_tokens: int, new_tokens: int | None) -> Trace:
     """``get_trace``; a long input's first pass runs in a worker (ui.background) under a
     bar of the attention layers it has read: a minute on a laptop, which a click during it
-    must not throw away."""
+    must not throw away. A QK-norm model's short input keeps the norm's stages in the same
+    pass (a few MB at a sentence), so the stages view draws them without a second trace."""
     if not is_long(n_tokens, n_tokens):
-        return get_trace(lm, text, new_tokens=new_tokens)
+        stages = bool(getattr(lm.config, "qk_norm", False))  # transformers' configs: no
+        return get_trace(lm, text, stages=stages, new_tokens=new_tokens)
     cfg = lm.config
     total = {
         "encoder": cfg.n_encoder_layers,
