@@ -331,7 +331,8 @@ def cache_nbytes(cache: dict) -> dict[str, int]:
     out = {"self": 0, "cross": 0}
     for layer in cache["layers"]:
         for kind, kv in layer.items():
-            out[kind] = out.get(kind, 0) + sum(t.nbytes for t in kv.values())
+            tensors = (t for t in kv.values() if isinstance(t, torch.Tensor))  # not "seen"
+            out[kind] = out.get(kind, 0) + sum(t.nbytes for t in tensors)
     return out
 
 
