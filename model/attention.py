@@ -690,8 +690,10 @@ class MultiHeadAttention(nn.Module):
 
         cache: a dict the caller owns for incremental decoding; new keys/values
         [B, n_kv_heads, L, d_k] are appended (self-attention) or computed once and reused
-        (``static_kv``, cross-attention). Relative positions count the cached keys: the new
-        queries and keys stand at positions past .. past + L - 1. ``share=False`` leaves k
+        (``static_kv``, cross-attention). Positions count every key seen (``cache["seen"]``):
+        the new queries and keys stand at positions past .. past + L - 1. A cache with a
+        ``"window"`` (a sliding layer's) keeps only that many last keys and values, as
+        transformers' hybrid cache does; this step still attends over all it was given. ``share=False`` leaves k
         and v with their n_kv_heads heads (the fused kernel shares them itself). ``seen``: a
         dict that receives QK-norm's input and output (``QK.norm_stages``), where there is one.
         """
@@ -704,6 +706,7 @@ class MultiHeadAttention(nn.Module):
                 seen["q_after"] = q
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
+            end = k.shape[2]
         else:
             k = self.split_heads(self.k_proj(key), self.n_kv_heads)  # [B, G, Lk, d_k]
             v = self.split_heads(self.v_proj(value), self.n_kv_heads)
@@ -713,22 +716,27 @@ class MultiHeadAttention(nn.Module):
                 k = self.k_norm(k)
                 if seen is not None:
                     seen["k_after"] = k
-            past = (
-                cache["k"].shape[2] if cache is not None and "k" in cache and not static_kv else 0
-            )
+            held = cache is not None and "k" in cache and not static_kv
+            past = cache.get("seen", cache["k"].shape[2]) if held else 0
             if self.rope:  # keys rotated once, at their absolute positions, then cached
                 cos, sin = self._rope(past, k)
                 k = rotate(k, cos, sin, self.rope_layout)
+            end = past + k.shape[2]  # the position after the newest key
             if cache is not None:
-                if past:
+                if held:
                     k = torch.cat([cache["k"], k], dim=2)
                     v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
+                window = cache.get("window")
+                if window is not None:  # this step attends over k, v whole; the cache keeps less
+                    cache["k"], cache["v"] = k[:, :, -window:], v[:, :, -window:]
+                else:
+                    cache["k"], cache["v"] = k, v
+                cache["seen"] = end
         lq, lk = q.shape[2], k.shape[2]
-        # Self-attention: the queries are the last lq of the lk positions (all of them
-        # without a cache).
+        # Self-attention: the queries are the last lq of the positions up to ``end`` (all
+        # lk of them without a cache).
         if self.rope:
-            cos, sin = self._rope(lk - lq, q)
+            cos, sin = self._rope(end - lq, q)
             q = rotate(q, cos, sin, self.rope_layout)
         bias = None
         if self.alibi:  # (positions built only here: one launch less per layer otherwise)

@@ -10,7 +10,7 @@ from torch import nn
 
 from model.attention import MultiHeadAttention
 from model.config import TransformerConfig
-from model.masks import MaskSpec, within_window
+from model.masks import MaskSpec, drop_first_keys, within_window
 from model.trace import Recorder
 
 
@@ -248,6 +248,8 @@ class DecoderLayer(nn.Module):
         super().__init__()
         # Gemma 3's local layers see only their window; its global layers every earlier key
         self.window = cfg.layer_window(index) if cfg.layer_types is not None else None
+        # ... and a sliding layer's key/value cache keeps only its window (Mistral's too)
+        self.cache_window = cfg.layer_window(index)
         self.self_attn = self_attention(cfg, index)
         self.attn_norm = add_norm(cfg)
         self.cross_attn = (
@@ -285,6 +287,12 @@ class DecoderLayer(nn.Module):
         traced = rec is not None
         head_mask = head_mask or {}
         self_mask = self.self_mask(self_mask)
+        self_cache = None if cache is None else cache.setdefault("self", {})
+        if self_cache is not None and self.cache_window is not None:
+            self_cache["window"] = self.cache_window
+            # the keys its cache has let go: the model's mask still counts them
+            held = self_cache["k"].shape[2] if "k" in self_cache else 0
+            self_mask = drop_first_keys(self_mask, self_cache.get("seen", held) - held)
 
         def self_attend(h: torch.Tensor) -> torch.Tensor:
             if traced:
@@ -296,7 +304,7 @@ class DecoderLayer(nn.Module):
                 self_mask,
                 need_weights=False,
                 record=traced,
-                cache=None if cache is None else cache.setdefault("self", {}),
+                cache=self_cache,
                 head_mask=head_mask.get("decoder"),
                 sums=0 if rec is None else rec.block_sums,
                 norm_stages=traced and rec.want_stages,

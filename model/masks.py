@@ -214,6 +214,18 @@ def mask_spec(
     return MaskSpec(lq, lk, query_valid, key_valid, causal, offset, window)
 
 
+def drop_first_keys(mask: MaskSpec | torch.Tensor | None, n: int) -> MaskSpec | torch.Tensor | None:
+    """``mask`` without its first ``n`` key columns: the keys a sliding layer's cache no
+    longer holds, which no query of this step may see anyway (they are past its window).
+    A MaskSpec keeps its rule, its offset counted from the first key still held."""
+    if n <= 0 or mask is None:
+        return mask
+    if isinstance(mask, MaskSpec):
+        kept = None if mask.key_valid is None else mask.key_valid[:, n:]
+        return dataclasses.replace(mask, lk=mask.lk - n, key_valid=kept, offset=mask.offset - n)
+    return mask[..., n:]
+
+
 def within_window(
     mask: MaskSpec | torch.Tensor | None, window: int | None
 ) -> MaskSpec | torch.Tensor | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from model.analysis.concepts import layernorm_scale
+from model.analysis.concepts import layernorm_scale, residual_peak
 from model.analysis.walkthrough import layer_norm_module
 from ui.charts import describe_figure, plotly_chart
 from ui.concepts import (
@@ -13,12 +13,13 @@ from ui.concepts import (
     cached_hidden,
     concept_model,
     concept_sentence,
+    ffn_formula,
 )
 from ui.frame import require_frame
 from ui.i18n import t
 from ui.models import cached_trace, selected_device
 from ui.permalink import linked
-from viz.concepts import grouped_bars, lines_figure, matrix_heatmap, robust_bound
+from viz.concepts import grouped_bars, lines_figure, matrix_heatmap, robust_bound, token_lines
 
 require_frame()
 
@@ -136,13 +137,15 @@ st.subheader(t("concepts.layernorm.residual"))
 residual = trace.residual_norms.get(stack)
 if residual is not None:
     series = {f"{i}: {tok}": residual[:, i].tolist() for i, tok in enumerate(tokens)}
+    peak = residual_peak(residual)
     plotly_chart(
-        lines_figure(
+        token_lines(
             range(residual.shape[0]),
             series,
             x_title=t("concepts.layernorm.depth"),
             y_title="‖x‖",
-            markers=True,
+            others_name=t("concepts.layernorm.other_tokens", n=len(series) - 1),
+            log_y=peak["massive"],
         ),
         key="residual_chart",
     )
@@ -174,6 +177,17 @@ if residual is not None:
             )
     else:
         st.caption(t("concepts.layernorm.residual_caption.pre"))
+    if peak["massive"]:
+        st.caption(
+            t(
+                "concepts.layernorm.massive",
+                token=f"{peak['token']}: {tokens[peak['token']]}",
+                peak=f"{peak['peak']:,.0f}",
+                layer=peak["layer"],
+                ratio=f"{peak['ratio']:,.0f}",
+                median=f"{peak['median']:,.0f}",
+            )
+        )
 
 st.header(t("concepts.layernorm.vs_batch"))
 st.markdown(t("concepts.layernorm.vs_batch_text"))
@@ -214,21 +228,17 @@ ffn_layer = linked(
 ffn = cached_feed_forward(name, device, text, ffn_layer)
 st.markdown(
     t(
-        "concepts.ffn.text",
+        "concepts.ffn.text_gated" if ffn["gated"] else "concepts.ffn.text",
         d_model=ffn["d_model"],
         d_ff=ffn["d_ff"],
         ratio=f"{ffn['d_ff'] / ffn['d_model']:g}",
         act=ffn["activation"],
+        gated=ffn["gated"],
         params=f"{ffn['params']:,}",
         model=name,
     )
 )
-act = r"\max(0,\ xW_1 + b_1)" if ffn["activation"] == "ReLU" else r"\mathrm{GELU}(xW_1 + b_1)"
-d_m, d_f = ffn["d_model"], ffn["d_ff"]
-st.latex(
-    rf"\begin{{gathered}} \mathrm{{FFN}}(x_i) = {act}\,W_2 + b_2 \\ "
-    rf"W_1: {d_m} \times {d_f},\quad W_2: {d_f} \times {d_m} \end{{gathered}}"
-)
+st.latex(ffn_formula(ffn))
 hidden_ffn = ffn["hidden"].numpy()
 clip_ffn = robust_bound(hidden_ffn, 99.0)  # a few large units would wash the rest out
 plotly_chart(

@@ -29,9 +29,12 @@ SAID_KEY = "_decoding_said_step"  # the step the live region last said
 
 
 st.title(t("decoding.title"))
-st.caption(t("decoding.intro"))
-
+intro = st.empty()  # under the title, above the model's engine line
 lm = get_model()
+# A decoder-only model (SmolLM2, Gemma) reads no source: its intro speaks of no cross-attention.
+intro.caption(
+    t("decoding.intro_decoder" if lm is not None and lm.kind == "decoder" else "decoding.intro")
+)
 if lm is None:
     st.stop()
 if lm.kind == "encoder":

@@ -399,9 +399,11 @@ def show_stages(view: AttentionView, reading: Reading) -> None:
 
 
 def show_qk_norm(view: AttentionView, reading: Reading, head: int, rows: slice, cols: slice):
-    """QK-norm (Gemma 3): each query's and key's length before and after the norm, from a
-    pass that kept them (traced again with stages, once per text)."""
-    normed = get_trace(reading.lm, reading.text, stages=True, new_tokens=reading.new_tokens)
+    """QK-norm (Gemma 3): each query's and key's length before and after the norm, from the
+    page's own trace, which kept them (``traced``); a long input's is traced again with them."""
+    normed = view.trace
+    if not normed.has_norm_stages(view.kind):
+        normed = get_trace(reading.lm, reading.text, stages=True, new_tokens=reading.new_tokens)
     if not normed.has_norm_stages(view.kind):
         return None
     sq, sk = normed.tokens(view.kind)
@@ -732,9 +734,11 @@ def show_output(lm, model_name: str, trace: Trace, n_prompt: int, specials) -> N
 def traced(lm, text: str, n_tokens: int, new_tokens: int | None) -> Trace:
     """``get_trace``; a long input's first pass runs in a worker (ui.background) under a
     bar of the attention layers it has read: a minute on a laptop, which a click during it
-    must not throw away."""
+    must not throw away. A QK-norm model's short input keeps the norm's stages in the same
+    pass (a few MB at a sentence), so the stages view draws them without a second trace."""
     if not is_long(n_tokens, n_tokens):
-        return get_trace(lm, text, new_tokens=new_tokens)
+        stages = bool(getattr(lm.config, "qk_norm", False))  # transformers' configs: no
+        return get_trace(lm, text, stages=stages, new_tokens=new_tokens)
     cfg = lm.config
     total = {
         "encoder": cfg.n_encoder_layers,
@@ -809,8 +813,9 @@ def layer_and_head(n_layers: int, n_heads: int, aggregate: str) -> tuple[int, in
     return layer, head
 
 
-def token_toggles(trace: Trace, kind: str) -> tuple[bool, bool, bool]:
-    """Merge words, hide specials, renormalise: off for a long input (read map by map)."""
+def token_toggles(trace: Trace, kind: str) -> tuple[str | None, bool, bool]:
+    """Join pieces ("word", "character" or None), hide specials, renormalise: off for a long
+    input (read map by map)."""
     can_merge = any(subword_style(toks) for toks in (trace.src_tokens, trace.tgt_tokens) if toks)
     n = max(len(toks) for toks in trace.tokens(kind))
     long_input = is_long(n, n)
@@ -823,6 +828,14 @@ def token_toggles(trace: Trace, kind: str) -> tuple[bool, bool, bool]:
         disabled=not can_merge or long_input,
         help=t("explorer.merge_help"),
     )
+    # A word holds whole characters: joining characters matters only with words apart.
+    chars = row.toggle(
+        t("explorer.merge_chars"),
+        key="merge_chars",
+        bind="query-params",
+        disabled=not can_merge or long_input or merge,
+        help=t("explorer.merge_chars_help"),
+    )
     hide = row.toggle(
         t("explorer.hide"),
         key="hide",
@@ -832,7 +845,7 @@ def token_toggles(trace: Trace, kind: str) -> tuple[bool, bool, bool]:
     )
     if long_input:
         st.caption(t("explorer.long_input_note", n=n))
-        merge = hide = False
+        merge = chars = hide = False
     renorm = row.toggle(
         t("explorer.renorm"),
         value=True,
@@ -841,7 +854,8 @@ def token_toggles(trace: Trace, kind: str) -> tuple[bool, bool, bool]:
         disabled=not hide,
         help=t("explorer.renorm_help"),
     )
-    return merge and can_merge, hide, renorm
+    unit = "word" if merge else "character" if chars else None
+    return unit if can_merge else None, hide, renorm
 
 
 def chosen_view(lm, trace: Trace, n_prompt: int | None) -> AttentionView:
@@ -849,14 +863,15 @@ def chosen_view(lm, trace: Trace, n_prompt: int | None) -> AttentionView:
     kind, aggregate = kind_and_aggregate(lm, trace)
     n_layers, n_heads, _, _ = trace.shape(kind)  # from the record: no map computed
     layer, head = layer_and_head(n_layers, n_heads, aggregate)
-    merge, hide, renorm = token_toggles(trace, kind)
+    unit, hide, renorm = token_toggles(trace, kind)
     return AttentionView(
         trace,
         kind,
         layer,
         head,
         aggregate,
-        merge=merge,
+        merge=unit is not None,
+        unit=unit or "word",
         hide=hide,
         renorm=renorm,
         specials=model_special_tokens(lm),

@@ -25,7 +25,6 @@ from ui.models import (
     load_model,
     model_label,
     selected_device,
-    show_engine_line,
     show_load_detail,
 )
 from ui.modern import (
@@ -41,6 +40,7 @@ from ui.modern import (
     qk_chart,
     qk_rows,
     rope_chart,
+    show_model_facts,
     sink_chart,
     sinks,
     window_maps,
@@ -190,39 +190,12 @@ st.title(t("modern.title"))
 st.caption(t("modern.intro"))
 st.markdown(t("modern.overview"))
 
-# The sidebar's own LLaMA / Qwen2 / Mistral / GPT-2 folder: what its config chose, in numbers.
+# The sidebar's own LLaMA / Qwen2 / Mistral / Gemma 3 / GPT-2 model: what its config chose.
 FOLDER = engine_folder()
+if FOLDER:
+    show_model_facts(FOLDER, selected_device())
 FOLDER_CONFIG = load_model(FOLDER, selected_device()).config if FOLDER else None
 FACTS = attention_facts(FOLDER_CONFIG) if FOLDER else None
-if FACTS:
-    with st.container(border=True):
-        st.subheader(t("models.yours.header", name=model_label(FOLDER)))
-        show_engine_line(load_model(FOLDER, selected_device()))
-        # Two rows: four metrics in one row cut "RoPE, base 1,000,000" off at 1440 px.
-        f1, f2, f3 = st.columns(3)
-        f1.metric(t("models.yours.positions"), t(f"modern.scheme.{FACTS['positions']}"))
-        base = FACTS["rope_base"]
-        f2.metric(t("models.yours.rope_base"), f"{base:,.0f}" if base else "–")
-        f3.metric(
-            t("models.yours.heads"),
-            t("models.yours.heads_value", q=FACTS["n_heads"], kv=FACTS["kv_heads"]),
-        )
-        g1, g2, _ = st.columns(3)
-        g1.metric(t("models.yours.per_token"), human_bytes(FACTS["cache_per_token"]))
-        g2.metric(
-            t("models.yours.at_max", n=f"{FACTS['max_len']:,}"),
-            human_bytes(FACTS["cache_at_max_len"]),
-        )
-        st.caption(
-            t(
-                f"models.yours.{FACTS['attention']}",
-                layers=FACTS["layers"],
-                kv=FACTS["kv_heads"],
-                group=FACTS["group"],
-                d_k=FACTS["d_k"],
-                mha=human_bytes(FACTS["cache_if_mha"]),
-            )
-        )
 
 
 # ---- 1. positions ------------------------------------------------------------------------------
@@ -362,7 +335,9 @@ def rope_section() -> None:
             t(
                 "models.yours.rope_pair",
                 name=model_label(FOLDER),
-                base=f"{FACTS['rope_base']:,.0f}",
+                base=t("models.yours.base_global", base=f"{FACTS['rope_base']:,.0f}")
+                if FACTS["rope_local_base"]
+                else f"{FACTS['rope_base']:,.0f}",
                 d_k=FACTS["d_k"],
                 i=pair,
                 theta=f"{own:.4g}",

@@ -105,6 +105,26 @@ def cached_feed_forward(name: str, device: str, text: str, layer: int) -> dict:
     return feed_forward_walk(load_model(name, device), text, layer)
 
 
+def ffn_formula(ffn: dict) -> str:
+    """The FFN as the model computes it (feed_forward_walk's sizes and activation), in two
+    lines so a phone does not cut it: the paper's ReLU or GELU MLP, or a gated one (SwiGLU,
+    GeGLU) whose third matrix V multiplies the activation element-wise (LLaMA and Gemma
+    have no biases in it)."""
+    d_m, d_f, act = ffn["d_model"], ffn["d_ff"], ffn["activation"]
+    if ffn["gated"]:
+        b = ("+ b_1", "+ b_V", "+ b_2") if ffn["bias"] else ("", "", "")
+        return (
+            rf"\begin{{gathered}} \mathrm{{FFN}}(x_i) = \big(\mathrm{{{act}}}(xW_1 {b[0]})"
+            rf" \odot (xV {b[1]})\big)\,W_2 {b[2]} \\ W_1, V: {d_m} \times {d_f},\quad"
+            rf" W_2: {d_f} \times {d_m} \end{{gathered}}"
+        )
+    inner = r"\max(0,\ xW_1 + b_1)" if act == "ReLU" else r"\mathrm{GELU}(xW_1 + b_1)"
+    return (
+        rf"\begin{{gathered}} \mathrm{{FFN}}(x_i) = {inner}\,W_2 + b_2 \\ "
+        rf"W_1: {d_m} \times {d_f},\quad W_2: {d_f} \times {d_m} \end{{gathered}}"
+    )
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_hidden(name: str, device: str, text: str, layer: int) -> tuple[list[str], np.ndarray]:
     """(tokens, [L, D]) the input of self-attention ``layer``."""

@@ -10,6 +10,7 @@ import streamlit as st
 import torch
 
 from model.analysis.concepts import (
+    attention_facts,
     attention_memory,
     cache_nbytes,
     farthest_reach,
@@ -22,9 +23,11 @@ from model.attention import MultiHeadAttention
 from model.runtime.decoding import greedy_decode
 from model.training.lengths import load_results
 from ui.concepts import minilm_position_table
-from ui.models import load_model
+from ui.i18n import t
+from ui.models import load_model, model_label, show_engine_line
 from viz.memo import memo_figure
 from viz.modern import (
+    human_bytes,
     length_figure,
     memory_figure,
     online_softmax_figure,
@@ -260,3 +263,62 @@ def window_maps(name: str, device: str, n_tokens: int = WINDOW_TEXT_TOKENS) -> W
         maps=maps,
         reach=reach,
     )
+
+
+def show_model_facts(folder: str, device: str) -> None:
+    """The sidebar's own model, in numbers its config sets (attention_facts): positions and
+    rotary base (both, where sliding layers have their own), query and key/value heads, and
+    its cache. Metrics in one wrapping row, each as wide as its value: in thirds of a
+    1024 px page or a phone, "RoPE (rotary)" and "360.0 MiB" were cut off."""
+    lm = load_model(folder, device)
+    facts = attention_facts(lm.config)
+    with st.container(border=True):
+        st.subheader(t("models.yours.header", name=model_label(folder)))
+        show_engine_line(lm)
+        row = st.container(horizontal=True, gap="medium")
+        row.metric(
+            t("models.yours.positions"), t(f"modern.scheme.{facts['positions']}"), width="content"
+        )
+        base, local = facts["rope_base"], facts["rope_local_base"]
+        if local is not None:
+            row.metric(t("models.yours.rope_base_local"), f"{local:,.0f}", width="content")
+            row.metric(t("models.yours.rope_base_global"), f"{base:,.0f}", width="content")
+        else:
+            row.metric(
+                t("models.yours.rope_base"), f"{base:,.0f}" if base else "–", width="content"
+            )
+        row.metric(
+            t("models.yours.heads"),
+            t("models.yours.heads_value", q=facts["n_heads"], kv=facts["kv_heads"]),
+            width="content",
+        )
+        row.metric(
+            t("models.yours.per_token"), human_bytes(facts["cache_per_token"]), width="content"
+        )
+        row.metric(
+            t("models.yours.at_max", n=f"{facts['max_len']:,}"),
+            human_bytes(facts["cache_at_max_len"]),
+            width="content",
+        )
+        st.caption(
+            t(
+                f"models.yours.{facts['attention']}",
+                layers=facts["layers"],
+                kv=facts["kv_heads"],
+                group=facts["group"],
+                d_k=facts["d_k"],
+                mha=human_bytes(facts["cache_if_mha"]),
+            )
+        )
+        if facts["sliding_layers"]:
+            st.caption(
+                t(
+                    "models.yours.windows",
+                    local=facts["sliding_layers"],
+                    glob=facts["layers"] - facts["sliding_layers"],
+                    w=f"{facts['window']:,}",
+                    past=human_bytes(facts["cache_per_token_past_window"]),
+                    n=f"{facts['max_len']:,}",
+                    all_global=human_bytes(facts["cache_if_all_global"]),
+                )
+            )

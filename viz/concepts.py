@@ -31,6 +31,9 @@ SERIES_COLOURS = tuple(HEAD_COLOURS[:7])
 # ("dash" stays for the reference lines named in ``dashed``).
 MAX_NUMBER_COLS = 16  # widest matrix whose cells still hold their numbers at half width
 SERIES_DASHES = ("solid", "dot", "dashdot", "longdash", "longdashdot", "solid", "dot")
+MAX_BAR_LABELS = 16  # rotated token labels that fit a half-width column or a phone
+MAX_NAMED_LINES = 8  # more curves than this get no legend of their own (it outgrew the chart)
+OTHERS_GREY = "#8c8c8c"  # 3.3:1 on white: the many curves behind the one that is named
 
 
 def _esc(text: str) -> str:
@@ -202,6 +205,102 @@ def lines_figure(
     return _titled_with_legend(fig, title, height)
 
 
+LOG_SPREAD = 20  # a peak this many times the median curve's: a log axis keeps both in view
+
+
+def compact_number(value: float) -> str:
+    """A number short enough for a label inside a chart: 24.1k, 1.2M, 698, 0.62."""
+    value = float(value)
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def token_lines(
+    x,
+    series: dict[str, list[float]],
+    *,
+    x_title: str,
+    y_title: str,
+    others_name: str,
+    log_y: bool | None = None,
+    height: int = 360,
+) -> go.Figure:
+    """One curve per token, every point marked. Up to MAX_NAMED_LINES curves each get a
+    colour, a dash and a legend entry (lines_figure). More (a real model's sentence): the
+    curve that reaches highest is drawn in colour and named, in the legend and by a label
+    inside the plot at its peak; the rest are thin grey under one legend entry
+    (``others_name``), each still named by its hover and in the chart's table. Where that
+    peak is LOG_SPREAD times the median curve's (SmolLM2's first token: 24,101 against
+    about 700), the y axis is logarithmic so the others are not flattened onto zero
+    (``log_y`` says so instead where the caller has measured it)."""
+    if len(series) <= MAX_NAMED_LINES:
+        return lines_figure(
+            x, series, x_title=x_title, y_title=y_title, markers=True, height=height
+        )
+    xs = np.asarray(list(x), dtype=np.float64)
+    values = {name: np.asarray(y, dtype=np.float64) for name, y in series.items()}
+    peaks = {name: np.nanmax(y) for name, y in values.items()}
+    top = max(peaks, key=peaks.get)
+    positive = all(np.nanmin(y) > 0 for y in values.values())
+    if log_y is None:
+        log_y = peaks[top] > LOG_SPREAD * float(np.median(list(peaks.values())))
+    log_y = log_y and positive
+    traces = [  # the named curve first, so the summary names it; zorder draws it on top
+        {
+            "type": "scatter",
+            "x": xs,
+            "y": values[top],
+            "name": _esc(top),
+            "mode": "lines+markers",
+            "line": {"color": SERIES_COLOURS[0], "width": 3},
+            "marker": {"size": 6},
+            "zorder": 1,
+        },
+        {  # a legend entry for the grey curves, not a series (no hover, no points)
+            "type": "scatter",
+            "x": [None],
+            "y": [None],
+            "name": _esc(others_name),
+            "mode": "lines",
+            "line": {"color": OTHERS_GREY, "width": 1},
+            "hoverinfo": "skip",
+        },
+    ]
+    traces += [
+        {
+            "type": "scatter",
+            "x": xs,
+            "y": y,
+            "name": _esc(name),
+            "mode": "lines+markers",
+            "line": {"color": OTHERS_GREY, "width": 1},
+            "marker": {"size": 3},
+            "showlegend": False,
+        }
+        for name, y in values.items()
+        if name != top
+    ]
+    fig = go.Figure({"data": traces})
+    i = int(np.nanargmax(values[top]))
+    left = i < len(xs) / 2
+    fig.add_annotation(  # inside the plot, under the peak, leaning away from the nearer edge
+        x=xs[i],
+        y=np.log10(peaks[top]) if log_y else peaks[top],
+        text=f"{_esc(top)} · {compact_number(peaks[top])}",
+        showarrow=False,
+        xanchor="left" if left else "right",
+        yanchor="top",
+        yshift=-6,
+        bgcolor="rgba(255,255,255,0.85)",
+        font={"color": SERIES_COLOURS[0]},
+    )
+    fig.update_xaxes(title=_esc(x_title))
+    fig.update_yaxes(title=_esc(y_title), type="log" if log_y else "linear", tickformat="~s")
+    return _titled_with_legend(fig, "", height)
+
+
 @memo_figure
 def histogram_pair(
     a, b, *, names: tuple[str, str], x_title: str, y_title: str, bins: int = 60
@@ -253,7 +352,10 @@ def grouped_bars(
                 hovertemplate="%{customdata}: %{y:.4f}<extra>" + _esc(name) + "</extra>",
             )
         )
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(categories))), ticktext=labels)
+    # Every k-th token labelled, so a real model's 60 tokens do not pile up at half width on
+    # a phone; the hover and the summary's table name every bar (customdata).
+    tickvals, ticktext = thinned_ticks(labels, MAX_BAR_LABELS)
+    fig.update_xaxes(tickmode="array", tickvals=tickvals, ticktext=ticktext)
     fig.update_yaxes(title=_esc(y_title), range=[0, 1] if probability else None)
     fig.update_layout(
         barmode="group",

@@ -31,13 +31,16 @@ def plain(text: Any) -> str:
 
 
 def number(value: float) -> str:
-    """A value short enough to say: 0.62, 4,000, 7.0e-4."""
+    """A value short enough to say: 0.62, 4,000, 103,562 (a residual stream's length, not
+    1.0e+05), 7.0e-4."""
     value = float(value)
     if not np.isfinite(value):
         return str(value)
     if value == int(value) and abs(value) < 1e7:
         return f"{int(value):,}"
-    if value != 0 and (abs(value) < 1e-2 or abs(value) >= 1e5):
+    if 1e5 <= abs(value) < 1e7:
+        return f"{value:,.0f}"
+    if value != 0 and (abs(value) < 1e-2 or abs(value) >= 1e7):
         return f"{value:.1e}"
     return f"{value:.2f}" if abs(value) < 100 else f"{value:,.1f}"
 
@@ -118,6 +121,20 @@ def _label(value, ticks: dict) -> str:
     if isinstance(value, (int, float, np.integer, np.floating)):
         return ticks.get(float(value), number(value))
     return plain(value)
+
+
+def _point_names(fig: go.Figure, trace, xs: list) -> list[str]:
+    """Each point's name: its x tick's label, or, where an axis of many tokens labels only
+    every k-th (thinned_ticks), the name the point carries in a 1-D ``customdata`` of text."""
+    ticks = _tick_names(_axis(fig, trace, "x"))
+    names = [_label(x, ticks) for x in xs]
+    custom = trace.customdata
+    if custom is not None and len(custom) == len(xs) and all(isinstance(c, str) for c in custom):
+        names = [
+            ticks.get(float(x), plain(c)) if isinstance(x, (int, float)) else n
+            for x, c, n in zip(xs, custom, names, strict=True)
+        ]
+    return names
 
 
 def _axis_title(axis) -> str:
@@ -214,7 +231,7 @@ def figure_facts(fig: go.Figure) -> list[dict]:
                 continue
             if not np.isfinite(yv).any():
                 continue
-            xt = _tick_names(_axis(fig, trace, "x"))
+            names = _point_names(fig, trace, xs)
             fact = {
                 "kind": "bar" if trace.type == "bar" else "line",
                 "name": name,
@@ -234,7 +251,7 @@ def figure_facts(fig: go.Figure) -> list[dict]:
                 elif same > 1:
                     fact["kind"] += "_tie"
                 fact["n"] = same
-            fact["x"] = _label(xs[j], xt) if j < len(xs) else number(j)
+            fact["x"] = names[j] if j < len(xs) else number(j)
             fact["y"] = number(yv[j])
             facts.append(fact)
     return facts
@@ -297,12 +314,11 @@ def figure_table(fig: go.Figure, headers: dict[str, str] | None = None) -> pd.Da
                     if np.isfinite(z[r, c]):
                         rows.append((name, xs[c], ys[r], rounded(z[r, c])))
         elif trace.y is not None and trace.type in ("scatter", "scattergl", "bar"):
-            xt = _tick_names(_axis(fig, trace, "x"))
             ys = list(trace.y)
             xs = list(trace.x) if trace.x is not None else list(range(len(ys)))
-            for x, y in zip(xs, ys, strict=False):
+            for x, y in zip(_point_names(fig, trace, xs), ys, strict=False):
                 try:
-                    rows.append((name, _label(x, xt), "", rounded(y)))
+                    rows.append((name, x, "", rounded(y)))
                 except (TypeError, ValueError):
                     continue
         if len(rows) >= MAX_TABLE_ROWS:

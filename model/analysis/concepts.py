@@ -18,6 +18,7 @@ from torch.utils._pytree import tree_leaves
 
 from model.attention import online_softmax, scaled_dot_product_attention, tiled_attention
 from model.config import TransformerConfig
+from model.layers import ACTIVATIONS
 from model.positional import alibi_slopes, apply_rope, rope_frequencies, sinusoidal_encoding
 from model.transformer import build_model
 
@@ -229,18 +230,55 @@ def kv_cache_bytes(
     return 2 * layers * n_kv_heads * d_head * tokens * bytes_per_value * batch
 
 
+MASSIVE_SPREAD = 20  # a token's peak this many times the median token's: an outlier
+
+
+def residual_peak(residual) -> dict:
+    """[layers + 1, tokens] lengths ‖x‖ of the residual stream -> the token that reaches the
+    highest (its index, the layer after which it peaks, the peak) against the median of
+    the tokens' own peaks, and whether it is ``massive``: MASSIVE_SPREAD times that median
+    or more (SmolLM2's first token, a "massive activation" of Sun et al. 2024, at 24,101)."""
+    lengths = torch.as_tensor(residual, dtype=torch.float64)
+    peaks, layers = lengths.max(dim=0)  # per token
+    token = int(peaks.argmax())
+    median = float(peaks.quantile(0.5))  # the middle two's mean, as numpy's median
+    ratio = float(peaks[token]) / median if median > 0 else float("inf")
+    return {
+        "token": token,
+        "layer": int(layers[token]),
+        "peak": float(peaks[token]),
+        "median": median,
+        "ratio": ratio,
+        "massive": ratio >= MASSIVE_SPREAD,
+    }
+
+
 def attention_facts(cfg, bytes_per_value: int = 4) -> dict:
     """What a model's own config says about its attention (a TransformerConfig): where order
     comes from (with RoPE's base and pair layout), query and key/value heads, d_k, and the
     key/value cache its decoder keeps, per token and at its longest input (float32, as the
-    lab runs it, unless ``bytes_per_value`` says otherwise)."""
+    lab runs it, unless ``bytes_per_value`` says otherwise).
+
+    Where layers have sliding windows (Gemma 3, Mistral) the cache at the longest input is
+    what they keep (window_cache_bytes: a sliding layer only its last ``window`` keys), and
+    a local rotary base of their own is named beside the global one."""
     layers = cfg.n_decoder_layers if cfg.has_decoder else cfg.n_encoder_layers
     per_token = 2 * layers * cfg.kv_heads * cfg.d_k * bytes_per_value
     kv = cfg.kv_heads
+    rope = cfg.positions == "rope"
+    windows = window_pattern(cfg) if cfg.has_decoder else [None] * layers
+    sliding = [w for w in windows if w is not None]
+    if sliding:
+        at_max = window_cache_bytes(cfg, cfg.max_len, bytes_per_value)["windowed"]
+    else:
+        at_max = per_token * cfg.max_len
+    local_base = cfg.rope_local_base if rope and sliding else None
     return {
         "positions": cfg.positions,
-        "rope_base": cfg.rope_base if cfg.positions == "rope" else None,
-        "rope_layout": cfg.rope_layout if cfg.positions == "rope" else None,
+        "rope_base": cfg.rope_base if rope else None,
+        # the sliding layers' own base, where it differs (Gemma 3: 10,000 beside 1,000,000)
+        "rope_local_base": local_base if local_base != cfg.rope_base else None,
+        "rope_layout": cfg.rope_layout if rope else None,
         "layers": layers,
         "n_heads": cfg.n_heads,
         "kv_heads": kv,
@@ -248,9 +286,14 @@ def attention_facts(cfg, bytes_per_value: int = 4) -> dict:
         "group": cfg.n_heads // kv,
         "d_k": cfg.d_k,
         "max_len": cfg.max_len,
-        "cache_per_token": per_token,
-        "cache_at_max_len": per_token * cfg.max_len,
-        "cache_if_mha": 2 * layers * cfg.n_heads * cfg.d_k * bytes_per_value * cfg.max_len,
+        "sliding_layers": len(sliding),
+        "window": max(sliding) if sliding else None,
+        "cache_per_token": per_token,  # while every layer still keeps every token
+        # past the windows, a new token adds a key and a value to the global layers only
+        "cache_per_token_past_window": per_token // layers * (layers - len(sliding)),
+        "cache_at_max_len": at_max,
+        "cache_if_all_global": per_token * cfg.max_len,
+        "cache_if_mha": at_max * cfg.n_heads // kv,
     }
 
 
@@ -288,7 +331,8 @@ def cache_nbytes(cache: dict) -> dict[str, int]:
     out = {"self": 0, "cross": 0}
     for layer in cache["layers"]:
         for kind, kv in layer.items():
-            out[kind] = out.get(kind, 0) + sum(t.nbytes for t in kv.values())
+            tensors = (t for t in kv.values() if isinstance(t, torch.Tensor))  # not "seen"
+            out[kind] = out.get(kind, 0) + sum(t.nbytes for t in tensors)
     return out
 
 
@@ -558,11 +602,24 @@ def feed_forward_check(ffn: torch.nn.Module, x: torch.Tensor) -> dict:
     }
 
 
+# The page's names of model.layers.ACTIVATIONS' functions (geglu's is gelu_tanh's), and of
+# the gated form each makes with a third matrix (Shazeer 2020).
+_ACTIVATION_NAMES = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU", "swiglu": "SiLU"}
+_GATED_NAMES = {"relu": "ReGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU", "swiglu": "SwiGLU"}
+
+
+def _activation_key(fn, activations: dict) -> str:
+    """The first config name whose function ``fn`` is."""
+    return next(name for name, f in activations.items() if f is fn)
+
+
 @torch.inference_mode()
 def feed_forward_walk(lm, text: str, layer: int) -> dict:
     """What the FFN of ``layer`` (the first stack) read and made, checked position by position.
 
-    Returns tokens, d_model, d_ff, the activation's name, its parameter count, and
+    Returns tokens, d_model, d_ff, the activation's name, ``gated`` (the gated form's
+    name, "SwiGLU" for LLaMA and SmolLM2, "GeGLU" for Gemma, else None: a third matrix V
+    multiplies the activation element-wise), its parameter count, and
     ``feed_forward_check``'s hidden activations and differences.
     """
     from model.analysis.walkthrough import record_inputs, walkthrough_kind
@@ -579,7 +636,11 @@ def feed_forward_walk(lm, text: str, layer: int) -> dict:
         "tokens": tokens,
         "d_model": ffn.linear1.in_features,
         "d_ff": ffn.linear1.out_features,
-        "activation": "GELU" if ffn.activation is torch.nn.functional.gelu else "ReLU",
+        "activation": _ACTIVATION_NAMES[_activation_key(ffn.activation, ACTIVATIONS)],
+        "gated": _GATED_NAMES[_activation_key(ffn.activation, ACTIVATIONS)]
+        if ffn.up is not None
+        else None,
+        "bias": ffn.linear1.bias is not None,
         "params": sum(p.numel() for p in ffn.parameters()),
         **check,
     }

@@ -1,7 +1,7 @@
 """One view of a trace's attention: what a chart draws, below Streamlit.
 
-``AttentionView(trace, kind, layer, head, aggregate, merge=, hide=, renorm=, specials=,
-n_prompt=)`` is the reader's choice made into numbers: its tokens (a decoder's generated ones
+``AttentionView(trace, kind, layer, head, aggregate, merge=, unit=, hide=, renorm=,
+specials=, n_prompt=)`` is the reader's choice made into numbers: its tokens (a decoder's generated ones
 marked), its mask, any window of its map (``map``), the map pooled to a screen
 (``overview``), the rollout, per-head statistics and the arrays the export files hold. The
 explorer draws through it, the HTML export draws the same numbers from it, and the unit
@@ -28,6 +28,7 @@ from model.analysis.kept import KEPT
 from model.analysis.summaries import trace_head_statistics, trace_rollout_layer
 from model.analysis.tokens import (
     DEFAULT_SPECIAL_TOKENS,
+    UNITS,
     hide_special_tokens,
     merge_subwords,
     word_groups,
@@ -89,7 +90,8 @@ class AttentionView:
 
     ``aggregate``: "head" (``head`` alone), "mean" or "max" over the layer's heads, or
     "rollout" (Abnar & Zuidema 2020: through every layer up to ``layer``). ``merge`` joins
-    subword pieces into words, ``hide`` drops ``specials`` (``renorm``: kept rows rescaled
+    subword pieces into words, or with ``unit="character"`` only the pieces of one
+    character (a byte-level BPE's parts of a Hangul syllable), ``hide`` drops ``specials`` (``renorm``: kept rows rescaled
     to sum to 1); both are off for a long input. ``n_prompt``: a decoder's prompt length,
     after which its tokens are marked as generated (None: none marked)."""
 
@@ -99,6 +101,7 @@ class AttentionView:
     head: int = 0
     aggregate: str = "head"
     merge: bool = False
+    unit: str = "word"
     hide: bool = False
     renorm: bool = True
     specials: frozenset[str] = DEFAULT_SPECIAL_TOKENS
@@ -109,6 +112,8 @@ class AttentionView:
             raise KeyError(
                 f"this trace has no {self.kind!r} attention; it has {self.trace.kinds()}"
             )
+        if self.unit not in UNITS:
+            raise ValueError(f"unknown unit {self.unit!r}; choose one of {UNITS}")
         if self.aggregate not in AGGREGATES:
             raise ValueError(f"unknown aggregate {self.aggregate!r}; choose one of {AGGREGATES}")
         layers, heads, n_q, n_k = self.trace.shape(self.kind)
@@ -134,11 +139,14 @@ class AttentionView:
         with the model's trace so their own kept rollouts and overviews outlive this view."""
         if not (self.merge or self.hide):
             return self.trace, self.trace, None
-        key = (self.specials, self.merge, self.hide, self.hide and self.renorm)
+        unit = self.unit if self.merge else None
+        key = (self.specials, self.merge, unit, self.hide, self.hide and self.renorm)
         return KEPT.get_or_compute_with(self.trace, ("derived", *key), self._derive)
 
     def _derive(self):
-        base = merge_subwords(self.trace, self.specials) if self.merge else self.trace
+        base = (
+            merge_subwords(self.trace, self.specials, unit=self.unit) if self.merge else self.trace
+        )
         if not self.hide:
             return base, base, None
         shown, removed = hide_special_tokens(base, self.specials, renormalize=self.renorm)
@@ -200,7 +208,7 @@ class AttentionView:
             return None
         last = list(range(len(raw)))  # each shown token's last piece in the model's tokens
         if self.merge:
-            last = [group[-1] for group in word_groups(raw, self.specials)]
+            last = [group[-1] for group in word_groups(raw, self.specials, unit=self.unit)]
         if self.hide:
             last = [i for i, tok in zip(last, self.base.tgt_tokens) if tok not in self.specials]
         shown = self.shown.tgt_tokens

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import torch
+import torch.nn.functional as F
 
 from model.runtime.types import DecodeStep
 from model.trace import Recorder
@@ -208,11 +209,15 @@ def one_sequence(step: StepFn, device: torch.device) -> SeqStepFn:
 
 
 def last_rows(rec: Recorder) -> dict[str, torch.Tensor]:
-    """kind -> [layers, heads, keys]: the attention of the newest query only."""
-    return {
-        kind: torch.stack([rec.weights(kind, i, rows=[-1])[:, 0] for i in range(n)]).cpu()
-        for kind, n in rec.layers.items()
-    }
+    """kind -> [layers, heads, keys]: the attention of the newest query only. A sliding
+    layer's cache holds only its window: the keys it let go get weight 0, as its mask
+    gives them, so every layer's row spans every key."""
+    out = {}
+    for kind, n in rec.layers.items():
+        rows = [rec.weights(kind, i, rows=[-1])[:, 0] for i in range(n)]
+        keys = max(r.shape[-1] for r in rows)
+        out[kind] = torch.stack([F.pad(r, (keys - r.shape[-1], 0)) for r in rows]).cpu()
+    return out
 
 
 def filter_probs(probs: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:

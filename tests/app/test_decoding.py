@@ -30,6 +30,7 @@ def output_tokens(at: AppTest) -> str:
 def test_step_three_times_back_once_and_reset():
     at = decoding(text="I study math at school")
     assert not at.exception and not at.error
+    assert translate("decoding.intro", "en") in [c.value for c in at.caption]  # reads a source
     press(at, "step", 3)
     assert at.session_state["step"] == 3 and at.query_params["step"] == "3"
     press(at, "back")
@@ -126,7 +127,11 @@ def test_a_decoder_only_model_steps_without_cross_attention():
     at = decoding(model="sort", text="3 1 2")
     press(at, "step", 2)
     assert not at.exception and not at.error
-    assert translate("decoding.no_cross", "en") in [c.value for c in at.caption]
+    captions = [c.value for c in at.caption]
+    assert translate("decoding.no_cross", "en") in captions
+    # its intro speaks of the prompt as its own input, not of a source read by cross-attention
+    assert translate("decoding.intro_decoder", "en") in captions
+    assert translate("decoding.intro", "en") not in captions
 
 
 def test_an_encoder_only_model_is_sent_to_a_model_that_generates():

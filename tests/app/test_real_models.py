@@ -11,6 +11,7 @@ from model.analysis.heads import default_length, scan_heads
 from model.runtime.gguf_cache import installed
 from tests.app.helpers import figures, ok, open_page
 from ui.i18n import translate
+from viz.modern import human_bytes
 
 pytestmark = pytest.mark.skipif(
     not (installed("smollm2") and installed("gemma3")),
@@ -82,6 +83,10 @@ def test_the_modern_page_reads_smollm2s_grouped_heads_rope_base_and_cache_from_i
     assert metrics[translate("models.yours.rope_base", lang)] == "100,000"
     # 2 (keys, values) x 30 layers x 3 key/value heads x 64 dims x 4 bytes = 46,080 bytes
     assert facts["cache_per_token"] == 2 * 30 * 3 * 64 * 4
+    # no sliding layers: one base, and every layer keeps every token
+    assert facts["rope_local_base"] is None and facts["sliding_layers"] == 0
+    at_max = translate("models.yours.at_max", lang, n=f"{smollm2.config.max_len:,}")
+    assert metrics[at_max] == human_bytes(2 * 30 * 3 * 64 * 4 * smollm2.config.max_len)
 
 
 def test_smollm2s_patching_pairs_are_facts_it_answers_right_and_tokenizes_evenly(smollm2):
@@ -122,6 +127,27 @@ def test_the_modern_page_shows_gemmas_local_and_global_layers_and_the_cache_they
     metrics = {m.label: m.value for m in at.metric}
     ratio = f"{sizes['all_global'] / sizes['windowed']:.1f}×"
     assert metrics[translate("modern.window.saving", lang)] == ratio
+    # The facts panel: both rotary bases, and the cache its sliding layers really keep.
+    facts = attention_facts(cfg)
+    assert (facts["rope_local_base"], facts["rope_base"]) == (10_000, 1_000_000)
+    assert metrics[translate("models.yours.rope_base_local", lang)] == "10,000"
+    assert metrics[translate("models.yours.rope_base_global", lang)] == "1,000,000"
+    assert facts["cache_at_max_len"] == sizes["windowed"]
+    at_max = translate("models.yours.at_max", lang, n=f"{cfg.max_len:,}")
+    assert metrics[at_max] == human_bytes(sizes["windowed"])
+    # past the window a token adds a key and a value to the 3 global layers only
+    assert facts["cache_per_token_past_window"] == 2048 * 3
+    windows = translate(
+        "models.yours.windows",
+        lang,
+        local=15,
+        glob=3,
+        w="512",
+        past=human_bytes(2048 * 3),
+        n=f"{cfg.max_len:,}",
+        all_global=human_bytes(sizes["all_global"]),
+    )
+    assert windows in [c.value for c in at.caption]
 
 
 def test_gemmas_local_layer_weighs_nothing_beyond_its_window_on_1024_tokens():
@@ -168,6 +194,11 @@ def test_the_korean_stages_view_shows_gemmas_queries_and_keys_before_and_after_q
         for name, v in parts.items()
     }
     assert translate("explorer.qknorm.caption", "ko", **spans) in [c.value for c in at.caption]
+    # one trace of the sentence drew the page and its QK-norm stages, not a second pass
+    from ui.models import TRACES
+
+    kept = [k for k in TRACES.kept_keys() if isinstance(k, tuple) and text in k]
+    assert len(kept) == 1 and kept[0][4] is True, kept  # (name, device, text, target, stages..)
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
@@ -203,3 +234,74 @@ def test_the_fact_pairs_each_real_model_answers_right_come_first_in_english_and_
         "대한민국의 수도는 서울이고, 중국의 수도는",
     )
     assert gemma[few_shot]
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_layernorm_page_names_smollm2s_massive_activation_on_a_log_axis(smollm2, lang):
+    from model.analysis.concepts import residual_peak
+
+    at = open_page("concept_layernorm", lang=lang, model="smollm2")
+    ok(at)
+    trace = smollm2.trace(at.text_input(key="ltext").value)
+    tokens = trace.tgt_tokens
+    peak = residual_peak(trace.residual_norms["decoder"])
+    # SmolLM2's first token: 24,101 after layer 12, some 35 times the median token's peak
+    assert peak["token"] == 0 and peak["massive"] and peak["peak"] > 20_000
+    said = translate(
+        "concepts.layernorm.massive",
+        lang,
+        token=f"0: {tokens[0]}",
+        peak=f"{peak['peak']:,.0f}",
+        layer=peak["layer"],
+        ratio=f"{peak['ratio']:,.0f}",
+        median=f"{peak['median']:,.0f}",
+    )
+    assert said in [c.value for c in at.caption]
+    chart = next(f for f in figures(at) if f["layout"].get("yaxis", {}).get("type") == "log")
+    named = [d["name"] for d in chart["data"] if d.get("showlegend", True)]
+    other = translate("concepts.layernorm.other_tokens", lang, n=len(tokens) - 1)
+    assert named == [f"0: {tokens[0]}", other]
+    # Its FFN is SwiGLU, three matrices without biases, not the paper's ReLU MLP.
+    ffn = smollm2.network.decoder.layers[0].ffn
+    d_model, d_ff = smollm2.config.d_model, smollm2.config.d_ff
+    assert sum(p.numel() for p in ffn.parameters()) == 3 * d_model * d_ff
+    text = translate(
+        "concepts.ffn.text_gated",
+        lang,
+        model="smollm2",
+        gated="SwiGLU",
+        act="SiLU",
+        d_model=d_model,
+        d_ff=d_ff,
+        ratio=f"{d_ff / d_model:g}",
+        params=f"{3 * d_model * d_ff:,}",
+    )
+    assert text in [m.value for m in at.markdown]
+    formula = " ".join(m.value for m in at.latex)
+    assert r"\mathrm{SiLU}(xW_1 ) \odot (xV )" in formula and r"\max(0" not in formula
+
+
+def test_the_korean_decoding_page_on_gemma_speaks_of_no_cross_attention():
+    at = open_page("decoding", lang="ko")
+    ok(at)
+    assert at.selectbox(key="model").value == "gemma3"
+    captions = [c.value for c in at.caption]
+    assert translate("decoding.intro_decoder", "ko") in captions
+    assert not any("크로스 어텐션(" in c or "원문(크로스" in c for c in captions)
+
+
+def test_the_explorer_joins_smollm2s_byte_pieces_into_korean_characters_not_words():
+    from model.hf.pieces import part_of
+
+    text = "안녕하세요, 저는 학생입니다."
+    at = open_page("explorer", lang="en", text=text, merge_chars="true")
+    ok(at)
+    assert at.toggle(key="merge_chars").value and not at.toggle(key="merge").value
+    ticks = [
+        str(tick)
+        for f in figures(at)
+        for tick in (f["layout"].get("xaxis", {}).get("ticktext") or [])
+    ]
+    assert ticks and not any(part_of(tick) for tick in ticks)  # no "학 · 2/3" left
+    bare = [tick.lstrip("␣") for tick in ticks]
+    assert "학" in bare and "학생입니다." not in bare  # characters, the words still apart

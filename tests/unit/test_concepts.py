@@ -13,11 +13,22 @@ from model.analysis.concepts import (
     layernorm_scale,
     permutation_demo,
     qk_variance,
+    residual_peak,
     softmax_saturation,
 )
 from model.schedule import noam_lr
 from model.training.warmup import WARMUP_SEEDS, WARMUP_VARIANTS, load_warmup, seed_band
-from viz.concepts import lines_figure, mask_figure, matrix_heatmap, step_frame
+from viz.concepts import (
+    MAX_BAR_LABELS,
+    compact_number,
+    grouped_bars,
+    lines_figure,
+    mask_figure,
+    matrix_heatmap,
+    step_frame,
+    token_lines,
+)
+from viz.summaries import figure_facts, figure_table
 
 
 @pytest.fixture(scope="module")
@@ -336,3 +347,63 @@ def test_masked_scores_filled_with_zero_still_take_weight():
 
     fill = mask_fill_weights([0.0, 0.0, 0.0, 0.0], [True, True, False, False])
     assert fill["zero"] == pytest.approx(0.5) and fill["inf"] == 0.0 and fill["n_masked"] == 2
+
+
+def _outlier_stream(n_tokens: int = 60, layers: int = 31) -> np.ndarray:
+    """[layers + 1, tokens] lengths like SmolLM2's: every token grows slowly to about 700,
+    the first jumps to 24,101 after layer 12 and falls back near the end."""
+    rng = np.random.default_rng(0)
+    stream = np.linspace(5, 700, layers)[:, None] * rng.uniform(0.8, 1.0, (1, n_tokens))
+    stream[12:29, 0] = 24_101.5
+    return stream
+
+
+def test_residual_peak_names_the_massive_token_against_the_median():
+    stream = _outlier_stream()
+    peak = residual_peak(stream)
+    assert (peak["token"], peak["layer"], peak["peak"]) == (0, 12, 24_101.5)
+    assert peak["median"] == pytest.approx(float(np.median(stream.max(axis=0))))
+    assert peak["ratio"] == pytest.approx(24_101.5 / peak["median"])
+    assert peak["massive"]
+    stream[12:29, 0] = 900.0  # a token only a little longer is no outlier
+    assert not residual_peak(stream)["massive"]
+
+
+def test_a_sentences_residual_curves_keep_one_named_outlier_and_a_short_legend():
+    stream = _outlier_stream()
+    series = {f"{i}: tok{i}": stream[:, i] for i in range(stream.shape[1])}
+    fig = token_lines(range(stream.shape[0]), series, x_title="layer", y_title="‖x‖",
+                      others_name="the other 59 tokens", log_y=True)  # fmt: skip
+    legend = [d.name for d in fig.data if d.showlegend is not False]
+    assert legend == ["0: tok0", "the other 59 tokens"]  # two entries, not sixty
+    assert fig.layout.yaxis.type == "log"  # the others are not flattened onto zero
+    label = fig.layout.annotations[0]
+    # inside the plot: at the peak, hanging below it, leaning away from the right edge
+    assert label.text == "0: tok0 · 24.1k" and label.yanchor == "top" and label.yshift < 0
+    assert label.y == pytest.approx(np.log10(24_101.5)) and label.xanchor == "left"
+    # the summary names the outlier first; the table still has every token's curve
+    assert figure_facts(fig)[0]["name"] == "0: tok0" and figure_facts(fig)[0]["y"] == "24,101.5"
+    assert figure_table(fig).iloc[:, 0].nunique() == 60
+    few = token_lines(range(3), {"a": [1, 2, 3], "b": [3, 2, 1]}, x_title="l", y_title="n",
+                      others_name="-")  # fmt: skip
+    assert [d.name for d in few.data] == ["a", "b"] and few.layout.yaxis.type != "log"
+
+
+def test_compact_numbers_fit_a_label():
+    assert [compact_number(v) for v in (24_101.5, 1_000_000, 698.7, 0.625)] == [
+        "24.1k",
+        "1M",
+        "699",
+        "0.625",
+    ]
+
+
+def test_many_bars_label_every_kth_token_but_the_summary_names_each_bar():
+    tokens = [f"w{i}" for i in range(68)]
+    values = [0.0] * 68
+    values[37] = 1.0
+    fig = grouped_bars(tokens, {"before": values}, y_title="mean")
+    assert len(fig.layout.xaxis.ticktext) <= MAX_BAR_LABELS
+    assert "w37" not in fig.layout.xaxis.ticktext  # not labelled on the axis ...
+    assert figure_facts(fig)[0]["x"] == "w37"  # ... but named in the summary
+    assert figure_table(fig).iloc[:, 0].tolist() == tokens

@@ -154,6 +154,29 @@ def test_cached_greedy_decoding_equals_recomputation_and_generate(models):
         close(step.attention["decoder"], trace.attention["decoder"][:, :, q, : q + 1])
 
 
+def test_a_sliding_layers_cache_keeps_only_its_window_and_greedy_tokens_do_not_change(models):
+    """As transformers' hybrid cache: a local layer keeps its last WINDOW keys and values,
+    a global layer every one; the cache's bytes are window_cache_bytes', and the greedy
+    tokens past the window are those of the uncached recomputation."""
+    from model.analysis.concepts import cache_nbytes, window_cache_bytes
+    from model.runtime.decoding import greedy_decode
+
+    lm, _ = models
+    prompt = torch.tensor([lm.encode(TEXT).ids])
+    cache = lm.network.new_cache()
+    n_new = 3 * WINDOW
+    cached, _ = greedy_decode(lm.network, prompt, 0, -1, n_new, cache=cache)
+    recomputed, _ = greedy_decode(lm.network, prompt, 0, -1, n_new, use_cache=False)
+    assert cached.tolist() == recomputed.tolist()
+    # every token but the last generated one has been fed through the cache
+    n_tokens = prompt.shape[1] + n_new - 1
+    held = [layer["self"]["k"].shape[2] for layer in cache["layers"]]
+    assert held == [WINDOW if i in SLIDING else n_tokens for i in range(len(held))]
+    cfg = lm.network.config
+    assert cache_nbytes(cache)["self"] == window_cache_bytes(cfg, n_tokens)["windowed"]
+    assert cache_nbytes(cache)["self"] < window_cache_bytes(cfg, n_tokens)["all_global"]
+
+
 def test_block_sums_and_row_statistics_of_a_long_pass_equal_those_of_the_maps(models, ids):
     lm, _ = models
     n = ids.shape[1]

@@ -298,3 +298,29 @@ def test_a_heatmap_its_table_summary_and_export_carry_the_display_not_the_bytes(
     texts += [trace_to_json(trace), window_to_json(trace, "decoder", 0, slice(0, 4), slice(0, 4))]
     marks = [re.sub(r" · \d+/\d+", "", t) for t in texts]
     assert [t for t in marks if any(c in MOJIBAKE for c in t)] == []
+
+
+def test_the_attention_view_joins_a_byte_level_characters_pieces_and_leaves_words_apart(
+    byte_level,
+):
+    """The explorer's "join a character's pieces" choice, through the one view it draws."""
+    from model.analysis.view import AttentionView
+
+    tokens = ["<bos>", *shown(byte_level, "안녕하세요, 저는 학생입니다.")]
+    n = len(tokens)
+    scores = torch.randn(1, 2, n, n, generator=torch.Generator().manual_seed(1))
+    causal = torch.ones(n, n).tril().bool()
+    weights = torch.softmax(scores.masked_fill(~causal, float("-inf")), -1)
+    trace = Trace([], tokens, {"decoder": weights})
+    specials = frozenset(SPECIALS)
+    chars = AttentionView(trace, "decoder", merge=True, unit="character", specials=specials)
+    words = AttentionView(trace, "decoder", merge=True, specials=specials)
+    expected = merge_subwords(trace, SPECIALS, unit="character")
+    assert chars.tokens == (expected.tgt_tokens, expected.tgt_tokens)
+    assert words.tokens[0] == ["<bos>", "안녕하세요,", "저는", "학생입니다."]
+    # every character whole, the words still apart: more tokens than words, fewer than pieces
+    assert all(part_of(t) is None for t in chars.tokens[0])
+    assert len(words.tokens[0]) < len(chars.tokens[0]) < n
+    torch.testing.assert_close(chars.map(), expected.attention["decoder"][0, 0])
+    with pytest.raises(ValueError, match="unit"):
+        AttentionView(trace, "decoder", merge=True, unit="syllable")

@@ -145,7 +145,7 @@ def test_the_focus_views_bars_say_what_each_heads_largest_bar_measures():
     ]
     assert [(f["x"], f["y"]) for f in facts] == [("cat #41", "0.70"), ("the #40", "0.50")]
     said = translate("a11y.summary.bar", "en", **facts[0])
-    assert "the largest weight is cat #41" in said
+    assert "the largest weight is ‘cat #41’" in said
 
 
 def test_token_text_is_shown_as_typed():
@@ -153,7 +153,9 @@ def test_token_text_is_shown_as_typed():
     assert set(figure_table(fig)["key"]) == {"<b>", "a&b"}
 
 
-@pytest.mark.parametrize("value, text", [(0.615, "0.61"), (4000.0, "4,000"), (7e-4, "7.0e-04")])
+@pytest.mark.parametrize(
+    "value, text", [(0.615, "0.61"), (4000.0, "4,000"), (103_561.7, "103,562"), (7e-4, "7.0e-04")]
+)
 def test_numbers_are_short(value, text):
     assert number(value) == text
 
