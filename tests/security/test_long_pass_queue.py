@@ -180,3 +180,73 @@ def test_served_the_long_computation_yields_the_cpu_to_the_short_ones(page, monk
     nice = background.with_progress(("nice", served), compute, lambda d, n: "")
     assert nice == (background.LONG_PASS_NICE if served else own)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own  # this thread
+
+
+def test_a_waiting_student_is_redrawn_only_when_their_place_changes(page):
+    """Each redraw is a message the server sends: a queued student's unchanged place is not
+    sent ten times a second."""
+    gate, out = threading.Event(), {}
+    first = ask("first", held(gate), out)
+    until(lambda: background._RUNNING)
+    second = ask("second", held(gate), out)
+    queued = translate("background.queued", "en", place=1)
+    until(lambda: queued in page.texts)
+    time.sleep(10 * background.POLL_S)  # ten polls, the place unchanged
+    assert page.texts.count(queued) == 1
+    gate.set()
+    for thread in (first, second):
+        thread.join(10)
+    assert out == {"first": "done", "second": "done"}
+
+
+@pytest.mark.parametrize("served", [True, False])
+def test_served_the_long_pass_gives_way_to_running_pages_at_each_layer(page, monkeypatch, served):
+    """The GIL knows no priorities: served, the long pass waits at each layer while a page's
+    script runs, at most as long as its last layer took; a lab of one's own does not."""
+    from ui import preload
+
+    if served:
+        monkeypatch.setenv(SERVED_ENV, "1")
+    else:
+        monkeypatch.delenv(SERVED_ENV, raising=False)
+    limits = []
+    monkeypatch.setattr(preload, "wait_while_pages_run", limits.append)
+
+    def compute(report):
+        for done in range(1, 4):
+            report(done, 3)
+        return "done"
+
+    assert background.with_progress(("gives way", served), compute, lambda d, n: "") == "done"
+    if served:
+        assert len(limits) == 3
+        assert all(0 <= limit <= background.MAX_GIVE_WAY_S for limit in limits)
+    else:
+        assert limits == []
+
+
+def test_the_long_pass_waits_for_running_pages_but_not_for_its_own_waiting_run():
+    """ui.preload's count of running pages: a page's run holds the long pass back until it
+    ends; a run that only waits for a long computation (with_progress) does not."""
+    from ui import preload
+
+    returned = threading.Event()
+
+    def long_pass_at_a_layer():
+        preload.wait_while_pages_run(60)
+        returned.set()
+
+    with preload.script_run():  # a page runs
+        waiter = threading.Thread(target=long_pass_at_a_layer)
+        waiter.start()
+        assert not returned.wait(0.5), "the long pass waits while the page runs"
+    assert returned.wait(10), "and goes on once it ended"
+    waiter.join(10)
+
+    returned.clear()
+    with preload.script_run(), preload.only_waiting():  # the long paste's own run, waiting
+        waiter = threading.Thread(target=long_pass_at_a_layer)
+        waiter.start()
+        assert returned.wait(10), "a run that only waits holds nothing back"
+    waiter.join(10)
+    assert preload._state["active"] == 0
