@@ -16,12 +16,12 @@ whenever they need them and the long pass has the rest. Fewer torch threads for 
 pass would not do it: torch's thread count is in effect process-wide (the script threads
 started after it inherit it), so halving it halved the short requests' threads too, and
 bench.stall measured them slower (p50 1.14 s beside a paste, against 0.53 s with the
-priority alone). A CPU priority does not reach the interpreter's lock, though: the long
-pass's Python between its tensor operations takes turns for the GIL with the short runs'
-Python as an equal. So, served, before each layer the long pass also gives way while any
-page's script runs (ui.preload counts them), for at most as long as its last layer took:
-a class that never pauses still leaves it half the time. Whoever waits sees their place in
-the queue and may cancel; a computation nobody waits for any more stops at its next layer.
+priority alone). Nor did making the long pass give way at each layer while any page's script
+ran (a CPU priority does not reach the interpreter's lock, and bench.stall's split shows a
+short run beside a paste blocked a little longer than alone): in three before / after pairs
+it changed the p95 beside a paste by less than the machine's noise, and was dropped. Whoever
+waits sees their place in the queue and may cancel; a computation nobody waits for any more
+stops at its next layer.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 import uuid
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -37,7 +36,6 @@ from typing import Any
 import streamlit as st
 
 from ui.i18n import t
-from ui.preload import only_waiting
 
 POLL_S = 0.1  # how often the bar is redrawn while the worker runs
 _ASKER_KEY = "_background_asker"  # this session's id among a job's askers
@@ -46,9 +44,6 @@ _CANCELLED_KEY = "_background_cancelled"  # keys this session cancelled, until s
 
 class Cancelled(Exception):  # noqa: N818 (a request, not an error)
     """Every session that asked for a computation cancelled it: it stops at its next report."""
-
-
-MAX_GIVE_WAY_S = 1.0  # the longest a served long pass waits at one layer for the pages
 
 
 class _Job:
@@ -60,21 +55,11 @@ class _Job:
         self.error: BaseException | None = None
         self.askers: set[str] = set()
         self.cancelled = False
-        self.gives_way = False  # served: set by the worker (_work)
-        self._last = time.monotonic()
 
     def report(self, done: int, total: int) -> None:
         if self.cancelled:
             raise Cancelled(str(self.key))
         self.done, self.total = done, total
-        if self.gives_way:
-            from ui.preload import wait_while_pages_run
-
-            worked = time.monotonic() - self._last
-            wait_while_pages_run(min(worked, MAX_GIVE_WAY_S))
-            self._last = time.monotonic()
-            if self.cancelled:
-                raise Cancelled(str(self.key))
 
 
 _JOBS: dict[Hashable, _Job] = {}  # in flight only (running or queued); removed when it ends
@@ -86,22 +71,20 @@ _LOCK = threading.Lock()
 LONG_PASS_NICE = 19  # the lowest priority: the long pass gets the CPU no one else wants
 
 
-def _yield_cpu() -> bool:
+def _yield_cpu() -> None:
     """Served, this thread (a fresh one per job) and the threads it starts run at the lowest
     CPU priority; a lab on one's own machine keeps its full speed. Linux makes nice a per-
-    thread value; elsewhere, or where it cannot be changed, nothing happens. Whether served."""
+    thread value; elsewhere, or where it cannot be changed, nothing happens."""
     from ui.served import served
 
     if not served():
-        return False
+        return
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LONG_PASS_NICE)
-    return True
 
 
 def _work(job: _Job) -> None:
-    job.gives_way = _yield_cpu()
-    job._last = time.monotonic()
+    _yield_cpu()
     try:
         job.value = job.compute(job.report)
     except BaseException as err:  # noqa: BLE001 - handed to the run that waits for it
@@ -199,8 +182,7 @@ def with_progress(
     asker = _asker()
     with _LOCK:
         job = _submit(key, compute, asker)
-    with only_waiting():  # this run only waits: a served long pass need not give way to it
-        bar, button = _wait(job, key, asker, label)
+    bar, button = _wait(job, key, asker, label)
     for shown in (bar, button):
         if shown is not None:
             shown.empty()

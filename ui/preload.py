@@ -40,52 +40,18 @@ _runs = threading.Condition()
 _state = {"active": 0, "ended_at": None}  # script runs going on; when the last one ended
 
 
-_in_run = threading.local()  # .counted: this thread's script run is counted as active
-
-
 @contextmanager
 def script_run() -> Iterator[None]:
-    """Around a page's script run (app.py): the preload, and a served long computation
-    (ui.background), wait while any is running."""
+    """Around a page's script run (app.py): the preload waits while any is running."""
     with _runs:
         _state["active"] += 1
-    _in_run.counted = True
     try:
         yield
     finally:
-        _in_run.counted = False
         with _runs:
             _state["active"] -= 1
             _state["ended_at"] = time.monotonic()
             _runs.notify_all()
-
-
-@contextmanager
-def only_waiting() -> Iterator[None]:
-    """Around a script run's wait for a long computation (ui.background): the run is not
-    counted as running meanwhile, or the computation it waits for would wait for it."""
-    counted = getattr(_in_run, "counted", False)
-    if counted:
-        with _runs:
-            _state["active"] -= 1
-            _runs.notify_all()
-    try:
-        yield
-    finally:
-        if counted:
-            with _runs:
-                _state["active"] += 1
-
-
-def wait_while_pages_run(limit_s: float) -> None:
-    """Until no page's script is running, at most ``limit_s``."""
-    deadline = time.monotonic() + limit_s
-    with _runs:
-        while _state["active"] > 0:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            _runs.wait(left)
 
 
 def _pages_quiet() -> bool:
