@@ -155,6 +155,19 @@ def class_store_markdown(r: dict) -> str:
         f"| PostgreSQL restart (s) / answers that showed retrying | "
         f"{r['db_restart_s']} / {r['saw_retrying']} |",
     ]
+    q = r.get("sqlite")
+    if q:
+        sq = q["submit_s"]
+        lines += [
+            f"| the same class on SQLite (the default store), r1 killed: submit p50 / p95 / max "
+            f"| {ms(sq.get('p50_s', 0))} / {ms(sq.get('p95_s', 0))} / {ms(sq.get('max_s', 0))}"
+            f" (n = {sq.get('n', 0)}) |",
+            f"| on SQLite: answers planned / stored / lost / duplicated | "
+            f"{q['answers_planned']} / {q['answers_stored']} / {q['lost']} / {q['duplicates']} |",
+            "",
+            "Issue 46's target: a submit's p95 at most 500 ms on SQLite as on PostgreSQL "
+            "(measured one after the other, on the same machine).",
+        ]
     if r.get("note"):
         lines += ["", r["note"]]
     return "\n".join(lines) + "\n"

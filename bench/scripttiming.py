@@ -13,7 +13,10 @@ Callbacks, the page code and queuing its elements all run inside that span; send
 the websocket does not. ``cpu_ms`` is the CPU time of the run's own thread and ``gc_ms`` the
 collector's pauses in the process during the run, so a slow run can be told apart: work
 (cpu close to ms), the collector (gc), or waiting for a core that Chromium or another
-session holds (ms well above cpu).
+session holds (ms well above cpu). On Linux ``queued_ms`` splits that wait: the time the
+run's thread was ready but queued for a core (the kernel's schedstat run delay); what is
+left of ``ms`` after ``cpu_ms`` and ``queued_ms`` the thread spent blocked, in this server
+mostly waiting for the GIL that another thread of the process holds.
 """
 
 from __future__ import annotations
@@ -38,6 +41,16 @@ def _time_collections(phase: str, info: dict) -> None:
         _gc_pauses["started"] = None
 
 
+def queued_s() -> float | None:
+    """Seconds this thread has spent ready to run but queued for a core, from the kernel's
+    per-thread schedstat (Linux); None elsewhere."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def install(log_path: str | Path) -> None:
     """Time every script run of this process into ``log_path`` (one JSON object a line)."""
     from streamlit.runtime.scriptrunner import script_runner
@@ -52,6 +65,7 @@ def install(log_path: str | Path) -> None:
 
     def timed(self, rerun_data):
         start, cpu, collected = time.perf_counter(), time.thread_time(), _gc_pauses["total_s"]
+        queued = queued_s()
         try:
             return original(self, rerun_data)
         finally:
@@ -59,6 +73,8 @@ def install(log_path: str | Path) -> None:
                 "ms": round((time.perf_counter() - start) * 1000, 2),
                 "cpu_ms": round((time.thread_time() - cpu) * 1000, 2),
                 "gc_ms": round((_gc_pauses["total_s"] - collected) * 1000, 2),
+                "queued_ms": None if queued is None else round((queued_s() - queued) * 1000, 2),
+                "start": time.time() - (time.perf_counter() - start),  # to match a client's
                 "fragment": bool(rerun_data.fragment_id_queue),
                 "session": getattr(
                     self, "_session_id", None

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import delete, func, select
+from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -240,6 +240,17 @@ class Classroom:
         writer = one_writer(self.engine)
         with writer, Session(self.engine, expire_on_commit=False) as s, s.begin():
             yield s
+
+    @contextmanager
+    def _writing(self) -> Iterator[Connection]:
+        """A short write transaction in plain SQL, for the writes a class makes all lesson
+        long (every answer, every move to the next item). On SQLite the file has one writer
+        at a time, so how long a write holds the lock is what 40 students queue for: an ORM
+        session's unit of work, identity map and reloaded rows cost several times the
+        Python that these few statements do, and on a busy machine each of those
+        milliseconds stretches to ten."""
+        with one_writer(self.engine), self.engine.begin() as conn:
+            yield conn
 
     @contextmanager
     def _counted(self, client: str, key: object = None) -> Iterator[None]:
@@ -668,9 +679,18 @@ class Classroom:
     @_store_errors
     def set_position(self, student_key: str, index: int, *, client: str = "") -> None:
         """Remember the item the student is on, so a reload or another device resumes there."""
-        with self._counted(client, student_key), self._session() as s:
+        with self._counted(client, student_key), self._session(read=True) as s:
             st, cls = self._student(s, student_key)
-            st.position = _index(index, cls.n_items)
+            index = _index(index, cls.n_items)
+            if st.position == index:
+                return  # a reload that lands where it was writes nothing
+            student_id = st.id
+        with self._writing() as conn:
+            conn.execute(
+                update(StudentRow.__table__)
+                .where(StudentRow.id == student_id)
+                .values(position=index)
+            )
 
     @_store_errors
     def exercise(self, student_key: str, index: int, *, client: str = "") -> Exercise:
@@ -699,49 +719,57 @@ class Classroom:
             submission_id = uuid.uuid4().hex
         if not isinstance(submission_id, str) or not 0 < len(submission_id) <= MAX_SUBMISSION_ID:
             raise ValueError(f"submission_id must be text of 1 to {MAX_SUBMISSION_ID} characters")
-        # one read: a retry's stored feedback, or the item
-        with self._counted(client, student_key), self._session(read=True) as s:
-            st, cls = self._student(s, student_key)
-            stored = s.scalar(_by_submission(st.id, submission_id))
-            if stored is not None:
-                return _feedback(stored)
-            index = _index(index, cls.n_items)
-            kind, sub_seed = practice.item(cls.seed, cls.topic, index)
         answer_json = _dumps(answer)
         if len(answer_json) > MAX_ANSWER_CHARS:
             raise ValueError(f"the answer is longer than {MAX_ANSWER_CHARS} characters")
-        fb = _exercise(kind, sub_seed).check(answer)
-        params_json = json.dumps(_plain(fb.params), ensure_ascii=False)
+        fb = params_json = None
         for _ in range(WRITE_RETRIES):
+            # a read, which waits for no writer: a retry's stored feedback, or the item
+            with self._counted(client, student_key), self._session(read=True) as s:
+                st, cls = self._student(s, student_key)
+                stored = s.scalar(_by_submission(st.id, submission_id))
+                if stored is not None:
+                    return _feedback(stored)
+                index = _index(index, cls.n_items)
+                kind, sub_seed = practice.item(cls.seed, cls.topic, index)
+                student_id, class_id = st.id, cls.id
+            if fb is None:  # checked outside any transaction
+                fb = _exercise(kind, sub_seed).check(answer)
+                params_json = json.dumps(_plain(fb.params), ensure_ascii=False)
+            # the write: two statements under the lock. The same submission stored meanwhile
+            # (a resend that raced this one) or the same attempt number breaks a unique
+            # constraint, and the read above, once more, finds what was stored.
             try:
-                with self._session() as s:
-                    st, cls = self._student(s, student_key)
-                    again = s.scalar(_by_submission(st.id, submission_id))
-                    if again is not None:
-                        return _feedback(again)
-                    if cls.closed:
+                with self._writing() as conn:
+                    last = (
+                        select(func.max(SubmissionRow.attempt))
+                        .where(SubmissionRow.student_id == student_id, SubmissionRow.item == index)
+                        .scalar_subquery()
+                    )
+                    found = conn.execute(
+                        select(ClassRow.closed, last).where(ClassRow.id == class_id)
+                    ).one_or_none()
+                    if found is None:
+                        raise LookupError("no student has this key")  # the class was deleted
+                    if found[0]:
                         raise ClassClosedError("this class is closed; answers are not taken")
-                    last = s.scalar(
-                        select(func.max(SubmissionRow.attempt)).where(
-                            SubmissionRow.student_id == st.id, SubmissionRow.item == index
+                    conn.execute(
+                        insert(SubmissionRow.__table__).values(
+                            class_id=class_id,
+                            student_id=student_id,
+                            item=index,
+                            attempt=(found[1] or 0) + 1,
+                            submission_id=submission_id,
+                            answer=answer_json,
+                            correct=bool(fb.correct),
+                            feedback_key=fb.key,
+                            feedback_params=params_json,
+                            created_at=_now(),
                         )
                     )
-                    row = SubmissionRow(
-                        class_id=cls.id,
-                        student_id=st.id,
-                        item=index,
-                        attempt=(last or 0) + 1,
-                        submission_id=submission_id,
-                        answer=answer_json,
-                        correct=bool(fb.correct),
-                        feedback_key=fb.key,
-                        feedback_params=params_json,
-                        created_at=_now(),
-                    )
-                    s.add(row)
-                return _feedback(row)  # committed: the with-block ended without error
+                return Feedback(bool(fb.correct), fb.key, json.loads(params_json))  # committed
             except IntegrityError:
-                continue  # the same submission or attempt number raced in: look again
+                continue
         raise StoreUnavailableError("the answer could not be stored; try again")
 
     @_store_errors

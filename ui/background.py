@@ -16,8 +16,12 @@ whenever they need them and the long pass has the rest. Fewer torch threads for 
 pass would not do it: torch's thread count is in effect process-wide (the script threads
 started after it inherit it), so halving it halved the short requests' threads too, and
 bench.stall measured them slower (p50 1.14 s beside a paste, against 0.53 s with the
-priority alone). Whoever waits sees their place in
-the queue and may cancel; a computation nobody waits for any more stops at its next layer.
+priority alone). Nor did making the long pass give way at each layer while any page's script
+ran (a CPU priority does not reach the interpreter's lock, and bench.stall's split shows a
+short run beside a paste blocked a little longer than alone): in three before / after pairs
+it changed the p95 beside a paste by less than the machine's noise, and was dropped. Whoever
+waits sees their place in the queue and may cancel; a computation nobody waits for any more
+stops at its next layer.
 """
 
 from __future__ import annotations
@@ -178,7 +182,19 @@ def with_progress(
     asker = _asker()
     with _LOCK:
         job = _submit(key, compute, asker)
-    bar = button = None
+    bar, button = _wait(job, key, asker, label)
+    for shown in (bar, button):
+        if shown is not None:
+            shown.empty()
+    if job.error is not None:
+        raise job.error
+    return job.value
+
+
+def _wait(job: _Job, key: Hashable, asker: str, label: Callable[[int, int], str]):
+    """The bar and the cancel button while ``job`` runs or waits; redrawn only on a change
+    (each redraw is a message the server's event loop sends, ten a second otherwise)."""
+    bar = button = shown = None
     while not job.finished.wait(POLL_S):
         waiting = place(job)
         if waiting:
@@ -188,7 +204,9 @@ def with_progress(
         else:
             continue
         bar = bar or st.progress(0.0)
-        bar.progress(fraction, text)
+        if shown != (fraction, text):
+            bar.progress(fraction, text)
+            shown = (fraction, text)
         if button is None:
             button = st.empty()
             button.button(
@@ -198,9 +216,4 @@ def with_progress(
                 on_click=_on_cancel,
                 args=(key, asker),
             )
-    for shown in (bar, button):
-        if shown is not None:
-            shown.empty()
-    if job.error is not None:
-        raise job.error
-    return job.value
+    return bar, button

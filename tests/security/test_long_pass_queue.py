@@ -180,3 +180,20 @@ def test_served_the_long_computation_yields_the_cpu_to_the_short_ones(page, monk
     nice = background.with_progress(("nice", served), compute, lambda d, n: "")
     assert nice == (background.LONG_PASS_NICE if served else own)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own  # this thread
+
+
+def test_a_waiting_student_is_redrawn_only_when_their_place_changes(page):
+    """Each redraw is a message the server sends: a queued student's unchanged place is not
+    sent ten times a second."""
+    gate, out = threading.Event(), {}
+    first = ask("first", held(gate), out)
+    until(lambda: background._RUNNING)
+    second = ask("second", held(gate), out)
+    queued = translate("background.queued", "en", place=1)
+    until(lambda: queued in page.texts)
+    time.sleep(10 * background.POLL_S)  # ten polls, the place unchanged
+    assert page.texts.count(queued) == 1
+    gate.set()
+    for thread in (first, second):
+        thread.join(10)
+    assert out == {"first": "done", "second": "done"}

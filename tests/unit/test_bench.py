@@ -3,6 +3,7 @@
 import contextlib
 import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,24 @@ def test_a_script_run_log_says_how_much_was_its_own_work_and_how_much_the_collec
     assert run["fragment"] is False
     assert run["cpu_ms"] > 0 and run["gc_ms"] > 0
     assert run["gc_ms"] <= run["ms"] and run["cpu_ms"] <= run["ms"] * 1.05 + 1
+    if sys.platform.startswith("linux"):  # the wait for a core, from the kernel's schedstat
+        assert run["queued_ms"] is not None and 0 <= run["queued_ms"] <= run["ms"] * 1.05 + 1
+
+
+def test_the_stall_bench_splits_a_runs_time_into_its_work_its_wait_for_a_core_and_the_rest():
+    from bench.stall import where_it_went
+
+    runs = [{"ms": 100.0 * i, "cpu_ms": 10.0, "queued_ms": 20.0, "gc_ms": 0.0} for i in (1, 10)]
+    split = where_it_went(runs)
+    assert split["all"] == {
+        "n": 2,
+        "ms": 550,
+        "cpu_ms": 10,
+        "queued_ms": 20,
+        "blocked_ms": 520,
+        "gc_ms": 0,
+    }
+    assert split["slowest_tenth"]["n"] == 1 and split["slowest_tenth"]["blocked_ms"] == 970
 
 
 def test_the_long_document_section_sets_the_first_view_beside_the_fast_forward_and_lists_steps():
