@@ -58,7 +58,8 @@ def installed():
 
 @pytest.fixture(scope="module")
 def models(installed):
-    """name -> the real model, loaded here as the server loads it (on the CPU), once."""
+    """name -> the real model, loaded here as the server loads it (on the CPU), once; let go
+    after the module (the worker's later tests need not carry a gigabyte)."""
     from model import load
 
     cache: dict = {}
@@ -68,7 +69,8 @@ def models(installed):
             cache[name] = load(name, device="cpu")
         return cache[name]
 
-    return get
+    yield get
+    cache.clear()
 
 
 @pytest.fixture(scope="module")
