@@ -7,12 +7,21 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.attention import attention_heatmap, token_label
+from viz.attention import attention_heatmap, thinned_ticks, token_label
 from viz.memo import memo_figure
 
 CHOSEN = "#ff4b4b"  # the token that was picked, in every chart
 OTHER = "#8fb3d9"
 BEFORE = "#c7c7c7"
+# The step's maps sit in half a column (beside the next-token chart or the cross-attention
+# map), about 250 px of plot on a phone: at most this many key labels, every k-th, keep the
+# rotated labels apart there; a real model's prompt and output run to 40 keys and more.
+HALF_COLUMN_TICKS = 16
+
+
+def _half_column_keys(fig: go.Figure, key_tokens: list[str]) -> go.Figure:
+    tickvals, ticktext = thinned_ticks([token_label(t) for t in key_tokens], HALF_COLUMN_TICKS)
+    return fig.update_xaxes(tickvals=tickvals, ticktext=ticktext)
 
 
 @memo_figure
@@ -37,6 +46,7 @@ def growing_mask_figure(
         row = np.asarray(row.detach().cpu() if hasattr(row, "detach") else row, dtype=np.float32)
         z[i, : len(row)] = row
     fig = attention_heatmap(z, query_tokens, key_tokens, mask=mask, title=title, labels=labels)
+    _half_column_keys(fig, key_tokens)
     fig.add_shape(
         type="rect",
         x0=-0.5,
@@ -55,6 +65,7 @@ def head_rows_figure(
 ) -> go.Figure:
     """One query's attention in every head, [H, Lk] -> heads as rows, keys as columns."""
     fig = attention_heatmap(rows, head_titles, key_tokens, title=title, labels=labels)
+    _half_column_keys(fig, key_tokens)
     fig.update_layout(height=max(200, 110 + 26 * len(head_titles)))
     return fig
 

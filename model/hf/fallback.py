@@ -140,8 +140,9 @@ class HFLabModel:
         """How the model reads ``text``: tokens, unknown words, whether it was cut."""
         return self.src_tokenizer.encode(text, self.max_tokens)
 
-    def decoder_tokens(self, text: str, generated: list[str]) -> list[str]:
-        """What the decoder reads after generating ``generated`` (see types.decoder_tokens)."""
+    def decoder_tokens(self, text: str, generated: list[int]) -> list[str]:
+        """What the decoder reads after generating the ids ``generated``, as tokens people
+        read (see types.decoder_tokens)."""
         return decoder_tokens(self, text, generated, self.decoder_start_id)
 
     def _tensor(self, ids: list[int]) -> torch.Tensor:

@@ -120,11 +120,13 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def _identity(paths: list[Path]) -> list[list]:
-    """What a stamp remembers of its sources: path, size and modification time."""
+    """What a stamp remembers of its sources: path, size and modification time. The path
+    is resolved: two checkouts whose virtual environments link to one share its files, and
+    one cache, and must not take each other's stamp for a changed file."""
     out = []
     for p in paths:
         st = p.stat()
-        out.append([str(p), st.st_size, st.st_mtime_ns])
+        out.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
     return out
 
 
@@ -299,8 +301,12 @@ def shipped_folder(name: str, progress: bool = True) -> Path:
         return target
     with _Lock(target.with_name(name + ".lock")):
         if _current(target, sources, model.sha256) is None:
-            path = shipped_gguf(name)
-            _convert_into(path, target, model.sha256, sources, progress)
+            path = shipped_gguf(name)  # the package's file, checked against the pinned sha256
+            stamp = read_stamp(target)
+            if stamp is not None and stamp.get("sha256") == model.sha256:  # touched, not changed
+                _write_json_atomic(target / STAMP, stamp | {"sources": _identity(sources)})
+            else:
+                _convert_into(path, target, model.sha256, sources, progress)
     return target
 
 

@@ -240,8 +240,9 @@ class LabModel:
         make = getattr(self.input_tokenizer, "chat_prompt", None)
         return make(question) if make is not None else None
 
-    def decoder_tokens(self, text: str, generated: list[str]) -> list[str]:
-        """What the decoder reads after generating ``generated`` (see types.decoder_tokens)."""
+    def decoder_tokens(self, text: str, generated: list[int]) -> list[str]:
+        """What the decoder reads after generating the ids ``generated``, as tokens people
+        read (see types.decoder_tokens)."""
         return decoder_tokens(self, text, generated, self.tgt_tokenizer.bos_id)
 
     def translate(self, text: str, head_mask: HeadMask | None = None) -> str:

@@ -133,7 +133,8 @@ HIDDEN_SCROLL_JS = """() => [...document.querySelectorAll('[data-testid=stMain] 
 
 # The content reflows (WCAG 1.4.10): the page does not scroll sideways, and nothing in the
 # main column reaches past its right edge unless it sits in a region that scrolls by itself
-# (a wide formula or table, with its cue; a chart's drawing is checked by OVERFLOW_JS).
+# (a wide formula or table, with its cue; a chart's drawing is checked by OVERFLOW_JS) or is
+# clipped by a box inside the column (a slider's hidden range input, at the end of its track).
 REFLOW_JS = """() => {
   const out = [];
   const page = [document.scrollingElement, ...document.querySelectorAll(
@@ -149,6 +150,7 @@ REFLOW_JS = """() => {
     for (let a = el.parentElement; a && a !== main; a = a.parentElement) {
       const o = getComputedStyle(a).overflowX;
       if ((o === 'auto' || o === 'scroll') && a.scrollWidth > a.clientWidth) return true;
+      if ((o === 'hidden' || o === 'clip') && a.getBoundingClientRect().right <= edge + 1) return true;
     }
     return false;
   };

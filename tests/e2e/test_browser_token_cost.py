@@ -9,6 +9,7 @@ import re
 import pytest
 
 from model.hf.pieces import _bytes_to_unicode
+from tests.e2e.pagechecks import phone_problems
 from ui.i18n import translate
 
 pytestmark = pytest.mark.browser
@@ -70,3 +71,10 @@ def test_the_real_decoders_show_syllables_and_their_byte_parts(page, artifacts_d
     assert "안 · 1/3 | 안 · 2/3 | 안 · 3/3" in text and "␣저는" in text
     assert mojibake_in(page.get_by_test_id("stMain").inner_text()) == []
     page.screenshot(path=artifacts_dir / "token-cost-real-ko.png", full_page=True)
+    # The same table on a phone: the tab narrowed, not loaded again (the columns reflow).
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(600)
+    assert table.inner_text() == text
+    assert phone_problems(page) == []
+    table.scroll_into_view_if_needed()
+    page.screenshot(path=artifacts_dir / "token-cost-real-ko-390.png")

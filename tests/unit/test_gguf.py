@@ -175,6 +175,35 @@ def test_the_first_load_converts_and_later_loads_read_the_cache(files, monkeypat
     )
 
 
+def test_a_shipped_model_seen_through_another_checkouts_link_is_not_converted_again(
+    files, monkeypatch, tmp_path
+):
+    """Two checkouts whose .venv links to one environment share the package's file and the
+    cache: each used to stamp the folder with its own path and convert it again, in turn."""
+    monkeypatch.setenv(gguf_cache.CACHE_ENV, str(tmp_path / "cache"))
+    package = tmp_path / "venv" / "tiny_pkg"
+    package.mkdir(parents=True)
+    (package / "model.gguf").write_bytes(files["llama", "Q8_0"].read_bytes())
+    (tmp_path / "other-checkout").mkdir()
+    (tmp_path / "other-checkout" / "venv").symlink_to(tmp_path / "venv")
+    sha = gguf_cache.sha256_file(package / "model.gguf")
+    tiny = gguf_cache.ShippedGGUF("tiny", "tiny", "tiny_pkg", "model.gguf", sha)
+    monkeypatch.setitem(gguf_cache.SHIPPED_GGUF, "tiny", tiny)
+    seen_from = [package]
+    monkeypatch.setattr(gguf_cache, "_module_dir", lambda module: seen_from[0])
+    folder = gguf_cache.shipped_folder("tiny", progress=False)
+
+    def no_conversion(*args, **kwargs):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(gguf_cache, "convert", no_conversion)
+    seen_from[0] = tmp_path / "other-checkout" / "venv" / "tiny_pkg"
+    assert gguf_cache.shipped_folder("tiny") == folder
+    os.utime(package / "model.gguf", ns=(1, 1))  # touched, same bytes: hashed, stamped anew
+    assert gguf_cache.shipped_folder("tiny") == folder
+    assert json.loads((folder / gguf_cache.STAMP).read_text())["sources"][0][2] == 1
+
+
 @pytest.mark.parametrize("damage", ["truncated weights", "no stamp", "garbage weights"])
 def test_a_damaged_cache_is_converted_again_never_half_read(files, monkeypatch, tmp_path, damage):
     monkeypatch.setenv(gguf_cache.CACHE_ENV, str(tmp_path / "cache"))

@@ -91,3 +91,24 @@ def test_the_token_cost_of_the_shipped_pairs_recomputed(smollm2, gemma3):
             assert cost.english.n == len(body(tok, english))
         # The byte-level vocabulary pays several times the English count; Gemma's does not.
         assert costs[0].ratio > 4 and costs[1].ratio < 1.5
+
+
+def test_generated_bytes_of_a_syllable_read_as_the_syllable_once_it_is_whole(smollm2):
+    """The decoding page's strip: SmolLM2 writes 위 as three byte tokens, one a step. Read
+    with the prompt as one text, they show as 위's parts once the third is written; before
+    that the bytes so far cannot name a character and show as bytes, never as mojibake."""
+    from types import SimpleNamespace
+
+    from model.runtime.types import decoder_tokens
+
+    model = SimpleNamespace(
+        kind="decoder",
+        tgt_tokenizer=smollm2,
+        encode=lambda text: SimpleNamespace(ids=body(smollm2, text)),
+    )
+    wi = body(smollm2, "위")
+    assert len(wi) == 3  # 위 is three bytes, each a token of its own
+    prompt = smollm2.tokens(body(smollm2, CAT))
+    assert decoder_tokens(model, CAT, wi, None) == [*prompt, "위 · 1/3", "위 · 2/3", "위 · 3/3"]
+    assert decoder_tokens(model, CAT, wi[:2], None) == [*prompt, "<0xEC>", "<0x9C>"]
+    assert decoder_tokens(model, CAT, [], None) == prompt
