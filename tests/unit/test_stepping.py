@@ -13,8 +13,8 @@ def test_growing_mask_holds_one_row_per_generated_token_under_the_causal_rule():
     text = "3 1 2"
     steps = list(lm.decode(text, max_new_tokens=4))
     for step in range(1, len(steps) + 1):
-        generated = [s.token for s in steps[:step]]
-        grown = growing_mask(steps, step, 0, lm.decoder_tokens(text, generated))
+        ids = [s.token_id for s in steps[:step]]
+        grown = growing_mask(steps, step, 0, lm.decoder_tokens(text, ids))
         # the newest query is the last position the decoder read; its keys are all it saw
         assert len(grown.keys) == steps[step - 1].attention["decoder"].shape[-1]
         assert grown.queries == grown.keys[len(grown.keys) - step :]
