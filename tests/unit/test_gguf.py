@@ -273,6 +273,29 @@ def test_tokenizer_edge_cases_match_transformers(files, arch, text):
     )
 
 
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_a_converted_folder_reads_its_tokenizer_json_as_autotokenizer_does(files, arch):
+    """A converted folder's tokenizer is built straight from tokenizer.json (the quick
+    path of a cached load), and reads every text as AutoTokenizer reads that folder."""
+    from transformers import AutoTokenizer
+
+    from model.hf.common import _plain_fast_tokenizer
+
+    lm = load(str(files[arch, "Q8_0"]), device="cpu")
+    folder = Path(lm.info["folder"])
+    quick = _plain_fast_tokenizer(folder)
+    assert quick is not None and type(lm.input_tokenizer.hf) is type(quick)
+    auto = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    for text in ["", "   ", "😀", "the  cat\n\tsat", "카레 the", "<|im_start|>the"]:
+        ids = auto(text)["input_ids"]
+        assert quick(text)["input_ids"] == ids, text
+        assert quick.decode(ids) == auto.decode(ids)
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"):
+        assert getattr(quick, name) == getattr(auto, name), name
+    assert quick.all_special_tokens == auto.all_special_tokens
+    assert quick.chat_template == auto.chat_template and quick.get_vocab() == auto.get_vocab()
+
+
 def test_recovered_merges_follow_the_given_order_then_longer_pieces():
     from model.hf.gguf_tokenizer import recovered_merges
 
