@@ -369,3 +369,55 @@ def test_an_architecture_only_transformers_reads_runs_there_and_says_so(tmp_path
     torch.testing.assert_close(_logits(lm, ids), _logits(ref, ids), atol=1e-4, rtol=1e-4)
     folder = Path(lm.info["folder"])
     assert gguf_cache.read_stamp(folder)["model_type"] == "qwen3"
+
+
+def test_the_real_models_bench_runs_on_a_tiny_gguf_and_states_each_target(tmp_path, monkeypatch):
+    """bench.real_models' measurements run end to end (a tiny LLaMA GGUF beside
+    transformers on the same folder) and its section names every target, met or missed."""
+    from bench import real_models as rm
+    from model.hf.decoder import transformers_causal_lm
+    from model.runtime import gguf_cache
+
+    monkeypatch.setenv(gguf_cache.CACHE_ENV, str(tmp_path / "cache"))
+    lm = load(str(write_tiny_gguf(tmp_path / "tiny.gguf", "llama", "F32")), device="cpu")
+    reference = transformers_causal_lm(lm.info["folder"])
+    traced = rm.traced_vs_transformers(lm, reference, 12, 1)
+    assert traced["tokens"] == 12 and traced["max_logit_difference"] < 1e-4
+    view = rm.first_view_vs_fast(lm, 40, 1)
+    assert 30 <= view["tokens"] <= 40 and view["first_view_ms"] > 0
+    gen = rm.generation_vs_transformers(lm, reference, 4, 1)
+    assert gen["same_tokens"] and gen["ours_tok_s"] > 0 and gen["transformers_tok_s"] > 0
+    load_run = {"load_s": 4.0, "load_cpu_s": 2.0, "engine": "attention-lab"}
+    result = {
+        "threads": 1,
+        "load_average_before": [1.0, 1.0, 1.0],
+        "load_average_after": [1.0, 1.0, 1.0],
+        "models": {
+            "smollm2": {
+                "traced": traced,
+                "first_view": view,
+                "generation": gen,
+                "cached_load": {**load_run, "runs": [load_run]},
+            }
+        },
+        "replica": {"imports": 6e8, "loaded": 1.1e9, "traced": 1.3e9, "peak": 1.4e9},
+        "enter": [
+            {
+                "model": "smollm2",
+                "tokens": [29, 31],
+                "enter_to_drawn_s": [1.2, 1.8],
+                "median_s": 1.5,
+                "server_cpu_ms": [400.0, 600.0],
+                "median_server_cpu_ms": 500.0,
+            }
+        ],
+        "missing": ["gemma3"],
+    }
+    text = "\n".join(rm.markdown(result))
+    assert text.count("≥ 0.9× transformers") == 2 and "≤ 1.3× the fast forward" in text
+    assert "| 4.00 s | 2.00 s | **missed** (CPU: met) |" in text
+    assert "| 1.30 GB | | **missed** |" in text and "Not installed, not measured: gemma3." in text
+    assert (
+        "about 30 tokens (29–31) typed" in text
+        and "| 1.50 s | 0.50 s (server script) | met |" in text
+    )
