@@ -421,3 +421,50 @@ def test_the_real_models_bench_runs_on_a_tiny_gguf_and_states_each_target(tmp_pa
         "about 30 tokens (29–31) typed" in text
         and "| 1.50 s | 0.50 s (server script) | met |" in text
     )
+
+
+def test_the_real_models_run_alone_replaces_only_its_section(tmp_path, monkeypatch):
+    """`make bench`'s --real-only: the real models' section and json key, the rest kept."""
+    from bench import benchreport
+    from bench import real_models as rm
+
+    loads = {"load_s": 2.0, "load_cpu_s": 1.0, "engine": "attention-lab"}
+    fake = {
+        "threads": 1,
+        "load_average_before": [1.0, 1.0, 1.0],
+        "load_average_after": [1.0, 1.0, 1.0],
+        "models": {
+            "gemma3": {
+                "traced": {
+                    "tokens": 128,
+                    "ours_traced_ms": 90.0,
+                    "ours_fast_ms": 80.0,
+                    "transformers_eager_ms": 100.0,
+                    "max_logit_difference": 1e-5,
+                    "speed_vs_transformers": 1.11,
+                    "cpu_speed_vs_transformers": 1.05,
+                },
+                "first_view": {
+                    "tokens": 2048,
+                    "first_view_ms": 1200.0,
+                    "fast_ms": 1000.0,
+                    "first_view_over_fast": 1.2,
+                    "cpu_first_view_over_fast": 1.1,
+                },
+                "cached_load": {**loads, "runs": [loads]},
+            }
+        },
+        "missing": ["smollm2"],
+    }
+    monkeypatch.setattr(rm, "run", lambda **kwargs: json.loads(json.dumps(fake)))
+    report, data = tmp_path / "benchmarks.md", tmp_path / "benchmarks.json"
+    report.write_text("# Bench\n\n## Memory\n\nsome\n", encoding="utf-8")
+    data.write_text('{"memory": {"rss": 1}}', encoding="utf-8")
+    for _ in range(2):  # run again: the section is replaced, not added twice
+        benchreport.main(["--real-only", "--report", str(report), "--json", str(data)])
+    text = report.read_text(encoding="utf-8")
+    assert text.startswith("# Bench\n\n## Memory\n\nsome\n") and text.count(rm.TITLE) == 1
+    assert "| gemma3 | 2,048 tokens, first view ≤ 1.3× the fast forward" in text
+    assert "| 1.20× | 1.10× | met |" in text and "| 2.00 s | 1.00 s | met (CPU: met) |" in text
+    stored = json.loads(data.read_text(encoding="utf-8"))
+    assert stored["memory"] == {"rss": 1} and stored["real_models"]["missing"] == ["smollm2"]
