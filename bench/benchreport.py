@@ -5,7 +5,8 @@
                              [--class-students 30] [--class-duration 60] [--class-only]
 
 Model paths (bench.model_speed), the GGUF models' conversion, cached load and memory
-(bench.gguf_load; ``--gguf-only`` runs it alone), page re-render time and bytes beside the bare forward
+(bench.gguf_load; ``--gguf-only`` runs it alone), SmolLM2 and Gemma 3 beside transformers
+(bench.real_models; ``--real-only``), page re-render time and bytes beside the bare forward
 (bench.pages), one decoding step, training tokens/s (the shipped checkpoints' metrics.json),
 cold start, memory, many sessions at once (bench.loadtest), a class of simulated students
 through HAProxy on 1 and on 2 replicas and a replica killed mid-class (bench.classsim; needs
@@ -40,6 +41,7 @@ from bench import gguf_load as gguf_bench
 from bench import longinput as long_bench
 from bench import model_speed as model_bench
 from bench import pages as ui_bench
+from bench import real_models as real_bench
 from bench.reportmd import (  # noqa: F401 - the report's writers, re-exported for callers
     CHAOS_TITLE,
     CLASS_TITLE,
@@ -314,6 +316,9 @@ def run(args) -> dict:
     )
     result["long_input"] = long_input(args)
     result["gguf"] = gguf_bench.run()
+    configure_threads()
+    result["real_models"] = real_bench.run(repeats=max(3, repeats))
+    configure_threads()
     if args.class_students:
         result["class"] = class_simulation(args.class_students, args.class_duration)
     if args.store_students:
@@ -423,6 +428,12 @@ def main(argv: list[str] | None = None) -> dict:
         help="run only the GGUF models' conversion, cached load and memory (bench.gguf_load)",
     )
     parser.add_argument(
+        "--real-only",
+        action="store_true",
+        help="run only the real models beside transformers (bench.real_models); replace its "
+        "section of the report",
+    )
+    parser.add_argument(
         "--class-only",
         action="store_true",
         help="run only the class simulation; replace its section of the report",
@@ -444,6 +455,8 @@ def main(argv: list[str] | None = None) -> dict:
         return chaos_only(args)
     if args.gguf_only:
         return gguf_only(args)
+    if args.real_only:
+        return real_only(args)
     result = run(args)
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(markdown(result), encoding="utf-8")
@@ -481,6 +494,15 @@ def gguf_only(args) -> dict:
     data["load_average"] = load_average()
     section = "\n".join(gguf_bench.markdown(data)).lstrip("\n") + "\n"
     return one_section(args, "gguf", data, section, gguf_bench.TITLE)
+
+
+def real_only(args) -> dict:
+    """Only the real models beside transformers (bench.real_models), into the existing
+    report and json."""
+    data = real_bench.run(repeats=max(3, args.repeats))
+    data["machine"] = machine()
+    section = "\n".join(real_bench.markdown(data)).lstrip("\n") + "\n"
+    return one_section(args, "real_models", data, section, real_bench.TITLE)
 
 
 def class_only(args) -> dict:

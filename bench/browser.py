@@ -6,7 +6,9 @@ Two measurements, both on a server started for the run (bench.classcore.serve) w
 script runs timed (bench.scripttiming):
 - Enter → drawn: the explorer on MiniLM, a sentence of about 20, 128 and 256 tokens typed
   and Enter pressed; the clock stops when every chart on the page is drawn with the new
-  sentence (plotly has laid it out and the browser has painted twice since).
+  sentence (plotly has laid it out and the browser has painted twice since). The real
+  models (SmolLM2, Gemma 3) at about 30 tokens, warm: ``real_models_enter``, run by
+  bench.real_models.
 - Pages: every page's first visit after a server start (cold) and a revisit (warm): the
   time until the page is drawn, and the server time of the script runs it caused.
 - First page after start: a fresh server for each page, opened as soon as the server
@@ -288,6 +290,87 @@ def warm_moves(base: str, browser, timing_log: Path, pages=PAGES, rounds: int = 
                 file=sys.stderr,
             )
     page.close()
+    return rows
+
+
+REAL_TOKENS = 32  # a sentence is cut, word by word, to at most this many tokens
+REAL_TEXTS = (  # a fresh one per Enter, so no cache answers
+    "The students opened the lab after the lecture on attention and typed a sentence of their "
+    "own to see which words each head of the real model looks at first",
+    "A small fishing village woke up early on Monday, and the old captain walked down to the "
+    "harbour to check the nets before the storm arrived from the west",
+    "고양이가 매트 위에 앉아서 창밖을 바라보았고, 학생들은 그 문장의 토큰이 어떻게 나뉘는지 "
+    "실험실에서 직접 확인했다",
+    "On the last day of the term the class compared three models side by side and wrote down "
+    "how many tokens each needed for the same Korean sentence",
+)
+
+
+def real_models_enter(
+    models=("smollm2", "gemma3"),
+    repeats: int = 3,
+    log_dir: Path | None = None,
+    port: int | None = None,
+) -> list[dict]:
+    """Enter → drawn on the explorer's heatmap for each installed real model, a sentence of
+    about 30 tokens, warm: the model's first drawing (load and first trace) is made before
+    the clock runs, then ``repeats`` fresh sentences, each timed from Enter to the map drawn
+    with the new sentence's rows. One server for all models, as a replica serves them."""
+    from playwright.sync_api import sync_playwright
+
+    from model.hf.common import load_tokenizer
+    from model.runtime.gguf_cache import installed, shipped_folder
+
+    log_dir = Path(log_dir or "tests/artifacts")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    timing_log = log_dir / "bench-real-enter-runs.jsonl"
+    timing_log.unlink(missing_ok=True)
+    present = [m for m in models if installed(m)]
+    rows: list[dict] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        server = serve(log_dir / "bench-real-enter-server.log", timing_log=timing_log, port=port)
+        try:
+            with server as (base, _ready):
+                for name in present:
+                    tokenizer = load_tokenizer(shipped_folder(name, progress=False))
+                    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+                    seen = len(scripttiming.read_runs(timing_log))
+                    page.goto(
+                        f"{base}/explorer?model={name}&view=heatmap&gen=0&text=warm+up",
+                        timeout=WAIT_MS,
+                    )
+                    settle_after(page, timing_log, seen)
+                    times, tokens, cpu = [], [], []
+                    for i in range(repeats):
+                        text = f"{i + 1}. " + REAL_TEXTS[i % len(REAL_TEXTS)]
+                        # about 30 tokens for this model: byte-level BPE spends 4x more on Korean
+                        while len(tokenizer.encode(text, 100_000).ids) > REAL_TOKENS:
+                            text = text.rsplit(" ", 1)[0]
+                        n = len(tokenizer.encode(text, 100_000).ids)
+                        seen = len(scripttiming.read_runs(timing_log))
+                        times.append(enter_to_drawn(page, text, n, "heatmap", timing_log))
+                        runs = scripttiming.read_runs(timing_log)[seen:]
+                        cpu.append(_server_split(runs)["server_cpu_ms"])
+                        tokens.append(n)
+                    page.close()
+                    row = {
+                        "model": name,
+                        "tokens": tokens,
+                        "enter_to_drawn_s": [round(t, 3) for t in times],
+                        "median_s": round(statistics.median(times), 3),
+                        # the server script's own CPU per Enter: what a busy machine skews least
+                        "server_cpu_ms": cpu,
+                        "median_server_cpu_ms": round(statistics.median(cpu), 1),
+                    }
+                    rows.append(row)
+                    print(
+                        f"explorer {name:8s} ~{statistics.median(tokens):.0f} tokens: "
+                        f"{row['median_s']:6.2f} s (median of {repeats})",
+                        file=sys.stderr,
+                    )
+        finally:
+            browser.close()
     return rows
 
 

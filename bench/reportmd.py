@@ -15,6 +15,7 @@ from bench import gguf_load as gguf_bench
 from bench import head_scan, loadtest, suitetime
 from bench import longinput as long_bench
 from bench import model_speed as model_bench
+from bench import real_models as real_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -762,6 +763,11 @@ def gguf_section(r: dict) -> list[str]:
     return gguf_bench.markdown(r["gguf"]) if r.get("gguf") else []
 
 
+def real_models_section(r: dict) -> list[str]:
+    """SmolLM2 and Gemma 3 beside transformers (bench.real_models), when measured."""
+    return real_bench.markdown(r["real_models"]) if r.get("real_models") else []
+
+
 def _block(writer, key: str):
     """A section from a writer of one whole block of text, shown when ``r[key]`` is."""
 
@@ -798,6 +804,7 @@ SECTIONS = (
     lambda r: browser_markdown(r.get("browser")),
     long_input_section,
     gguf_section,
+    real_models_section,
     _block(class_markdown, "class"),
     _block(class_store_markdown, "class_store"),
     _block(class_chaos_markdown, "class_chaos"),

@@ -112,8 +112,17 @@ class Recorder:
     """Collects what attention is made of (queries, keys, masks), LayerNorm statistics and
     residual norms during forward. Maps are never kept: ``weights`` recomputes them."""
 
-    def __init__(self, inputs: bool = False, block_sums: int = 0, stages: bool = False):
+    def __init__(
+        self,
+        inputs: bool = False,
+        block_sums: int = 0,
+        stages: bool = False,
+        statistics: bool = True,
+    ):
         self.want_inputs = inputs  # keep each attention's input (the step-by-step page)
+        # False: attention only, no LayerNorm statistics or residual norms (a decoding step
+        # shows its attention rows alone; the statistics were 8% of its CPU time)
+        self.want_statistics = statistics
         # keep QK-norm's queries and keys before and after the norm (Gemma 3's stages view);
         # the other stages are recomputed from the record
         self.want_stages = stages
@@ -203,6 +212,8 @@ class Recorder:
         }
 
     def add_norm(self, name: str, x_in: torch.Tensor, x_out: torch.Tensor) -> None:
+        if not self.want_statistics:
+            return
         in_mean, in_std = _token_stats(_plain(x_in))
         out_mean, out_std = _token_stats(_plain(x_out))
         self.norms[name] = {
@@ -213,6 +224,8 @@ class Recorder:
         }
 
     def add_residual(self, stack: str, x: torch.Tensor) -> None:
+        if not self.want_statistics:
+            return
         self.residual[stack].append(_plain(x).norm(dim=-1))  # [B, L]
 
     def to_trace(

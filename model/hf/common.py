@@ -160,6 +160,58 @@ def _refuse_custom_code(folder: Path) -> None:
             )
 
 
+# tokenizer_config.json keys that PreTrainedTokenizerFast takes as they are (what a GGUF
+# conversion, model.hf.gguf_tokenizer, writes); a folder with any other key goes to AutoTokenizer.
+_PLAIN_CONFIG = frozenset(
+    {
+        "tokenizer_class",
+        "bos_token",
+        "eos_token",
+        "unk_token",
+        "pad_token",
+        "add_bos_token",
+        "add_eos_token",
+        "clean_up_tokenization_spaces",
+        "chat_template",
+        "model_max_length",
+    }
+)
+# Files AutoTokenizer would merge into the tokenizer besides those two.
+_MORE_TOKENIZER_FILES = ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja")
+
+
+def _plain_fast_tokenizer(folder: Path):
+    """A folder that holds only tokenizer.json and a plain PreTrainedTokenizerFast
+    tokenizer_config.json, built straight from tokenizer.json; None for any other folder.
+
+    The same tokenizer AutoTokenizer builds (same ids, specials and template), without its
+    extra passes over tokenizer.json in Python: for Gemma 3's 262k-token file that was
+    about 3 s of a 5 s load. ``tokenizer_file`` is read once by the tokenizers library
+    (``tokenizer_object`` would be deep-copied, a second parse)."""
+    config_path, file = folder / "tokenizer_config.json", folder / "tokenizer.json"
+    if not (config_path.is_file() and file.is_file()):
+        return None
+    if any((folder / name).exists() for name in _MORE_TOKENIZER_FILES):
+        return None
+    config = read_json_object(config_path)
+    if config.get("tokenizer_class") != "PreTrainedTokenizerFast" or not set(config) <= (
+        _PLAIN_CONFIG
+    ):
+        return None
+    if not all(isinstance(v, str | bool | int) for v in config.values()):
+        return None
+    from transformers import PreTrainedTokenizerFast
+
+    # add_bos/eos_token are already in tokenizer.json's post-processor; AutoTokenizer leaves
+    # the attributes False, and so does this.
+    kwargs = {
+        k: v
+        for k, v in config.items()
+        if k not in ("tokenizer_class", "add_bos_token", "add_eos_token")
+    }
+    return PreTrainedTokenizerFast(tokenizer_file=str(file), **kwargs)
+
+
 def load_tokenizer(folder: str | Path) -> HFTokenizer:
     """The folder's own tokenizer, read from local files only."""
     folder = Path(folder)
@@ -169,12 +221,14 @@ def load_tokenizer(folder: str | Path) -> HFTokenizer:
             f"{folder} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...); "
             "save the tokenizer beside the model with tokenizer.save_pretrained(folder)"
         )
-    from transformers import AutoTokenizer
-
     try:
-        tok = AutoTokenizer.from_pretrained(
-            str(folder), local_files_only=True, trust_remote_code=False
-        )
+        tok = _plain_fast_tokenizer(folder)
+        if tok is None:
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(
+                str(folder), local_files_only=True, trust_remote_code=False
+            )
     except Exception as err:  # transformers raises many kinds; the reader needs one message
         raise ModelLoadError(
             f"{folder}: the tokenizer could not be read ({short_error(err)})"
@@ -183,6 +237,38 @@ def load_tokenizer(folder: str | Path) -> HFTokenizer:
     if not hasattr(tok, "convert_ids_to_tokens") or len(tok) <= len(tok.all_special_tokens):
         raise ModelLoadError(f"{folder} has no usable tokenizer vocabulary")
     return HFTokenizer(tok)
+
+
+# --- an empty network to load weights into ---------------------------------------------------
+
+
+class _SkipInit(torch.overrides.TorchFunctionMode):
+    """Random initialisation left out: the weights are replaced at once. On the meta device
+    ``normal_`` runs a Python reference that imports torch._dynamo on first use (about 4 s of
+    CPU, most of a cached load); a mode, unlike patching torch.nn.init, acts on this thread
+    only, so a toy built elsewhere at the same time still gets its random init."""
+
+    SKIPPED = frozenset(
+        {
+            torch.Tensor.normal_,
+            torch.Tensor.uniform_,
+            torch.nn.init.normal_,
+            torch.nn.init.uniform_,
+            torch.nn.init.trunc_normal_,
+        }
+    )
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.SKIPPED:
+            return args[0] if args else kwargs.get("tensor")
+        return func(*args, **(kwargs or {}))
+
+
+def empty_network(build):
+    """``build()`` on the meta device, without random initialisation: a network to receive
+    its weights with ``load_state_dict(..., assign=True)``."""
+    with torch.device("meta"), _SkipInit():
+        return build()
 
 
 # --- folder checks ---------------------------------------------------------------------------

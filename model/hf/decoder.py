@@ -24,6 +24,7 @@ import torch
 from model.config import TransformerConfig
 from model.hf.common import (
     HFTokenizer,
+    empty_network,
     hf_kind,
     load_tokenizer,
     read_hf_config,
@@ -421,8 +422,7 @@ def decoder_from_weights(
 ) -> DecoderModel:
     """Our DecoderModel holding a checkpoint's tensors (shared, not copied)."""
     state = map_decoder_weights(weights, cfg, model_type)
-    with torch.device("meta"):  # no random init of weights that are replaced at once
-        network = DecoderModel(cfg)
+    network = empty_network(lambda: DecoderModel(cfg))  # its weights are replaced at once
     network.load_state_dict(state, strict=True, assign=True)
     if cfg.tie_embeddings:  # assign=True replaced the shared Parameter: share it again
         network.head.weight = network.embed.token.weight

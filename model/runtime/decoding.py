@@ -130,7 +130,7 @@ def decode_steps(
     cache = new_cache()
     new, out_ids = prefix, []
     for index in range(budget):
-        rec = Recorder()
+        rec = Recorder(statistics=False)  # the attention rows alone (last_rows)
         scores = step(new, rec, cache)  # [vocab]
         probs = torch.softmax(scores / temperature, dim=-1)
         if strategy == "greedy":
@@ -183,7 +183,7 @@ def beam_steps(
     # Replay the winner with the cache to get each step's attention rows and distribution.
     cache, new = new_cache(), prefix
     for index, token_id in enumerate(best):
-        rec = Recorder()
+        rec = Recorder(statistics=False)  # the attention rows alone (last_rows)
         scores = step(new, rec, cache)
         yield DecodeStep(
             index,

@@ -268,3 +268,37 @@ def test_pieces_are_written_back_as_the_text_they_spell(models):
     assert (
         written_text(lm.tgt_tokenizer, trace.tgt_tokens, lm.tgt_tokenizer.special_tokens) == korean
     )
+
+
+def test_an_empty_network_skips_random_init_and_leaves_it_on_for_the_next_model():
+    """The network a checkpoint is loaded into is built on the meta device without its
+    random init; a model built afterwards (or beside it) is initialised as before."""
+    import threading
+
+    from model.hf.common import empty_network
+
+    other: list[torch.Tensor] = []
+    started, go_on = threading.Event(), threading.Event()
+
+    def build():
+        started.set()
+        go_on.wait(5)  # another thread builds a toy while this one is inside the mode
+        return torch.nn.Linear(8, 8)
+
+    def toy():
+        started.wait(5)
+        torch.manual_seed(0)
+        other.append(torch.nn.Linear(8, 8).weight.detach().clone())
+        go_on.set()
+
+    torch.manual_seed(0)
+    expected = torch.nn.Linear(8, 8).weight.detach().clone()
+
+    worker = threading.Thread(target=toy)
+    worker.start()
+    empty = empty_network(build)
+    worker.join()
+    assert empty.weight.device.type == "meta"
+    assert torch.equal(other[0], expected)  # the toy's own random init ran, seeded as ever
+    after = torch.nn.Linear(8, 8).weight
+    assert after.device.type == "cpu" and after.std() > 0

@@ -302,6 +302,29 @@ def test_tokenizer_edge_cases_match_transformers(files, arch, text):
     )
 
 
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_a_converted_folder_reads_its_tokenizer_json_as_autotokenizer_does(files, arch):
+    """A converted folder's tokenizer is built straight from tokenizer.json (the quick
+    path of a cached load), and reads every text as AutoTokenizer reads that folder."""
+    from transformers import AutoTokenizer
+
+    from model.hf.common import _plain_fast_tokenizer
+
+    lm = load(str(files[arch, "Q8_0"]), device="cpu")
+    folder = Path(lm.info["folder"])
+    quick = _plain_fast_tokenizer(folder)
+    assert quick is not None and type(lm.input_tokenizer.hf) is type(quick)
+    auto = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    for text in ["", "   ", "😀", "the  cat\n\tsat", "카레 the", "<|im_start|>the"]:
+        ids = auto(text)["input_ids"]
+        assert quick(text)["input_ids"] == ids, text
+        assert quick.decode(ids) == auto.decode(ids)
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"):
+        assert getattr(quick, name) == getattr(auto, name), name
+    assert quick.all_special_tokens == auto.all_special_tokens
+    assert quick.chat_template == auto.chat_template and quick.get_vocab() == auto.get_vocab()
+
+
 def test_recovered_merges_follow_the_given_order_then_longer_pieces():
     from model.hf.gguf_tokenizer import recovered_merges
 
@@ -375,3 +398,102 @@ def test_an_architecture_only_transformers_reads_runs_there_and_says_so(tmp_path
     torch.testing.assert_close(_logits(lm, ids), _logits(ref, ids), atol=1e-4, rtol=1e-4)
     folder = Path(lm.info["folder"])
     assert gguf_cache.read_stamp(folder)["model_type"] == "qwen3"
+
+
+def test_the_real_models_bench_runs_on_a_tiny_gguf_and_states_each_target(tmp_path, monkeypatch):
+    """bench.real_models' measurements run end to end (a tiny LLaMA GGUF beside
+    transformers on the same folder) and its section names every target, met or missed."""
+    from bench import real_models as rm
+    from model.hf.decoder import transformers_causal_lm
+    from model.runtime import gguf_cache
+
+    monkeypatch.setenv(gguf_cache.CACHE_ENV, str(tmp_path / "cache"))
+    lm = load(str(write_tiny_gguf(tmp_path / "tiny.gguf", "llama", "F32")), device="cpu")
+    reference = transformers_causal_lm(lm.info["folder"])
+    traced = rm.traced_vs_transformers(lm, reference, 12, 1)
+    assert traced["tokens"] == 12 and traced["max_logit_difference"] < 1e-4
+    view = rm.first_view_vs_fast(lm, 40, 1)
+    assert 30 <= view["tokens"] <= 40 and view["first_view_ms"] > 0
+    gen = rm.generation_vs_transformers(lm, reference, 4, 1)
+    assert gen["same_tokens"] and gen["ours_tok_s"] > 0 and gen["transformers_tok_s"] > 0
+    load_run = {"load_s": 4.0, "load_cpu_s": 2.0, "engine": "attention-lab"}
+    result = {
+        "threads": 1,
+        "load_average_before": [1.0, 1.0, 1.0],
+        "load_average_after": [1.0, 1.0, 1.0],
+        "models": {
+            "smollm2": {
+                "traced": traced,
+                "first_view": view,
+                "generation": gen,
+                "cached_load": {**load_run, "runs": [load_run]},
+            }
+        },
+        "replica": {"imports": 6e8, "loaded": 1.1e9, "traced": 1.3e9, "peak": 1.4e9},
+        "enter": [
+            {
+                "model": "smollm2",
+                "tokens": [29, 31],
+                "enter_to_drawn_s": [1.2, 1.8],
+                "median_s": 1.5,
+                "server_cpu_ms": [400.0, 600.0],
+                "median_server_cpu_ms": 500.0,
+            }
+        ],
+        "missing": ["gemma3"],
+    }
+    text = "\n".join(rm.markdown(result))
+    assert text.count("≥ 0.9× transformers") == 2 and "≤ 1.3× the fast forward" in text
+    assert "| 4.00 s | 2.00 s | **missed** (CPU: met) |" in text
+    assert "| 1.30 GB | | **missed** |" in text and "Not installed, not measured: gemma3." in text
+    assert (
+        "about 30 tokens (29–31) typed" in text
+        and "| 1.50 s | 0.50 s (server script) | met |" in text
+    )
+
+
+def test_the_real_models_run_alone_replaces_only_its_section(tmp_path, monkeypatch):
+    """`make bench`'s --real-only: the real models' section and json key, the rest kept."""
+    from bench import benchreport
+    from bench import real_models as rm
+
+    loads = {"load_s": 2.0, "load_cpu_s": 1.0, "engine": "attention-lab"}
+    fake = {
+        "threads": 1,
+        "load_average_before": [1.0, 1.0, 1.0],
+        "load_average_after": [1.0, 1.0, 1.0],
+        "models": {
+            "gemma3": {
+                "traced": {
+                    "tokens": 128,
+                    "ours_traced_ms": 90.0,
+                    "ours_fast_ms": 80.0,
+                    "transformers_eager_ms": 100.0,
+                    "max_logit_difference": 1e-5,
+                    "speed_vs_transformers": 1.11,
+                    "cpu_speed_vs_transformers": 1.05,
+                },
+                "first_view": {
+                    "tokens": 2048,
+                    "first_view_ms": 1200.0,
+                    "fast_ms": 1000.0,
+                    "first_view_over_fast": 1.2,
+                    "cpu_first_view_over_fast": 1.1,
+                },
+                "cached_load": {**loads, "runs": [loads]},
+            }
+        },
+        "missing": ["smollm2"],
+    }
+    monkeypatch.setattr(rm, "run", lambda **kwargs: json.loads(json.dumps(fake)))
+    report, data = tmp_path / "benchmarks.md", tmp_path / "benchmarks.json"
+    report.write_text("# Bench\n\n## Memory\n\nsome\n", encoding="utf-8")
+    data.write_text('{"memory": {"rss": 1}}', encoding="utf-8")
+    for _ in range(2):  # run again: the section is replaced, not added twice
+        benchreport.main(["--real-only", "--report", str(report), "--json", str(data)])
+    text = report.read_text(encoding="utf-8")
+    assert text.startswith("# Bench\n\n## Memory\n\nsome\n") and text.count(rm.TITLE) == 1
+    assert "| gemma3 | 2,048 tokens, first view ≤ 1.3× the fast forward" in text
+    assert "| 1.20× | 1.10× | met |" in text and "| 2.00 s | 1.00 s | met (CPU: met) |" in text
+    stored = json.loads(data.read_text(encoding="utf-8"))
+    assert stored["memory"] == {"rss": 1} and stored["real_models"]["missing"] == ["smollm2"]
