@@ -51,6 +51,7 @@ from bench.reportmd import (  # noqa: F401 - the report's writers, re-exported f
     class_store_markdown,
     class_targets,
     gpu_section,
+    keep_recorded_sections,
     markdown,
     replace_class_section,
 )
@@ -458,8 +459,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.real_only:
         return real_only(args)
     result = run(args)
-    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.report).write_text(markdown(result), encoding="utf-8")
+    report = Path(args.report)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    old = report.read_text(encoding="utf-8") if report.exists() else ""
+    report.write_text(keep_recorded_sections(old, markdown(result)), encoding="utf-8")
     Path(args.json).write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
     print(markdown(result))
     return result

@@ -469,6 +469,20 @@ def replace_class_section(report: str, section: str, title: str = CLASS_TITLE) -
     return report[:start] + section + ("\n" + rest if rest else "")
 
 
+def keep_recorded_sections(old: str, new: str) -> str:
+    """The new report, followed by every section of the old one that the new one does not
+    write: the sections recorded by hand, by bench.suitetime or by an ``--*-only`` run are
+    kept as they were, not lost to the next full ``make bench``."""
+
+    def sections(report: str) -> dict[str, str]:
+        parts = report.split("\n## ")[1:]
+        return {part.split("\n", 1)[0].strip(): "## " + part.rstrip("\n") for part in parts}
+
+    written = sections(new)
+    kept = [body for title, body in sections(old).items() if title not in written]
+    return new.rstrip("\n") + "".join("\n\n" + body for body in kept) + "\n"
+
+
 def markdown(r: dict) -> str:
     """The whole report: every section in turn (SECTIONS), each from its part of ``r``."""
     out: list[str] = []

@@ -353,3 +353,20 @@ def test_the_suite_timing_reads_pytests_slowest_tests_and_keeps_one_run_per_labe
     assert "[2.0, 2.0, 2.0] → [3.0, 2.5, 2.0]" in text
     assert "| 61.2 | call | `tests/e2e/test_sweep.py::test_every_page[ko]` |" in text
     assert suitetime.markdown([]) == []
+
+
+def test_a_full_report_keeps_the_sections_it_does_not_write_as_they_were_recorded():
+    from bench.reportmd import keep_recorded_sections
+
+    old = (
+        "# Attention Lab — benchmarks\n\n## Memory\n\nold memory\n\n"
+        "## Issue 46: recorded by hand\n\np95 288 ms\n\n| a | b |\n\n"
+        "## The test suite (bench.suitetime)\n\n7.9 min\n"
+    )
+    new = "# Attention Lab — benchmarks\n\n## Memory\n\nnew memory\n"
+    out = keep_recorded_sections(old, new)
+    assert "new memory" in out and "old memory" not in out  # what the run writes is new
+    assert "## Issue 46: recorded by hand\n\np95 288 ms\n\n| a | b |" in out  # kept whole
+    assert "## The test suite (bench.suitetime)\n\n7.9 min" in out
+    assert out.count("## Memory") == 1
+    assert keep_recorded_sections("", new) == new  # a first report is the run alone
