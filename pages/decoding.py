@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from model.analysis.stepping import distribution_before, growing_mask
+from model.analysis.stepping import candidate_labels, distribution_before, growing_mask
 from model.analysis.tokens import written_text
 from model.analysis.view import model_special_tokens
 from model.runtime.types import DecodeStep
@@ -299,13 +299,12 @@ def step_charts(step: int, read: list[str], current: DecodeStep) -> list:
             where=mask_col,
         )
     ]
-    vocab = lm.tgt_tokenizer.tokens(list(range(len(current.probs))))
     charts.append(
         drawn(
             next_token_figure(
                 distribution_before(current).numpy(),
                 current.probs.numpy(),
-                vocab,
+                candidate_labels(lm, text, steps, step),
                 current.token_id,
                 names=(t("decoding.dist.raw"), t("decoding.dist.used"), t("decoding.dist.chosen")),
                 axis=t("decoding.dist.axis"),

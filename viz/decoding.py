@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
+from model.analysis.stepping import top_candidates
 from viz.attention import attention_heatmap, thinned_ticks, token_label
 from viz.memo import memo_figure
 
@@ -74,7 +76,7 @@ def head_rows_figure(
 def next_token_figure(
     before,
     after,
-    vocabulary: list[str],
+    vocabulary: Sequence[str] | Mapping[int, str],
     chosen: int,
     *,
     k: int = 10,
@@ -84,13 +86,13 @@ def next_token_figure(
     """The k most likely next tokens: probability before and after temperature / filtering.
 
     The chosen token is always shown (even outside the top k), red, hatched and in bold.
+    ``vocabulary``: every id's label, or only those of ``top_candidates`` (a real model's
+    vocabulary is 49k to 262k tokens; the page labels just the ones shown, in context).
     ``names``: the series before and after, and (optional) the drawn token's legend name.
     """
     before = np.asarray(before, dtype=np.float32)
     after = np.asarray(after, dtype=np.float32)
-    top = [int(i) for i in np.argsort(-after)[:k]]
-    if chosen not in top:
-        top.append(chosen)
+    top = top_candidates(after, chosen, k)
     labels = [token_label(vocabulary[i]) for i in top]
     ticks = [f"<b>{lab}</b>" if i == chosen else lab for i, lab in zip(top, labels)]
     x = list(range(len(top)))

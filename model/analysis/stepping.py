@@ -42,3 +42,21 @@ def distribution_before(step: DecodeStep) -> torch.Tensor:
     """[vocab] the model's own distribution for the step, before temperature, top-k and
     top-p changed it (greedy and beam use it as it is)."""
     return step.logits.softmax(-1) if step.logits is not None else step.probs
+
+
+def top_candidates(after, chosen: int, k: int = 10) -> list[int]:
+    """The ids the next-token chart shows: the k most likely after temperature and
+    filtering, then the chosen one if it is not among them."""
+    after = torch.as_tensor(after, dtype=torch.float32)
+    top = [int(i) for i in torch.argsort(after, descending=True, stable=True)[:k]]
+    return top if chosen in top else [*top, chosen]
+
+
+def candidate_labels(model, text: str, steps: list[DecodeStep], step: int) -> dict[int, str]:
+    """The next-token chart's labels for step ``step``, each candidate read after what came
+    before it: a byte that ends a Korean syllable reads "이 · 3/3", as on the strip, not
+    "<0xB4>". Only the candidates shown are read, never a 49k- to 262k-token vocabulary."""
+    current = steps[step - 1]
+    before = [s.token_id for s in steps[: step - 1]]
+    ids = top_candidates(current.probs, current.token_id)
+    return {i: model.decoder_tokens(text, [*before, i])[-1] for i in ids}

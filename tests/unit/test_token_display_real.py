@@ -112,3 +112,32 @@ def test_generated_bytes_of_a_syllable_read_as_the_syllable_once_it_is_whole(smo
     assert decoder_tokens(model, CAT, wi, None) == [*prompt, "위 · 1/3", "위 · 2/3", "위 · 3/3"]
     assert decoder_tokens(model, CAT, wi[:2], None) == [*prompt, "<0xEC>", "<0x9C>"]
     assert decoder_tokens(model, CAT, [], None) == prompt
+
+
+def test_the_next_token_chart_reads_each_candidate_after_what_came_before_it(smollm2):
+    """Decoding's next-token chart: a candidate byte that ends 위 reads "위 · 3/3" after the
+    two bytes already written, as the strip does, not "<0xB0>"; only the candidates shown
+    are read."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from model.analysis.stepping import candidate_labels, top_candidates
+    from model.runtime.types import DecodeStep, decoder_tokens
+
+    model = SimpleNamespace(kind="decoder", tgt_tokenizer=smollm2)
+    model.encode = lambda text: SimpleNamespace(ids=body(smollm2, text))
+    model.decoder_tokens = lambda text, ids: decoder_tokens(model, text, ids, None)
+    wi = body(smollm2, "위")
+    probs = torch.zeros(max(wi) + 1)
+    probs[wi[2]], probs[wi[0]] = 0.7, 0.2  # the byte that ends 위 is the likeliest
+
+    steps = [
+        DecodeStep(index=i, token="", token_id=t, tokens=[], attention={}, probs=probs)
+        for i, t in enumerate(wi)
+    ]
+    labels = candidate_labels(model, CAT, steps, 3)
+    assert list(labels) == top_candidates(probs, wi[2])  # the shown ones, no more
+    assert len(labels) == 10
+    assert labels[wi[2]] == "위 · 3/3"  # in context: the syllable is whole
+    assert labels[wi[0]] == "<0xEC>"  # a byte that starts another one cannot name it yet
