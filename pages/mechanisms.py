@@ -812,7 +812,9 @@ def show_scan_found(scan: HeadScan) -> None:
     """The heads found in each role, the in-context learning score and the ranked table."""
     found = {role: scan.found(score) for score, role in ROLES.items()}
     for role, heads in found.items():
-        names = ", ".join(lh(h) for h in heads[:6]) + (" …" if len(heads) > 6 else "")
+        names = ", ".join(lh(h) for h in heads[:6])
+        if len(heads) > 6:  # "… L3H4 and 5 more.", not "… L3H4 …."
+            names = t("mech.scan.more", heads=names, more=len(heads) - 6)
         st.markdown(
             t(f"mech.scan.found.{role}", heads=names, n=len(heads))
             if heads

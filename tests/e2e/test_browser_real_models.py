@@ -160,7 +160,9 @@ def scan_line(key: str, heads: list[tuple[int, int]], lang: str) -> str:
     """A scan's "found" sentence as the page writes it (its bold marks are not text)."""
     names = ", ".join(
         translate("mech.head_lh", lang, layer=layer + 1, head=head + 1) for layer, head in heads[:6]
-    ) + (" …" if len(heads) > 6 else "")
+    )
+    if len(heads) > 6:
+        names = translate("mech.scan.more", lang, heads=names, more=len(heads) - 6)
     return translate(key, lang, heads=names, n=len(heads)).replace("**", "")
 
 
