@@ -118,3 +118,19 @@ def hf_folders(tmp_path_factory):
     from tests.hf_folders import build_folders
 
     return build_folders(tmp_path_factory)
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_kept():
+    """Each test starts with its worker's torch thread count: a test (or the code it runs)
+    that raises it would otherwise leave every later test in the worker at that count, two
+    workers then running four threads on two cores, and OpenMP's spin-waits made small-op
+    tests ten times slower (a trainer run did this until it restored its caller's count)."""
+    import sys
+
+    torch = sys.modules.get("torch")  # not imported here: tests without torch stay light
+    before = torch.get_num_threads() if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and before is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)

@@ -104,7 +104,7 @@ class TrainConfig:
     label_smoothing: float = 0.1
     seed: int = 0
     device: str = "cpu"
-    threads: int | None = None  # torch CPU threads (None: cores / processes)
+    threads: int | None = None  # torch CPU threads (None: default_threads())
     eval_n: int = 2000  # held-out examples to evaluate
     log_every: int = 10  # steps per curve.csv row
     progress: bool = True  # tqdm progress bar
@@ -156,7 +156,11 @@ def parse_args(argv: list[str]) -> TrainConfig:
     p.add_argument("--label-smoothing", type=float, help="default per task (0.1 for most)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu | cuda | mps | auto")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: cores / processes)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="torch CPU threads (default: ATTENTION_LAB_THREADS if set, else cores / processes)",
+    )
     p.add_argument("--eval-n", type=int, default=2000, help="held-out examples to evaluate")
     p.add_argument("--log-every", type=int, default=10, help="steps per curve.csv row")
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
@@ -350,8 +354,32 @@ def main(argv: list[str] | None = None) -> dict | None:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     rank, world, device = _distributed(args.device)
+    before = torch.get_num_threads()
     if device.type == "cpu":
-        torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // world))
+        torch.set_num_threads(args.threads or default_threads(world))
+    try:
+        return _train(args, argv, rank, world, device)
+    finally:
+        # Called in-process too (the warm-up experiment, the tests): the caller's thread
+        # count comes back, so later work there does not run with ours.
+        torch.set_num_threads(before)
+
+
+def default_threads(world: int = 1) -> int:
+    """torch CPU threads when ``--threads`` is not given: ``ATTENTION_LAB_THREADS`` where it
+    is set (the lab's cap, e.g. 1 per pytest-xdist worker: two workers each running two
+    threads on two cores made a short run 10 times slower), else the cores shared among the
+    ``world`` processes."""
+    env = os.environ.get("ATTENTION_LAB_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, (os.cpu_count() or 1) // world)
+
+
+def _train(
+    args: TrainConfig, argv: list[str], rank: int, world: int, device: torch.device
+) -> dict | None:
+    """main's run once its threads are set."""
     load_before = _load_average()
     trainer = Trainer(args, device, rank, world)
     task, src_tok, tgt_tok = trainer.task, trainer.src_tok, trainer.tgt_tok

@@ -175,7 +175,14 @@ def model_numbers_are_finite(page: Page, text: str) -> bool:
     return all_finite([wt.q, wt.k, wt.v, wt.weights, wt.heads, wt.out, wt.model_weights])
 
 
-@pytest.fixture(scope="module", params=PAGES, ids=[p.id for p in PAGES])
+@pytest.fixture(
+    scope="module",
+    # One xdist group per page, not one for the module (tests/conftest.py): the five pages'
+    # 230 reruns may share the two workers, and the browser tests' longer group is handed
+    # out first instead of waiting behind this one on its worker.
+    params=[pytest.param(p, marks=pytest.mark.xdist_group(f"bad-input-{p.id}")) for p in PAGES],
+    ids=[p.id for p in PAGES],
+)
 def session(request) -> tuple[Page, AppTest]:
     """One open page per model, as a student keeps it: each case is typed into the same box
     (a rerun, not a fresh page), so leftovers of an earlier bad input are tested too."""

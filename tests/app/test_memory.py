@@ -1,4 +1,11 @@
-"""Memory over a lesson: hundreds of reruns must not grow the process, nor load a model twice."""
+"""Memory over a lesson: hundreds of reruns must not grow the process, nor load a model twice.
+
+After the warm-up, 150 reruns of each page (300 in all), with the growth allowed in
+proportion: 5 % of the process, the same leak per rerun (about 160 KB) that 10 % over 300
+reruns of each page allowed. Measured from 493 MiB after the warm-up, the process stayed at
+494-498 MiB (+0.1 to +1.0 %) at every 50 reruns up to 300, so the bound is five times that
+noise; half the reruns took half a minute of CPU off the suite.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +21,8 @@ import ui.models
 from tests.app.helpers import APP
 from ui.i18n import translate
 
-RERUNS = 300  # per page
+RERUNS = 150  # per page, measured after the warm-up
+GROWTH_MAX = 0.05  # of the process's RSS: about 160 KB a rerun
 EXPLORER_TEXTS = [
     f"student {i} reads the {w} sentence"
     for i, w in enumerate(
@@ -101,5 +109,5 @@ def test_reruns_keep_memory_flat_and_load_each_model_once(monkeypatch):
         f"\nRSS {before / 2**20:.0f} MiB -> {after / 2**20:.0f} MiB ({growth:+.1%}) over "
         f"{RERUNS} reruns per page; loads {dict(loads)}"
     )
-    assert growth < 0.10
+    assert growth < GROWTH_MAX
     assert dict(loads) == {("minilm", "auto"): 1, ("en2ko", "auto"): 1}

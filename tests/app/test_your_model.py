@@ -173,7 +173,9 @@ def test_mechanisms_says_when_the_sidebars_folder_is_not_the_one_shown(hf_folder
 def test_the_patching_formula_and_the_fallback_reason_speak_korean(hf_folders):
     at = AppTest.from_file(APP, default_timeout=240)
     at.switch_page("pages/mechanisms.py")
-    at.query_params["lang"] = "ko"
+    # a toy model: the formula is the page's own text, the same for every model, and Korean's
+    # real default (Gemma 3) made this one page run 150 s of the fast suite
+    at.query_params.update({"lang": "ko", "model": "en2ko"})
     at.session_state["mech_tab"] = translate("mech.tab.patching", "ko")
     at.run()
     ok(at)

@@ -31,10 +31,20 @@ METRIC_KEYS = {
 }
 
 
-def test_a_short_run_writes_a_loadable_checkpoint_with_metrics_and_curve(tmp_path):
+def test_a_short_run_writes_a_loadable_checkpoint_with_metrics_and_curve(tmp_path, monkeypatch):
     out = tmp_path / "run"
     args = ["--task", "reverse", "--out", str(out), "--steps", "6", "--warmup", "4"]
-    metrics = main([*args, *TINY, "--eval-n", "20", "--log-every", "2", "--no-progress"])
+    # The lab's thread cap holds for training too, and the caller's own count comes back:
+    # a run that kept all cores made every later test in its process fight the others.
+    monkeypatch.setenv("ATTENTION_LAB_THREADS", "1")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        metrics = main([*args, *TINY, "--eval-n", "20", "--log-every", "2", "--no-progress"])
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert metrics["threads"] == 1
     names = {"model.safetensors", "config.json", "vocab.json", "metrics.json", "curve.csv"}
     assert names <= {p.name for p in out.iterdir()}
     saved = json.loads((out / "metrics.json").read_text())

@@ -57,3 +57,20 @@ def test_tests_sharing_a_module_fixture_run_on_one_worker(tmp_path):
     workers = workers_file.read_text().split()
     assert len(workers) == 8
     assert len(set(workers)) == 1, f"the module's tests ran on {sorted(set(workers))}"
+
+
+def test_a_test_that_raises_torchs_threads_leaves_the_next_test_its_workers_count():
+    """tests/conftest.py gives each test its worker's torch thread count back, so a test (or
+    the code it runs) that raises it cannot slow every later test of the worker."""
+    import pytest
+    import torch
+
+    from tests.conftest import _torch_threads_kept
+
+    keeper = _torch_threads_kept.__wrapped__()  # the fixture's generator, as pytest runs it
+    before = torch.get_num_threads()
+    next(keeper)
+    torch.set_num_threads(before + 1)  # what a trainer run left behind
+    with pytest.raises(StopIteration):
+        next(keeper)
+    assert torch.get_num_threads() == before
