@@ -50,9 +50,16 @@ def history(tab) -> list[str]:
     """Every entry of this tab's history, from the newest back to the first, by going Back."""
     seen = [tab.url]
     for _ in range(tab.evaluate("history.length") - 1):
+        before = tab.url
         with contextlib.suppress(Exception):  # a Back that leaves the document
             tab.evaluate("history.back()")
-        tab.wait_for_timeout(800)
+        # Wait for the Back to land (the URL moves; up to 3 s where two entries share one),
+        # so the last one, to the tab's first about:blank, cannot interrupt the next goto.
+        deadline = time.monotonic() + 3
+        while tab.url == before and time.monotonic() < deadline:
+            tab.wait_for_timeout(100)
+        with contextlib.suppress(Exception):
+            tab.wait_for_load_state()
         seen.append(tab.url)
     return seen
 
