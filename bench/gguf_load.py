@@ -61,13 +61,12 @@ json.dump(out, sys.stdout)
 """
 
 
-def _probe(code: str, arg: str, cache: Path) -> dict:
-    env = {
-        **os.environ,
-        "ATTENTION_LAB_CACHE": str(cache),
-        "HF_HUB_OFFLINE": "1",
-        "PYTHONPATH": str(ROOT),
-    }
+def _probe(code: str, arg: str, cache: Path | None = None) -> dict:
+    """``code`` in a fresh Python (this tree's model package; ``cache`` as its model cache,
+    else the user's), its last line of output as json."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    if cache is not None:
+        env["ATTENTION_LAB_CACHE"] = str(cache)
     done = subprocess.run(
         [sys.executable, "-c", code, arg],
         capture_output=True,

@@ -36,12 +36,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import torch
 
+from bench import gguf_load
 from bench.model_speed import time_side_by_side_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,22 +78,6 @@ out["traced"] = rss()
 out["peak"] = rss("VmHWM")
 json.dump(out, sys.stdout)
 """
-
-
-def _probe(code: str, arg: str) -> dict:
-    """``code`` in a fresh Python (the worktree's model package, this cache), its last line."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", code, arg],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=900,
-    )
-    if done.returncode:
-        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr else "failed")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def text_of(lm, n_tokens: int) -> tuple[str, list[int]]:
@@ -216,9 +199,7 @@ def generation_vs_transformers(lm, reference, new_tokens: int, repeats: int) -> 
 
 def cached_loads(name: str, repeats: int) -> dict:
     """The cached load in ``repeats`` fresh processes (bench.gguf_load's probe): medians."""
-    from bench.gguf_load import LOAD_PROBE
-
-    runs = [_probe(LOAD_PROBE, name) for _ in range(repeats)]
+    runs = [gguf_load._probe(gguf_load.LOAD_PROBE, name) for _ in range(repeats)]
     return {
         "runs": runs,
         "load_s": statistics.median(r["load_s"] for r in runs),
@@ -273,7 +254,7 @@ def run(
             "cached_load": cached_loads(name, load_repeats),
         }
     if "smollm2" in present:
-        out["replica"] = _probe(REPLICA_PROBE, "smollm2")
+        out["replica"] = gguf_load._probe(REPLICA_PROBE, "smollm2")
     if browser and present:
         out["enter"] = _enter(present, repeats)
     out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
