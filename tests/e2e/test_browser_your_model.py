@@ -4,41 +4,24 @@ scans the folder, and the address bar reopens the same view in a new browser con
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 import pytest
 
-from bench.classcore import serve
-from tests.hf_folders import build_decoder_folder
+from tests.e2e.classserver import DECODER_LAYOUTS, GROUP
 from ui.i18n import translate
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group(GROUP)]
 
 TIMEOUT_MS = 180_000
-LAYOUTS = {"llama": "LLaMA", "gpt2": "GPT-2"}
+LAYOUTS = DECODER_LAYOUTS  # the shared class server's models root holds tiny-<layout>
 PROMPT = "the cat sat on the mat"
 HEATMAP = "[data-testid=stPlotlyChart] .main-svg >> visible=true"
 
 
-@pytest.fixture(scope="module")
-def root_server(tmp_path_factory, artifacts_dir, browser):
-    """A server of its own whose models root holds the two folders (the session's server
-    may have started with another root)."""
-    root = tmp_path_factory.mktemp("models")
-    for layout in LAYOUTS:
-        build_decoder_folder(layout, root / f"tiny-{layout}")
-    before = os.environ.get("ATTENTION_LAB_MODELS")
-    os.environ["ATTENTION_LAB_MODELS"] = str(root)
-    with contextlib.ExitStack() as stack:
-        try:
-            url, _ = stack.enter_context(serve(artifacts_dir / "streamlit-models-root.log"))
-        finally:  # the server has its environment; this process gets its own back
-            if before is None:
-                del os.environ["ATTENTION_LAB_MODELS"]
-            else:
-                os.environ["ATTENTION_LAB_MODELS"] = before
-        yield url
+@pytest.fixture
+def root_server(class_server) -> str:
+    """The shared class server (tests/e2e/conftest.py), whose models root holds the two
+    folders (the session's app server may have started with another root)."""
+    return class_server.url
 
 
 def new_page(browser, url: str, width: int = 1440):
