@@ -235,8 +235,9 @@ def test_cookieless_clients_spread_and_the_cookie_keeps_one_on_its_replica(lab):
 
 def test_websocket_sessions_stay_on_their_replica_with_xsrf_on(lab):
     # Two students speaking Streamlit's protocol: page, health (XSRF cookie), websocket with
-    # the token, explorer reruns and Step presses for a few seconds.
-    result = classsim.run_class(lab.url, students=2, duration_s=12, seed=7, arrival_s=0.5)
+    # the token, then their first round of explorer reruns (a round, once begun, is finished:
+    # two reruns 3-6 s apart, so a class of 5 s is that round alone).
+    result = classsim.run_class(lab.url, students=2, duration_s=5, seed=7, arrival_s=0.5)
     assert result["errors"] == []
     assert result["crosstalk"] == []
     assert sorted(result["replicas"]) == ["r1", "r2"]
@@ -386,11 +387,13 @@ def test_chromium_reconnects_through_the_balancer_when_its_replica_dies(
 
 
 def test_a_killed_replica_is_dropped_and_its_students_move(lab):
-    # Last in this module: it leaves r1 dead. Four students; r1 is SIGKILLed 8 s in.
+    # Last in this module: it leaves r1 dead. Four students; r1 is SIGKILLed 8 s in, while
+    # every student is still in the class: its first round (two explorer reruns 3-6 s apart)
+    # ends 7 s in at the soonest, and a round begun before the class's end is finished.
     result = classsim.run_class(
         lab.url,
         students=4,
-        duration_s=20,
+        duration_s=12,
         seed=11,
         arrival_s=0.3,
         kill=classsim.replica_killer(lab, "r1"),
