@@ -194,7 +194,8 @@ def serve(
 def deployment(run_dir: Path | None = None, replicas: int = 2, postgres: bool = True) -> Iterator:
     """`make serve`'s ``replicas`` behind HAProxy, over a private, throwaway PostgreSQL
     (``postgres``) or the replicas' own default store: yields (lab, the PostgreSQL server or
-    None)."""
+    None). The replicas alone are told the PostgreSQL (a replica started again too); this
+    process's environment is left as it was."""
     from deploy import postgres as pg_server
     from deploy.serve import cluster
 
@@ -203,16 +204,9 @@ def deployment(run_dir: Path | None = None, replicas: int = 2, postgres: bool = 
             yield lab, None
         return
     with pg_server.temporary() as pg:
-        before = os.environ.get("ATTENTION_LAB_DATABASE_URL")
-        os.environ["ATTENTION_LAB_DATABASE_URL"] = pg.url  # the replicas inherit it
-        try:
-            with cluster(replicas, run_dir=run_dir) as lab:
-                yield lab, pg
-        finally:
-            if before is None:
-                os.environ.pop("ATTENTION_LAB_DATABASE_URL", None)
-            else:
-                os.environ["ATTENTION_LAB_DATABASE_URL"] = before
+        environ = {"ATTENTION_LAB_DATABASE_URL": pg.url}
+        with cluster(replicas, run_dir=run_dir, environ=environ) as lab:
+            yield lab, pg
 
 
 # --- faults ------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.classserver import GROUP
+from tests.e2e.servers import GROUP
 from ui.i18n import translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group(GROUP)]

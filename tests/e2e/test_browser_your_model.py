@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.classserver import DECODER_LAYOUTS, GROUP
+from tests.e2e.servers import DECODER_LAYOUTS, GROUP
 from ui.i18n import translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group(GROUP)]

@@ -14,7 +14,7 @@ import urllib.parse
 
 import pytest
 
-from tests.e2e.classserver import GROUP
+from tests.e2e.servers import GROUP
 from ui.i18n import translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group(GROUP)]
