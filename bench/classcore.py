@@ -151,12 +151,17 @@ def serve(
     timing_log: Path | None = None,
     port: int | None = None,
     bare: bool = False,
+    preload: bool = True,
+    environ: dict[str, str] | None = None,
 ):
     """A ``streamlit run app.py`` on ``port`` (default: a free one), started as `make run`
     starts it (deploy.launch), or as a plain ``streamlit run`` with ``bare``: yields (url,
     seconds until healthy), and the server's Popen too with ``return_process`` (to read its
     memory). With ``timing_log`` the server records every script run's time there
-    (bench.scripttiming)."""
+    (bench.scripttiming). ``preload=False``: without `make run`'s background preload
+    (ui.preload: four models and the concept numbers, ~10 s of CPU), for a test whose pages
+    use none of it (a class, a folder of the models root). ``environ``: more variables for
+    the server alone (its class store, its models root)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     if timing_log is None:
@@ -166,7 +171,7 @@ def serve(
     command = streamlit_command(port, launcher)
     log = open(log_path or os.devnull, "w")  # noqa: SIM115 - closed in finally
     start = time.perf_counter()
-    env = {**os.environ, "ATTENTION_LAB_PRELOAD": "1"}  # a server as `make run` starts it
+    env = {**os.environ, **(environ or {}), "ATTENTION_LAB_PRELOAD": "1" if preload else "0"}
     server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         while not healthy(url):
@@ -189,7 +194,8 @@ def serve(
 def deployment(run_dir: Path | None = None, replicas: int = 2, postgres: bool = True) -> Iterator:
     """`make serve`'s ``replicas`` behind HAProxy, over a private, throwaway PostgreSQL
     (``postgres``) or the replicas' own default store: yields (lab, the PostgreSQL server or
-    None)."""
+    None). The replicas alone are told the PostgreSQL (a replica started again too); this
+    process's environment is left as it was."""
     from deploy import postgres as pg_server
     from deploy.serve import cluster
 
@@ -198,16 +204,9 @@ def deployment(run_dir: Path | None = None, replicas: int = 2, postgres: bool = 
             yield lab, None
         return
     with pg_server.temporary() as pg:
-        before = os.environ.get("ATTENTION_LAB_DATABASE_URL")
-        os.environ["ATTENTION_LAB_DATABASE_URL"] = pg.url  # the replicas inherit it
-        try:
-            with cluster(replicas, run_dir=run_dir) as lab:
-                yield lab, pg
-        finally:
-            if before is None:
-                os.environ.pop("ATTENTION_LAB_DATABASE_URL", None)
-            else:
-                os.environ["ATTENTION_LAB_DATABASE_URL"] = before
+        environ = {"ATTENTION_LAB_DATABASE_URL": pg.url}
+        with cluster(replicas, run_dir=run_dir, environ=environ) as lab:
+            yield lab, pg
 
 
 # --- faults ------------------------------------------------------------------------------------

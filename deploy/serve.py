@@ -210,6 +210,7 @@ class Replica:
     command: list[str] = field(default_factory=list)
     process: subprocess.Popen | None = None
     balancer_secret: str = ""  # the header its HAProxy adds; believed only with it
+    environ: dict[str, str] = field(default_factory=dict)  # over this process's, at each start
 
     @property
     def url(self) -> str:
@@ -224,6 +225,7 @@ class Replica:
             SERVED_ENV: "1",
             # uvicorn believes no one's X-Forwarded-For; the app believes its balancer's
             FORWARDED_ALLOW_IPS_ENV: TRUST_NO_PROXY,
+            **self.environ,
         }
         if self.balancer_secret:
             env[BALANCER_SECRET_ENV] = self.balancer_secret
@@ -357,12 +359,14 @@ def cluster(
     launcher: Sequence[str] = LAUNCHER,
     stop_flag: StopFlag | None = None,
     app: str = "app.py",
+    environ: dict[str, str] | None = None,
 ) -> Iterator[Cluster]:
     """Start the replicas (in parallel) and HAProxy; stop them all on leaving.
 
     Free ports are picked where none are given; logs go to ``run_dir`` (a temporary folder
     by default): replica-r1.log, ..., haproxy.log. With ``stop_flag``, the start-up waits
-    end in :class:`Stopping` once it is raised. ``app`` is the script the replicas run.
+    end in :class:`Stopping` once it is raised. ``app`` is the script the replicas run;
+    ``environ``, variables for the replicas alone, kept for a replica started again.
     """
     haproxy = haproxy_path()
     if haproxy is None:
@@ -405,6 +409,7 @@ def cluster(
                 threads,
                 app=app,
                 balancer_secret=secret,
+                environ=dict(environ or {}),
             )
             for i, p in enumerate(replica_ports)
         ]

@@ -301,12 +301,13 @@ def press_guard() -> None:
     st.html(resend_html(uuid.uuid4().hex), unsafe_allow_javascript=True)
 
 
-def resend_html(nonce: str) -> str:
-    """press_guard's script; ``nonce`` makes each one new, so the browser runs it again."""
+def resend_html(nonce: str, after_ms: int = RESEND_AFTER_MS) -> str:
+    """press_guard's script; ``nonce`` makes each one new, so the browser runs it again.
+    ``after_ms``: how long after a reconnect an unanswered press is sent again."""
     return _RESEND_JS % {
         "check": CHECK_KEY,
         "sid": SID_KEY,
-        "after": RESEND_AFTER_MS,
+        "after": after_ms,
         "nonce": nonce,
     }
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.classcore import CHROMIUM, CHROMIUM_ARGS, serve
+from tests.e2e import servers
 from tests.e2e.pagechecks import watch_problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +46,37 @@ def app_url(artifacts_dir: Path, script_runs_log: Path):
         except RuntimeError as err:  # it did not start: show why
             pytest.fail(f"{err}:\n{log_path.read_text()}")
         yield url
+
+
+@pytest.fixture(scope="session")
+def class_server(tmp_path_factory, artifacts_dir) -> servers.ClassServer:
+    """A second live server, as `make run` starts it, with a private SQLite class store and
+    a models root of a tiny LLaMA and a tiny GPT-2 folder (tests/e2e/servers.py).
+    Without the background preload: its pages (classes, the root's folders) use none of
+    the four models it loads."""
+    from classroom import Classroom
+
+    data = tmp_path_factory.mktemp("class-server")
+    environ = servers.prepare(data, tmp_path_factory.mktemp("models"))
+    log_path = artifacts_dir / "streamlit-class.log"
+    with contextlib.ExitStack() as stack:
+        try:
+            url, _ = stack.enter_context(
+                serve(log_path, startup_s=STARTUP_SECONDS, preload=False, environ=environ)
+            )
+        except RuntimeError as err:
+            pytest.fail(f"{err}:\n{log_path.read_text()}")
+        room = Classroom(f"sqlite:///{data / 'classes.sqlite'}")
+        yield servers.ClassServer(url, room, log_path)
+
+
+@pytest.fixture(scope="session")
+def shared_deployment(artifacts_dir) -> servers.SharedDeployment:
+    """`make serve`'s deployment for test_balancer, then test_class_chaos (tests/e2e/servers.py):
+    started by the first to ask, stopped by the last; logs in tests/artifacts/serve/."""
+    shared = servers.SharedDeployment(artifacts_dir / "serve")
+    yield shared
+    shared.close()
 
 
 @pytest.fixture(scope="session")

@@ -28,43 +28,28 @@ import pytest
 
 from bench import classsim, loadtest
 from deploy.serve import (
-    INSTALL_HINT,
     STARTUP_S,
-    ServeError,
     admin_command,
-    cluster,
     free_port,
     haproxy_path,
     render_config,
     wait_healthy,
 )
+from tests.e2e.servers import DEPLOYMENT_GROUP, need_haproxy
 from ui.i18n import translate
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(DEPLOYMENT_GROUP)]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def need_haproxy() -> None:
-    """Skip, saying how to install it, where HAProxy is missing; under CI=true fail instead
-    (.ci/run installs it there, so a missing one is a broken set-up, not a reason to skip)."""
-    if haproxy_path() is None:
-        reason = f"the balancer tests need HAProxy: {INSTALL_HINT}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
-def lab(artifacts_dir):
-    """Two replicas behind HAProxy, started in parallel, for this module; logs in artifacts."""
-    need_haproxy()
-    try:
-        with cluster(2, run_dir=artifacts_dir / "serve") as running:
-            classsim.warm(running.url)  # MiniLM and sort loaded on both replicas, untimed
-            yield running
-    except ServeError as err:
-        pytest.fail(str(err))
+def lab(shared_deployment):
+    """Two replicas behind HAProxy (tests/e2e/servers.py: shared with test_class_chaos, which
+    runs after this module), MiniLM and sort loaded on both, untimed."""
+    running, _ = shared_deployment.get()
+    classsim.warm(running.url)
+    return running
 
 
 @contextlib.contextmanager
@@ -235,8 +220,9 @@ def test_cookieless_clients_spread_and_the_cookie_keeps_one_on_its_replica(lab):
 
 def test_websocket_sessions_stay_on_their_replica_with_xsrf_on(lab):
     # Two students speaking Streamlit's protocol: page, health (XSRF cookie), websocket with
-    # the token, explorer reruns and Step presses for a few seconds.
-    result = classsim.run_class(lab.url, students=2, duration_s=12, seed=7, arrival_s=0.5)
+    # the token, then their first round of explorer reruns (a round, once begun, is finished:
+    # two reruns 3-6 s apart, so a class of 5 s is that round alone).
+    result = classsim.run_class(lab.url, students=2, duration_s=5, seed=7, arrival_s=0.5)
     assert result["errors"] == []
     assert result["crosstalk"] == []
     assert sorted(result["replicas"]) == ["r1", "r2"]
@@ -386,11 +372,13 @@ def test_chromium_reconnects_through_the_balancer_when_its_replica_dies(
 
 
 def test_a_killed_replica_is_dropped_and_its_students_move(lab):
-    # Last in this module: it leaves r1 dead. Four students; r1 is SIGKILLed 8 s in.
+    # Last in this module: it leaves r1 dead (test_class_chaos's fixture starts it again). Four students; r1 is SIGKILLed 8 s in, while
+    # every student is still in the class: its first round (two explorer reruns 3-6 s apart)
+    # ends 7 s in at the soonest, and a round begun before the class's end is finished.
     result = classsim.run_class(
         lab.url,
         students=4,
-        duration_s=20,
+        duration_s=12,
         seed=11,
         arrival_s=0.3,
         kill=classsim.replica_killer(lab, "r1"),

@@ -4,41 +4,24 @@ scans the folder, and the address bar reopens the same view in a new browser con
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 import pytest
 
-from bench.classcore import serve
-from tests.hf_folders import build_decoder_folder
+from tests.e2e.servers import DECODER_LAYOUTS, GROUP
 from ui.i18n import translate
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group(GROUP)]
 
 TIMEOUT_MS = 180_000
-LAYOUTS = {"llama": "LLaMA", "gpt2": "GPT-2"}
+LAYOUTS = DECODER_LAYOUTS  # the shared class server's models root holds tiny-<layout>
 PROMPT = "the cat sat on the mat"
 HEATMAP = "[data-testid=stPlotlyChart] .main-svg >> visible=true"
 
 
-@pytest.fixture(scope="module")
-def root_server(tmp_path_factory, artifacts_dir, browser):
-    """A server of its own whose models root holds the two folders (the session's server
-    may have started with another root)."""
-    root = tmp_path_factory.mktemp("models")
-    for layout in LAYOUTS:
-        build_decoder_folder(layout, root / f"tiny-{layout}")
-    before = os.environ.get("ATTENTION_LAB_MODELS")
-    os.environ["ATTENTION_LAB_MODELS"] = str(root)
-    with contextlib.ExitStack() as stack:
-        try:
-            url, _ = stack.enter_context(serve(artifacts_dir / "streamlit-models-root.log"))
-        finally:  # the server has its environment; this process gets its own back
-            if before is None:
-                del os.environ["ATTENTION_LAB_MODELS"]
-            else:
-                os.environ["ATTENTION_LAB_MODELS"] = before
-        yield url
+@pytest.fixture
+def root_server(class_server) -> str:
+    """The shared class server (tests/e2e/conftest.py), whose models root holds the two
+    folders (the session's app server may have started with another root)."""
+    return class_server.url
 
 
 def new_page(browser, url: str, width: int = 1440):
@@ -105,16 +88,24 @@ def test_a_root_folder_in_the_explorer_and_mechanisms_and_its_link_in_a_new_cont
     context.close()
 
 
-@pytest.mark.parametrize("lang", ["en", "ko"])
-def test_narrow_screens_and_a_refused_link(browser, root_server, artifacts_dir, lang):
+def test_both_folders_on_a_narrow_screen(browser, root_server, artifacts_dir):
+    """At 390 px, one page in each language: what a page says and how it is laid out are
+    not tied to each other (the page sweep, tests/e2e/test_accessibility.py, lays out every
+    page in both at both widths)."""
     context, page = new_page(browser, root_server, width=390)
-    page.goto(f"/explorer?model=folder:tiny-llama&text=the+cat+sat&lang={lang}")
-    explorer_ready(page, lang)
-    page.screenshot(path=artifacts_dir / f"your-model-explorer-390-{lang}.png", full_page=True)
-    page.goto(f"/mechanisms?model=folder:tiny-gpt2&lang={lang}")
+    page.goto("/explorer?model=folder:tiny-llama&text=the+cat+sat&lang=en")
+    explorer_ready(page, "en")
+    page.screenshot(path=artifacts_dir / "your-model-explorer-390-en.png", full_page=True)
+    page.goto("/mechanisms?model=folder:tiny-gpt2&lang=ko")
     page.locator("[data-testid=stDataFrame]").first.wait_for(timeout=TIMEOUT_MS)
     settled(page)
-    page.screenshot(path=artifacts_dir / f"your-model-mechanisms-390-{lang}.png", full_page=True)
+    page.screenshot(path=artifacts_dir / "your-model-mechanisms-390-ko.png", full_page=True)
+    context.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_link_to_a_folder_outside_the_root_is_refused(browser, root_server, lang):
+    context, page = new_page(browser, root_server, width=390)
     page.goto(f"/explorer?model=folder:../etc&lang={lang}")
     refused = translate("model.problem.outside_root", lang, name="../etc", root="__").split("__")[0]
     page.get_by_text(refused.replace("`", "")[:25]).first.wait_for(timeout=TIMEOUT_MS)

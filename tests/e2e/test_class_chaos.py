@@ -18,11 +18,10 @@ import pytest
 from bench import classchaos
 from bench.loadtest import CHROMIUM
 from deploy import postgres
-from deploy.serve import ServeError, haproxy_path
-from tests import pg_server
-from tests.e2e.test_balancer import need_haproxy
+from deploy.serve import haproxy_path
+from tests.e2e.servers import DEPLOYMENT_GROUP
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.xdist_group(DEPLOYMENT_GROUP)]
 
 LESSONS = [
     ("en", 1440, ["none", "drop", "kill"]),
@@ -71,15 +70,15 @@ def test_under_ci_a_missing_part_fails_rather_than_skips(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def deployment(artifacts_dir):
-    need_haproxy()
-    with pg_server.server():  # skips, saying why, without PostgreSQL's binaries
-        pass
-    try:
-        with classchaos.deployment(artifacts_dir / "chaos-serve") as (lab, pg):
-            yield lab, pg
-    except ServeError as err:
-        pytest.fail(str(err))
+def deployment(shared_deployment):
+    """The deployment test_balancer used (tests/e2e/servers.py), every replica alive again;
+    stopped after this module, its last user: these faults come last."""
+    reason = postgres.missing_reason()
+    if reason:
+        pytest.skip(f"no PostgreSQL server to test on: {reason}")
+    lab, pg = shared_deployment.get()
+    yield lab, pg
+    shared_deployment.close()
 
 
 def test_every_press_is_stored_once_or_the_student_is_told(

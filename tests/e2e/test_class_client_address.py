@@ -11,7 +11,8 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.test_balancer import _Replica, haproxy_in_front, need_haproxy
+from tests.e2e.servers import need_haproxy
+from tests.e2e.test_balancer import _Replica, haproxy_in_front
 from ui.classroom import BALANCER_HEADER, client_from
 
 pytestmark = [pytest.mark.slow]

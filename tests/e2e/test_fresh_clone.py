@@ -111,11 +111,12 @@ def test_the_fresh_clone_imports_the_lab_from_anywhere_after_make_run(fresh_clon
     assert Path(found.stdout.strip()).is_relative_to(fresh_clone)  # the clone's own code
 
 
-# Runs every block, each in a namespace of its own, as a script outside the repository would:
-# one interpreter for all of them (each block alone paid torch's import and its models' loads
-# again: a minute of the suite), every failure reported with its block's number.
-_RUN_EACH_BLOCK = """
-import json, sys, traceback
+# Runs every block, each in a namespace of its own, as a script outside the repository would,
+# then opens the app's explorer (AppTest): one interpreter for all of it (each block alone
+# paid torch's import and its models' loads again: a minute of the suite; the explorer in an
+# interpreter of its own paid them once more), every failure reported with its block's number.
+_RUN_BLOCKS_THEN_THE_EXPLORER = """
+import json, os, sys, traceback
 blocks = json.load(open(sys.argv[1], encoding="utf-8"))
 failed = {}
 for index, source in blocks:
@@ -123,54 +124,62 @@ for index, source in blocks:
         exec(compile(source, f"readme_block{index}.py", "exec"), {"__name__": "__main__"})
     except BaseException:  # noqa: BLE001 - reported below, with the block's number
         failed[index] = traceback.format_exc()[-3000:]
-print(json.dumps(failed))
+try:
+    from streamlit.testing.v1 import AppTest
+
+    # the clone's app.py: the working directory, the repository root (a relative path would
+    # be read from this script's folder)
+    at = AppTest.from_file(os.path.abspath("app.py"), default_timeout=600)
+    at.switch_page("pages/explorer.py")
+    at.run()
+    explorer = {"exceptions": [e.value for e in at.exception]}
+    explorer["model"] = at.selectbox(key="model").value
+except BaseException:  # noqa: BLE001 - reported below
+    explorer = {"error": traceback.format_exc()[-3000:]}
+print(json.dumps({"failed": failed, "explorer": explorer}))
 """
 
 
-@pytest.mark.timeout(900)  # every block, one after another, on a busy machine
-def test_every_readme_python_block_runs_as_a_script_in_the_fresh_clone(fresh_clone, tmp_path):
+@pytest.fixture(scope="module")
+def clone_session(fresh_clone, tmp_path_factory) -> dict:
+    """A reader's first session in the clone, with the Python `make run` set up there: every
+    README block as a script saved outside the repository (GPU-only ones without CUDA left
+    out), then the app's explorer. What went wrong in each: {"failed": {block: traceback},
+    "explorer": {"model", "exceptions"} or {"error"}}."""
     blocks = [
         (index, source)
         for index, source in enumerate(_blocks(fresh_clone))
         if torch.cuda.is_available() or not source.lstrip().startswith("# needs a CUDA GPU")
     ]
     assert blocks, "the README has no Python block to run"
-    listing = tmp_path / "readme_blocks.json"  # outside the repository
+    outside = tmp_path_factory.mktemp("reader")  # outside the repository
+    listing = outside / "readme_blocks.json"
     listing.write_text(json.dumps(blocks), encoding="utf-8")
-    script = tmp_path / "readme_blocks.py"
-    script.write_text(_RUN_EACH_BLOCK, encoding="utf-8")
+    script = outside / "readme_blocks.py"
+    script.write_text(_RUN_BLOCKS_THEN_THE_EXPLORER, encoding="utf-8")
     ran = subprocess.run(
         [str(fresh_clone / ".venv/bin/python"), str(script), str(listing)],
         cwd=fresh_clone,  # "from the repository root"
-        env=_clean_env(ATTENTION_LAB_DATA=str(tmp_path / "data")),
+        env=_clean_env(ATTENTION_LAB_DATA=str(outside / "data")),
         capture_output=True,
         text=True,
         timeout=840,
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
-    failed = json.loads(ran.stdout.strip().splitlines()[-1])
+    return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(900)  # every block, one after another, on a busy machine
+def test_every_readme_python_block_runs_as_a_script_in_the_fresh_clone(clone_session):
+    failed = clone_session["failed"]
     assert failed == {}, "\n".join(f"block {i}:\n{why}" for i, why in failed.items())
 
 
 @pytest.mark.timeout(900)  # SmolLM2 loaded from its converted folder, on a busy machine
-def test_the_fresh_clone_opens_the_explorer_on_smollm2(fresh_clone):
+def test_the_fresh_clone_opens_the_explorer_on_smollm2(clone_session):
     """`make run` installed the model packages (requirements-models.txt): the clone's own app
     opens the explorer on the real SmolLM2, converted from its GGUF, with no other step."""
-    script = (
-        "from streamlit.testing.v1 import AppTest\n"
-        "at = AppTest.from_file('app.py', default_timeout=600)\n"
-        "at.switch_page('pages/explorer.py')\n"
-        "at.run()\n"
-        "assert not at.exception, [e.value for e in at.exception]\n"
-        "print(at.selectbox(key='model').value)\n"
-    )
-    ran = subprocess.run(
-        [str(fresh_clone / ".venv/bin/python"), "-c", script],
-        cwd=fresh_clone,
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    assert ran.stdout.strip().splitlines()[-1] == "smollm2"
+    explorer = clone_session["explorer"]
+    assert "error" not in explorer, explorer.get("error")
+    assert explorer["exceptions"] == []
+    assert explorer["model"] == "smollm2"

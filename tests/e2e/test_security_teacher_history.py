@@ -1,43 +1,25 @@
 """(A security test: it lives here, not in tests/security/, to share this folder's one
 Chromium: Playwright's sync API runs once per process.)
 
-The teacher's key in a real browser (Chromium, a live server started as `make run`): never
-in any history entry after creating a class or opening the teacher link (every entry read by
-going Back through all of them), and the session cookie's flags as the browser keeps them:
-HttpOnly (no script reads it), SameSite=Strict, hours long; a reload stays signed in, "Sign
-out" ends it."""
+The teacher's key in a real browser (Chromium, the shared class server of
+tests/e2e/conftest.py, started as `make run`): never in any history entry after creating a
+class or opening the teacher link (every entry read by going Back through all of them), and
+the session cookie's flags as the browser keeps them: HttpOnly (no script reads it),
+SameSite=Strict, hours long; a reload stays signed in, "Sign out" ends it."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 import urllib.parse
 
 import pytest
 
-from bench.loadtest import serve
-from classroom import Classroom
+from tests.e2e.servers import GROUP
 from ui.i18n import translate
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group(GROUP)]
 
 TIMEOUT_MS = 120_000
-
-
-@pytest.fixture(scope="module")
-def class_server(tmp_path_factory):
-    data = tmp_path_factory.mktemp("class-history")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ATTENTION_LAB_DATA", str(data))
-    mp.setenv("ATTENTION_LAB_DATABASE_URL", "")
-    log_path = data / "streamlit.log"
-    with contextlib.ExitStack() as stack:
-        try:
-            url, _ = stack.enter_context(serve(log_path, startup_s=180))
-        except RuntimeError as err:
-            pytest.fail(f"{err}:\n{log_path.read_text()}")
-        yield url, Classroom(f"sqlite:///{data / 'classes.sqlite'}")
-    mp.undo()
 
 
 def idle(tab) -> None:
@@ -47,21 +29,14 @@ def idle(tab) -> None:
 
 
 def history(tab) -> list[str]:
-    """Every entry of this tab's history, from the newest back to the first, by going Back."""
-    seen = [tab.url]
-    for _ in range(tab.evaluate("history.length") - 1):
-        before = tab.url
-        with contextlib.suppress(Exception):  # a Back that leaves the document
-            tab.evaluate("history.back()")
-        # Wait for the Back to land (the URL moves; up to 3 s where two entries share one),
-        # so the last one, to the tab's first about:blank, cannot interrupt the next goto.
-        deadline = time.monotonic() + 3
-        while tab.url == before and time.monotonic() < deadline:
-            tab.wait_for_timeout(100)
-        with contextlib.suppress(Exception):
-            tab.wait_for_load_state()
-        seen.append(tab.url)
-    return seen
+    """Every entry of this tab's history, oldest first: the browser's own list of them, as
+    Back would go through them (read over the DevTools protocol: going Back through each,
+    a step between two entries of one address waited 3 s for a change that never came)."""
+    session = tab.context.new_cdp_session(tab)
+    try:
+        return [entry["url"] for entry in session.send("Page.getNavigationHistory")["entries"]]
+    finally:
+        session.detach()
 
 
 def session_cookie(context, code: str) -> dict:
@@ -72,7 +47,7 @@ def session_cookie(context, code: str) -> dict:
 def test_creating_a_class_leaves_no_key_in_history_and_a_strict_httponly_cookie(
     browser, class_server
 ):
-    url, room = class_server
+    url, room = class_server.url, class_server.room
     context = browser.new_context(base_url=url)
     context.set_default_timeout(TIMEOUT_MS)
     tab = context.new_page()
@@ -113,16 +88,18 @@ def test_creating_a_class_leaves_no_key_in_history_and_a_strict_httponly_cookie(
 
 
 def test_the_teacher_link_and_an_old_style_link_leave_no_key_in_history(browser, class_server):
-    url, room = class_server
+    url, room = class_server.url, class_server.room
     code, key = room.create_class("Links", n_items=1)
-    for link in (
-        f"/lab/teacher?class={code}&key={urllib.parse.quote(key)}",
-        f"/classroom?class={code}&teacher={urllib.parse.quote(key)}&lang=en",
-    ):
-        context = browser.new_context(base_url=url)
-        context.set_default_timeout(TIMEOUT_MS)
-        tab = context.new_page()
-        try:
+    contexts = []
+    try:
+        for link in (
+            f"/lab/teacher?class={code}&key={urllib.parse.quote(key)}",
+            f"/classroom?class={code}&teacher={urllib.parse.quote(key)}&lang=en",
+        ):
+            context = browser.new_context(base_url=url)
+            contexts.append(context)
+            context.set_default_timeout(TIMEOUT_MS)
+            tab = context.new_page()
             tab.goto("/classroom?lang=en")
             idle(tab)
             tab.goto(link)
@@ -136,18 +113,20 @@ def test_the_teacher_link_and_an_old_style_link_leave_no_key_in_history(browser,
             for entry in entries:
                 assert key not in entry and "key=" not in entry, (link, entries)
 
-            # Sign out: the dashboard does not come back on this browser, Back or not.
-            tab.goto(f"/classroom?class={code}&view=teacher&lang=en")
-            tab.get_by_text(translate("classroom.teacher.join_link", "en")).wait_for()
-            idle(tab)
-            tab.get_by_role("button", name=translate("classroom.teacher.sign_out", "en")).click()
-            tab.get_by_text(translate("classroom.teacher.signed_out", "en")).wait_for()
-            idle(tab)
-            deadline = time.monotonic() + 30
-            while [c for c in context.cookies() if c["name"] == f"lab_teach_{code}"]:
-                assert time.monotonic() < deadline, "the cookie is cleared"
-                tab.wait_for_timeout(200)
-            tab.goto(f"/classroom?class={code}&view=teacher&lang=en")
-            tab.get_by_text(translate("classroom.teacher.signin_needed", "en", hours=8)).wait_for()
-        finally:
+        # Sign out (on the last browser: the way in does not change the way out): the
+        # dashboard does not come back on this browser, Back or not.
+        tab.goto(f"/classroom?class={code}&view=teacher&lang=en")
+        tab.get_by_text(translate("classroom.teacher.join_link", "en")).wait_for()
+        idle(tab)
+        tab.get_by_role("button", name=translate("classroom.teacher.sign_out", "en")).click()
+        tab.get_by_text(translate("classroom.teacher.signed_out", "en")).wait_for()
+        idle(tab)
+        deadline = time.monotonic() + 30
+        while [c for c in context.cookies() if c["name"] == f"lab_teach_{code}"]:
+            assert time.monotonic() < deadline, "the cookie is cleared"
+            tab.wait_for_timeout(200)
+        tab.goto(f"/classroom?class={code}&view=teacher&lang=en")
+        tab.get_by_text(translate("classroom.teacher.signin_needed", "en", hours=8)).wait_for()
+    finally:
+        for context in contexts:
             context.close()
