@@ -48,12 +48,15 @@ if read is None:
 text, encoded = read
 # A chat-tuned decoder (SmolLM2-Instruct) answers a question when it is framed by its own
 # chat template; the template's special tokens are then part of what the decoder reads.
-chat_prompt = getattr(lm, "chat_prompt", lambda _: None)  # not for transformers' own models
-chat = chat_prompt(text) is not None and st.toggle(
+# Offered where a template exists; rendered only once asked for (it imports transformers).
+chat = getattr(lm, "has_chat_template", False) and st.toggle(
     t("decoding.chat"), key="chat", bind="query-params", help=t("decoding.chat_help")
 )
-if chat:
-    text = chat_prompt(text)
+framed = lm.chat_prompt(text) if chat else None
+if chat and framed is None:  # a template that needs more than one user turn
+    st.warning(t("decoding.chat_unusable"), icon=":material/warning:")
+elif framed is not None:
+    text = framed
     encoded = lm.encode(text)
     st.caption(t("decoding.chat_caption", n=len(encoded.tokens)))
 

@@ -120,12 +120,18 @@ class HFTokenizer:
     def detokenize(self, ids: list[int]) -> str:
         return self.hf.decode(list(ids), skip_special_tokens=True).strip()
 
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether the tokenizer carries a chat template (read without rendering it: the
+        rendering imports transformers, which a page should pay only when it is used)."""
+        return bool(getattr(self.hf, "chat_template", None))
+
     def chat_prompt(self, question: str) -> str | None:
         """``question`` as the user's turn in the tokenizer's own chat template, ending where
         the assistant's answer begins; None when the tokenizer has no template (a base
         model, a toy). The template's special tokens stay in the text: the tokenizer reads
         them back as single special ids."""
-        if not getattr(self.hf, "chat_template", None):
+        if not self.has_chat_template:
             return None
         try:
             return self.hf.apply_chat_template(

@@ -160,6 +160,24 @@ def test_a_chat_models_question_is_decoded_inside_its_own_template(tmp_path, lan
     assert translate("decoding.chat_caption", lang, n=n) in [c.value for c in at.caption]
 
 
+def test_a_template_that_cannot_frame_one_question_says_so_and_decodes_the_text(tmp_path):
+    """The toggle is offered from the template's presence alone (rendering it imports
+    transformers); one that needs more than a user's turn says why it is not used."""
+    from tests.hf_folders import build_chat_folder
+
+    needs_system = (
+        "{% if messages[0]['role'] != 'system' %}{{ raise_exception('a system turn first') }}"
+        "{% endif %}{% for m in messages %}<|im_start|>{{ m['content'] }}<|im_end|>{% endfor %}"
+    )
+    folder = build_chat_folder(tmp_path / "tiny-chat", needs_system)
+    at = on_folder("decoding", folder, text="the cat sat", lang="ko")
+    at.toggle(key="chat").set_value(True).run()
+    ok(at)
+    assert translate("decoding.chat_unusable", "ko") in [w.value for w in at.warning]
+    said = " ".join(m.value for m in at.markdown)
+    assert "<|im_start|>" not in said  # the plain text was decoded, with no template tokens
+
+
 def load_chat_tokens(folder) -> list[str]:
     from model import load
 
