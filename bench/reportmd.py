@@ -174,9 +174,12 @@ def class_store_markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+BROWSER_TITLE = "## In the browser: what a person waits for (bench.browser)"
+
+
 def browser_markdown(b) -> list[str]:
     """What a person waits for in headless Chromium (bench.browser): pages and Enter → drawn."""
-    out = ["", "## In the browser: what a person waits for (bench.browser)", ""]
+    out = ["", BROWSER_TITLE, ""]
     if not isinstance(b, dict):
         return [*out, f"Not measured: {b}."]
     out += first_pages_markdown(b.get("first") or [])
