@@ -524,6 +524,7 @@ def browser_only(args) -> dict:
     data = browser_bench.run(args.quick)
     data["machine"] = machine()
     data["load_average"] = [load_before, load_average()]
+    data["measured"] = datetime.now(UTC).isoformat(timespec="seconds")
     section = "\n".join(browser_markdown(data)).lstrip("\n") + "\n"
     return one_section(args, "browser", data, section, BROWSER_TITLE)
 
