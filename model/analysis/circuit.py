@@ -194,12 +194,15 @@ def run(
     src_ids: torch.Tensor | None = None,
     edit: Edit | None = None,
     decompose: bool = False,
+    logits_at: int | None = None,
 ) -> Run:
     """One pass of a decoder-only (ids) or encoder-decoder (src_ids, decoder ids) network.
 
     ``edit(site, tensor)`` may replace the stream after embedding / layer i
     (("resid", "encoder" | "decoder", i), i = 0 .. layers) or a layer's head outputs before
     W_O (("heads", "encoder" | "decoder" | "cross", layer), [B, H, L, d_k]).
+    ``logits_at``: the logits of that decoder position only ([B, 1, vocab]); a 262k-token
+    vocabulary (Gemma 3) costs more to project onto than the layers below it.
     """
     network = check_network(network)
     st = _State(edit, decompose)
@@ -232,7 +235,7 @@ def run(
         memory,
         cross_mask,
     )
-    st.run.logits = head(y)
+    st.run.logits = head(y if logits_at is None else y[:, logits_at : logits_at + 1])
     return st.run
 
 

@@ -131,6 +131,11 @@ def _ld(logits: torch.Tensor, pair: Pair) -> float:
     return float(row[pair.answer_id] - row[pair.other_id])
 
 
+# Restorations run together as one batch: the whole grid of a 270M model in passes of this many
+# (each keeps its stream and attention for every layer: small at a sentence's length).
+CHUNK = 16
+
+
 @torch.no_grad()
 def patch(lm: LabModel, clean: str, corrupted: str) -> Patching:
     """Every (layer, position) of the stream the inputs differ in, and every head's output."""
@@ -143,8 +148,19 @@ def patch(lm: LabModel, clean: str, corrupted: str) -> Patching:
     ld_corr = _ld(run(net, k.ids, k.src_ids).logits, pair)
     span = ld_clean - ld_corr  # > 0: A wins the clean run, B the corrupted one
 
-    def recovered(edit) -> float:
-        return (_ld(run(net, k.ids, k.src_ids, edit=edit).logits, pair) - ld_corr) / span
+    def recovered_all(edits: list) -> list[float]:
+        """The recovered fraction of each restoration, run CHUNK at a time as one batch of
+        the corrupted input (row j restored by edits[j]), reading the answer's position only."""
+        out: list[float] = []
+        for start in range(0, len(edits), CHUNK):
+            chunk = edits[start : start + CHUNK]
+            ids = k.ids.expand(len(chunk), -1)
+            src = None if k.src_ids is None else k.src_ids.expand(len(chunk), -1)
+            logits = run(net, ids, src, edit=_rowwise(chunk), logits_at=pair.position).logits
+            rows = logits[:, 0].double()
+            lds = rows[:, pair.answer_id] - rows[:, pair.other_id]
+            out += [(float(ld) - ld_corr) / span for ld in lds]
+        return out
 
     def restore_resid(layer: int, position: int | None):
         def edit(site: Site, x: torch.Tensor) -> torch.Tensor:
@@ -171,20 +187,24 @@ def patch(lm: LabModel, clean: str, corrupted: str) -> Patching:
 
     n_layers = len(stored[0][pair.stream]) - 1
     n_pos = stored[0][pair.stream][0].shape[1]
-    grid = torch.tensor(
-        [[recovered(restore_resid(i, p)) for p in range(n_pos)] for i in range(n_layers + 1)]
-    )
     n_heads = net.config.n_heads
     kinds = sorted({kind for kind, _ in stored[1]}, key=("encoder", "decoder", "cross").index)
-    by_head = {
-        kind: torch.tensor(
-            [
-                [recovered(restore_head(kind, i, h)) for h in range(n_heads)]
-                for i in range(sum(1 for kk, _ in stored[1] if kk == kind))
-            ]
-        )
+    layers_of = {kind: sum(1 for kk, _ in stored[1] if kk == kind) for kind in kinds}
+    edits = [restore_resid(i, p) for i in range(n_layers + 1) for p in range(n_pos)]
+    edits += [
+        restore_head(kind, i, h)
         for kind in kinds
-    }
+        for i in range(layers_of[kind])
+        for h in range(n_heads)
+    ]
+    edits += [restore_resid(n_layers, None), lambda site, x: x]  # the two checks
+    found = recovered_all(edits)
+    grid = torch.tensor(found[: (n_layers + 1) * n_pos]).view(n_layers + 1, n_pos)
+    by_head, at = {}, (n_layers + 1) * n_pos
+    for kind in kinds:
+        size = layers_of[kind] * n_heads
+        by_head[kind] = torch.tensor(found[at : at + size]).view(layers_of[kind], n_heads)
+        at += size
     tokens = c.src_tokens if pair.stream == "encoder" else c.tokens
     corr_tokens = k.src_tokens if pair.stream == "encoder" else k.tokens
     return Patching(
@@ -195,6 +215,20 @@ def patch(lm: LabModel, clean: str, corrupted: str) -> Patching:
         corrupted_tokens=corr_tokens,
         by_position=grid,
         by_head=by_head,
-        whole_last_layer=recovered(restore_resid(n_layers, None)),
-        nothing=recovered(lambda site, x: x),
+        whole_last_layer=found[-2],
+        nothing=found[-1],
     )
+
+
+def _rowwise(edits: list):
+    """One edit for a batch whose row j is restored by ``edits[j]`` (each written for one
+    sequence); a site no edit touches passes through untouched."""
+
+    def edit(site: Site, x: torch.Tensor) -> torch.Tensor:
+        rows = [x[j : j + 1] for j in range(len(edits))]
+        done = [e(site, row) for e, row in zip(edits, rows)]
+        if all(d is row for d, row in zip(done, rows)):
+            return x
+        return torch.cat(done)
+
+    return edit
