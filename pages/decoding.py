@@ -272,7 +272,8 @@ def show_decoder_input(ids: list[int], generated: list[str]) -> None:
     specials = lm.input_tokenizer.special_tokens
     left.markdown(
         t(
-            "decoding.decoder_input",
+            # a decoder-only model reads the prompt and its own tokens: no target is shifted
+            "decoding.decoder_input_lm" if lm.kind == "decoder" else "decoding.decoder_input",
             tokens=" ".join(special_span(x) if x in specials else code_span(x) for x in dec_input),
         )
     )

@@ -63,6 +63,12 @@ def test_decoding_a_llama_folder_offers_beam_and_steps(llama, lang):
     ok(at)
     assert at.session_state["step"] == 1
     assert chart(at, "self_chart") is not None  # the new query's row over the cached keys
+    # a decoder-only model reads the text and its own tokens: no target "shifted right"
+    said = [m.value for m in at.markdown]
+    reads = translate("decoding.decoder_input_lm", lang, tokens="").split("{")[0][:12]
+    assert any(m.startswith(reads) for m in said), said
+    shifted = translate("decoding.decoder_input", lang, tokens="")[:12]
+    assert not any(m.startswith(shifted) for m in said)
 
 
 def test_switching_a_llama_folders_heads_off_runs_the_ablated_model_beside_it(llama):
