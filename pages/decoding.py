@@ -72,8 +72,10 @@ strategy = linked(
     format_func=lambda s: t(f"decoding.strategy.{s}"),
     help=t("decoding.strategy_help"),
 )
-c2, c3, c4 = st.columns(3, vertical_alignment="bottom")
 options: dict = {"strategy": strategy}
+# Columns only for a strategy with options: empty ones still stack into a gap on a phone.
+if strategy != "greedy":
+    c2, c3, c4 = st.columns(3, vertical_alignment="bottom")
 if strategy == "beam":
     options["beam_width"] = c2.slider(
         t("decoding.beam_width"), 2, 8, 4, key="width", bind="query-params"
