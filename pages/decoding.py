@@ -350,7 +350,11 @@ def show_beams(current: DecodeStep) -> None:
         pd.DataFrame(
             {
                 t("decoding.beam_rank"): range(1, len(current.beams) + 1),
-                t("decoding.beam_tokens"): [" ".join(toks) for toks, _ in current.beams],
+                # each hypothesis as the text it spells: a character's byte tokens joined
+                t("decoding.beam_tokens"): [
+                    written_text(lm.tgt_tokenizer, toks, model_special_tokens(lm))
+                    for toks, _ in current.beams
+                ],
                 t("decoding.beam_score"): [score for _, score in current.beams],
             }
         ),

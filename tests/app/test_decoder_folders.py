@@ -71,6 +71,24 @@ def test_decoding_a_llama_folder_offers_beam_and_steps(llama, lang):
     assert not any(m.startswith(shifted) for m in said)
 
 
+def test_beam_hypotheses_read_as_the_text_they_spell_not_as_tokens_in_a_row(llama):
+    from model import load
+    from model.analysis.tokens import written_text
+    from model.analysis.view import model_special_tokens
+
+    at = on_folder("decoding", llama, text="the cat sat", strategy="beam", width="3")
+    label = translate("decoding.step", "en")
+    next(b for b in at.button if b.label == label).click().run()
+    next(b for b in at.button if b.label == label).click().run()
+    ok(at)
+    shown = list(at.dataframe[0].value[translate("decoding.beam_tokens", "en")])
+    lm = load(llama, device="cpu")
+    beams = list(lm.decode("the cat sat", strategy="beam", beam_width=3))[1].beams
+    specials = model_special_tokens(lm)
+    assert shown == [written_text(lm.tgt_tokenizer, toks, specials) for toks, _ in beams]
+    assert shown != [" ".join(toks) for toks, _ in beams]  # the row of tokens it once was
+
+
 def test_switching_a_llama_folders_heads_off_runs_the_ablated_model_beside_it(llama):
     at = on_folder("decoding", llama, text="the cat sat")
     off = [("decoder", 0, 0), ("decoder", 1, 3)]
