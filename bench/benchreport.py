@@ -43,6 +43,7 @@ from bench import model_speed as model_bench
 from bench import pages as ui_bench
 from bench import real_models as real_bench
 from bench.reportmd import (  # noqa: F401 - the report's writers, re-exported for callers
+    BROWSER_TITLE,
     CHAOS_TITLE,
     CLASS_TITLE,
     browser_markdown,
@@ -435,6 +436,12 @@ def main(argv: list[str] | None = None) -> dict:
         "section of the report",
     )
     parser.add_argument(
+        "--browser-only",
+        action="store_true",
+        help="run only what a person waits for in Chromium (bench.browser: first pages after "
+        "a start, visits, moves, Enter → drawn); replace its section of the report",
+    )
+    parser.add_argument(
         "--class-only",
         action="store_true",
         help="run only the class simulation; replace its section of the report",
@@ -458,6 +465,8 @@ def main(argv: list[str] | None = None) -> dict:
         return gguf_only(args)
     if args.real_only:
         return real_only(args)
+    if args.browser_only:
+        return browser_only(args)
     result = run(args)
     report = Path(args.report)
     report.parent.mkdir(parents=True, exist_ok=True)
@@ -506,6 +515,18 @@ def real_only(args) -> dict:
     data["machine"] = machine()
     section = "\n".join(real_bench.markdown(data)).lstrip("\n") + "\n"
     return one_section(args, "real_models", data, section, real_bench.TITLE)
+
+
+def browser_only(args) -> dict:
+    """Only the browser measures (bench.browser), into the existing report and json, with the
+    machine and its load before and after."""
+    load_before = load_average()
+    data = browser_bench.run(args.quick)
+    data["machine"] = machine()
+    data["load_average"] = [load_before, load_average()]
+    data["measured"] = datetime.now(UTC).isoformat(timespec="seconds")
+    section = "\n".join(browser_markdown(data)).lstrip("\n") + "\n"
+    return one_section(args, "browser", data, section, BROWSER_TITLE)
 
 
 def class_only(args) -> dict:

@@ -174,11 +174,21 @@ def class_store_markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+BROWSER_TITLE = "## In the browser: what a person waits for (bench.browser)"
+
+
 def browser_markdown(b) -> list[str]:
     """What a person waits for in headless Chromium (bench.browser): pages and Enter → drawn."""
-    out = ["", "## In the browser: what a person waits for (bench.browser)", ""]
+    out = ["", BROWSER_TITLE, ""]
     if not isinstance(b, dict):
         return [*out, f"Not measured: {b}."]
+    if b.get("machine") and b.get("load_average"):  # measured on its own (--browser-only)
+        m, (before, after) = b["machine"], b["load_average"]
+        out += [
+            f"Run alone (`python -m bench.benchreport --browser-only`) on {m['cores']} cores "
+            f"({m['cpu']}); load average (1, 5, 15 min) before {before}, after {after}.",
+            "",
+        ]
     out += first_pages_markdown(b.get("first") or [])
     out += moves_markdown(b.get("moves") or [])
     if not b.get("pages"):

@@ -48,12 +48,15 @@ if read is None:
 text, encoded = read
 # A chat-tuned decoder (SmolLM2-Instruct) answers a question when it is framed by its own
 # chat template; the template's special tokens are then part of what the decoder reads.
-chat_prompt = getattr(lm, "chat_prompt", lambda _: None)  # not for transformers' own models
-chat = chat_prompt(text) is not None and st.toggle(
+# Offered where a template exists; rendered only once asked for (it imports transformers).
+chat = getattr(lm, "has_chat_template", False) and st.toggle(
     t("decoding.chat"), key="chat", bind="query-params", help=t("decoding.chat_help")
 )
-if chat:
-    text = chat_prompt(text)
+framed = lm.chat_prompt(text) if chat else None
+if chat and framed is None:  # a template that needs more than one user turn
+    st.warning(t("decoding.chat_unusable"), icon=":material/warning:")
+elif framed is not None:
+    text = framed
     encoded = lm.encode(text)
     st.caption(t("decoding.chat_caption", n=len(encoded.tokens)))
 
@@ -69,8 +72,10 @@ strategy = linked(
     format_func=lambda s: t(f"decoding.strategy.{s}"),
     help=t("decoding.strategy_help"),
 )
-c2, c3, c4 = st.columns(3, vertical_alignment="bottom")
 options: dict = {"strategy": strategy}
+# Columns only for a strategy with options: empty ones still stack into a gap on a phone.
+if strategy != "greedy":
+    c2, c3, c4 = st.columns(3, vertical_alignment="bottom")
 if strategy == "beam":
     options["beam_width"] = c2.slider(
         t("decoding.beam_width"), 2, 8, 4, key="width", bind="query-params"
@@ -269,7 +274,8 @@ def show_decoder_input(ids: list[int], generated: list[str]) -> None:
     specials = lm.input_tokenizer.special_tokens
     left.markdown(
         t(
-            "decoding.decoder_input",
+            # a decoder-only model reads the prompt and its own tokens: no target is shifted
+            "decoding.decoder_input_lm" if lm.kind == "decoder" else "decoding.decoder_input",
             tokens=" ".join(special_span(x) if x in specials else code_span(x) for x in dec_input),
         )
     )
@@ -344,7 +350,11 @@ def show_beams(current: DecodeStep) -> None:
         pd.DataFrame(
             {
                 t("decoding.beam_rank"): range(1, len(current.beams) + 1),
-                t("decoding.beam_tokens"): [" ".join(toks) for toks, _ in current.beams],
+                # each hypothesis as the text it spells: a character's byte tokens joined
+                t("decoding.beam_tokens"): [
+                    written_text(lm.tgt_tokenizer, toks, model_special_tokens(lm))
+                    for toks, _ in current.beams
+                ],
                 t("decoding.beam_score"): [score for _, score in current.beams],
             }
         ),

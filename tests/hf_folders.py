@@ -274,9 +274,10 @@ CHATML = (
 )
 
 
-def build_chat_folder(folder):
+def build_chat_folder(folder, template: str | None = None):
     """A tiny LLaMA-type folder whose tokenizer carries a ChatML chat template with its own
-    special tokens, as SmolLM2-Instruct's does (``<|im_start|>``, ``<|im_end|>``)."""
+    special tokens, as SmolLM2-Instruct's does (``<|im_start|>``, ``<|im_end|>``), or
+    ``template``."""
     torch.manual_seed(0)
     tok = byte_level_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
     fast = PreTrainedTokenizerFast(
@@ -286,7 +287,7 @@ def build_chat_folder(folder):
         unk_token="<|endoftext|>",
         pad_token="<|im_end|>",
     )
-    fast.chat_template = CHATML
+    fast.chat_template = template or CHATML
     ids = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2}
     decoder_model("llama", len(fast), ids).save_pretrained(folder)
     fast.save_pretrained(folder)

@@ -72,7 +72,10 @@ _started: list[threading.Thread] = []  # the warm-up thread, once started
 # frame's own imports (app.py: the sidebar, the model picker, the chart helpers). A page's own
 # modules are small and only that page needs them: its script imports them, after the
 # thread has ended (importing every page's made the light pages wait ~0.4 s longer).
-FIRST_IMPORTS = ("torch", "pandas", "numpy", "plotly.graph_objects")
+# First of all Streamlit's emoji catalogue: app.py's first line, set_page_config with an emoji
+# favicon, imports it (hundreds of regular expressions, ~0.5 s on the 2-core machine) before the
+# page can send anything, plotly.js's early fetch included.
+FIRST_IMPORTS = ("streamlit.emojis", "torch", "pandas", "numpy", "plotly.graph_objects")
 
 
 def frame_imports(root: Path = ROOT) -> list[str]:

@@ -156,11 +156,16 @@ def _stack(
     st: _State,
     memory: torch.Tensor | None = None,
     cross_mask: torch.Tensor | None = None,
+    first: int = 0,
 ) -> torch.Tensor:
-    x = st.site(("resid", stack, 0), x)
+    """The stack's layers from ``first`` on; ``x`` is the stream they read (the embeddings,
+    or the stream after layer ``first``)."""
+    x = st.site(("resid", stack, first), x)
     if st.tracking:
         st.run.parts = {"embed": x}
     for i, layer in enumerate(layers):
+        if i < first:
+            continue
         x = _add_norm(
             layer.attn_norm,
             x,
@@ -194,12 +199,19 @@ def run(
     src_ids: torch.Tensor | None = None,
     edit: Edit | None = None,
     decompose: bool = False,
+    logits_at: int | None = None,
+    start: tuple[int, torch.Tensor] | None = None,
 ) -> Run:
     """One pass of a decoder-only (ids) or encoder-decoder (src_ids, decoder ids) network.
 
     ``edit(site, tensor)`` may replace the stream after embedding / layer i
     (("resid", "encoder" | "decoder", i), i = 0 .. layers) or a layer's head outputs before
     W_O (("heads", "encoder" | "decoder" | "cross", layer), [B, H, L, d_k]).
+    ``logits_at``: the logits of that decoder position only ([B, 1, vocab]); a 262k-token
+    vocabulary (Gemma 3) costs more to project onto than the layers below it.
+    ``start=(i, stream)``: a decoder-only pass that begins from ``stream`` [B, L, D], the
+    decoder's stream after layer i (its resid site i), skipping the layers below: an edit at
+    site i or above sees what a whole pass over the same input would show it.
     """
     network = check_network(network)
     st = _State(edit, decompose)
@@ -221,18 +233,22 @@ def run(
     else:
         self_mask, _, _ = network._decoder_masks(ids, None, None)
         embed, head = network.embed, network.head
+    if start is not None and memory is not None:
+        raise ValueError("start= is for decoder-only networks")
+    first, x = (0, embed(ids)) if start is None else start
     st.tracking = decompose
     y = _stack(
         network.decoder.layers,
         network.decoder.final_norm,
-        embed(ids),
+        x,
         self_mask,
         "decoder",
         st,
         memory,
         cross_mask,
+        first,
     )
-    st.run.logits = head(y)
+    st.run.logits = head(y if logits_at is None else y[:, logits_at : logits_at + 1])
     return st.run
 
 

@@ -14,10 +14,11 @@ nothing gives 0 and restoring the whole stream after the last layer gives 1, exa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import zip_longest
 
 import torch
 
-from model.analysis.circuit import Site, check_network, run
+from model.analysis.circuit import Edit, Site, check_network, run
 from model.analysis.lens import Inputs, decoder_inputs
 from model.runtime.lab import LabModel
 
@@ -45,10 +46,21 @@ class Pair:
     stream: str  # the stream patched by position: "decoder" or "encoder"
 
 
-def _continuation(lm: LabModel, text: str) -> list[int]:
+def _parting(lm: LabModel, clean: str, corrupted: str) -> tuple[list[int], int, int] | None:
+    """Both greedy continuations, side by side until they part: the tokens they share, then
+    the clean one's and the corrupted one's; None when they never part (an ending counts as
+    the end-of-sequence token). Stopping there, not at the whole budget, spares a real model
+    up to 2 x 64 decoding steps."""
     eos = lm.tgt_tokenizer.eos_id
-    ids = [s.token_id for s in lm.decode(text)]
-    return ids if ids and ids[-1] == eos else [*ids, eos]
+    shared: list[int] = []
+    for a, b in zip_longest(lm.decode(clean), lm.decode(corrupted)):
+        x, y = (eos if s is None else s.token_id for s in (a, b))
+        if x != y:
+            return shared, x, y
+        if x == eos:
+            return None
+        shared.append(x)
+    return None
 
 
 def make_pair(lm: LabModel, clean: str, corrupted: str) -> Pair:
@@ -79,11 +91,10 @@ def make_pair(lm: LabModel, clean: str, corrupted: str) -> Pair:
     changed = [i for i, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y]
     if not changed:
         raise PatchingError("same", "the corrupted input is the same as the clean one")
-    out_a, out_b = _continuation(lm, clean), _continuation(lm, corrupted)
-    part = next((i for i, (x, y) in enumerate(zip(out_a, out_b)) if x != y), None)
-    if part is None:
+    parting = _parting(lm, clean, corrupted)
+    if parting is None:
         raise PatchingError("same_answer", "both inputs get the same answer: nothing to restore")
-    prefix = out_a[:part]
+    prefix, answer_id, other_id = parting
     ci, ki = decoder_inputs(lm, clean, prefix), decoder_inputs(lm, corrupted, prefix)
     if ci.ids.shape[1] >= lm.max_len:
         raise PatchingError("too_long", "the answers part too late for this model's length")
@@ -92,10 +103,10 @@ def make_pair(lm: LabModel, clean: str, corrupted: str) -> Pair:
     return Pair(
         clean=ci,
         corrupted=ki,
-        answer=tok.tokens([out_a[part]])[0],
-        other=tok.tokens([out_b[part]])[0],
-        answer_id=out_a[part],
-        other_id=out_b[part],
+        answer=tok.tokens([answer_id])[0],
+        other=tok.tokens([other_id])[0],
+        answer_id=answer_id,
+        other_id=other_id,
         position=ci.ids.shape[1] - 1,
         changed=changed,
         stream=stream,
@@ -131,6 +142,11 @@ def _ld(logits: torch.Tensor, pair: Pair) -> float:
     return float(row[pair.answer_id] - row[pair.other_id])
 
 
+# Restorations run together as one batch: the whole grid of a 270M model in passes of this many
+# (each keeps its stream and attention for every layer: small at a sentence's length).
+CHUNK = 16
+
+
 @torch.no_grad()
 def patch(lm: LabModel, clean: str, corrupted: str) -> Patching:
     """Every (layer, position) of the stream the inputs differ in, and every head's output."""
@@ -140,11 +156,32 @@ def patch(lm: LabModel, clean: str, corrupted: str) -> Patching:
     clean_run = run(net, c.ids, c.src_ids)
     stored = clean_run.resid, clean_run.heads
     ld_clean = _ld(clean_run.logits, pair)
-    ld_corr = _ld(run(net, k.ids, k.src_ids).logits, pair)
+    corrupted_run = run(net, k.ids, k.src_ids)
+    ld_corr = _ld(corrupted_run.logits, pair)
+    corrupted_resid = corrupted_run.resid["decoder"]  # the decoder's stream, after each layer
     span = ld_clean - ld_corr  # > 0: A wins the clean run, B the corrupted one
 
-    def recovered(edit) -> float:
-        return (_ld(run(net, k.ids, k.src_ids, edit=edit).logits, pair) - ld_corr) / span
+    def recovered_all(edits: list[tuple[int, Edit]]) -> list[float]:
+        """The recovered fraction of each restoration (the resid site it first touches, its
+        edit), run CHUNK at a time as one batch of the corrupted input (row j restored by
+        edits[j]), reading the answer's position only. A decoder-only model's batch starts
+        from the corrupted stream below its lowest site: the layers under it compute the
+        same thing in every row."""
+        out: list[float] = []
+        for begin in range(0, len(edits), CHUNK):
+            chunk = edits[begin : begin + CHUNK]
+            ids = k.ids.expand(len(chunk), -1)
+            src = None if k.src_ids is None else k.src_ids.expand(len(chunk), -1)
+            start = None
+            if src is None:
+                first = min(site for site, _ in chunk)
+                start = (first, corrupted_resid[first].expand(len(chunk), -1, -1))
+            edit = _rowwise([e for _, e in chunk])
+            logits = run(net, ids, src, edit=edit, logits_at=pair.position, start=start).logits
+            rows = logits[:, 0].double()
+            lds = rows[:, pair.answer_id] - rows[:, pair.other_id]
+            out += [(float(ld) - ld_corr) / span for ld in lds]
+        return out
 
     def restore_resid(layer: int, position: int | None):
         def edit(site: Site, x: torch.Tensor) -> torch.Tensor:
@@ -171,20 +208,29 @@ def patch(lm: LabModel, clean: str, corrupted: str) -> Patching:
 
     n_layers = len(stored[0][pair.stream]) - 1
     n_pos = stored[0][pair.stream][0].shape[1]
-    grid = torch.tensor(
-        [[recovered(restore_resid(i, p)) for p in range(n_pos)] for i in range(n_layers + 1)]
-    )
     n_heads = net.config.n_heads
     kinds = sorted({kind for kind, _ in stored[1]}, key=("encoder", "decoder", "cross").index)
-    by_head = {
-        kind: torch.tensor(
-            [
-                [recovered(restore_head(kind, i, h)) for h in range(n_heads)]
-                for i in range(sum(1 for kk, _ in stored[1] if kk == kind))
-            ]
-        )
+    layers_of = {kind: sum(1 for kk, _ in stored[1] if kk == kind) for kind in kinds}
+    # (the resid site below which a restoration changes nothing, the restoration); the
+    # decoder's heads of layer i read its stream at site i, the encoder's and the cross
+    # attention's are reached only by a whole pass (0)
+    edits = [(i, restore_resid(i, p)) for i in range(n_layers + 1) for p in range(n_pos)]
+    if pair.stream != "decoder":
+        edits = [(0, e) for _, e in edits]
+    edits += [
+        (i if kind == "decoder" else 0, restore_head(kind, i, h))
         for kind in kinds
-    }
+        for i in range(layers_of[kind])
+        for h in range(n_heads)
+    ]
+    edits += [(n_layers, restore_resid(n_layers, None)), (0, lambda site, x: x)]  # the checks
+    found = recovered_all(edits)
+    grid = torch.tensor(found[: (n_layers + 1) * n_pos]).view(n_layers + 1, n_pos)
+    by_head, at = {}, (n_layers + 1) * n_pos
+    for kind in kinds:
+        size = layers_of[kind] * n_heads
+        by_head[kind] = torch.tensor(found[at : at + size]).view(layers_of[kind], n_heads)
+        at += size
     tokens = c.src_tokens if pair.stream == "encoder" else c.tokens
     corr_tokens = k.src_tokens if pair.stream == "encoder" else k.tokens
     return Patching(
@@ -195,6 +241,20 @@ def patch(lm: LabModel, clean: str, corrupted: str) -> Patching:
         corrupted_tokens=corr_tokens,
         by_position=grid,
         by_head=by_head,
-        whole_last_layer=recovered(restore_resid(n_layers, None)),
-        nothing=recovered(lambda site, x: x),
+        whole_last_layer=found[-2],
+        nothing=found[-1],
     )
+
+
+def _rowwise(edits: list):
+    """One edit for a batch whose row j is restored by ``edits[j]`` (each written for one
+    sequence); a site no edit touches passes through untouched."""
+
+    def edit(site: Site, x: torch.Tensor) -> torch.Tensor:
+        rows = [x[j : j + 1] for j in range(len(edits))]
+        done = [e(site, row) for e, row in zip(edits, rows)]
+        if all(d is row for d, row in zip(done, rows)):
+            return x
+        return torch.cat(done)
+
+    return edit

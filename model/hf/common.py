@@ -54,7 +54,8 @@ def tokenizer_style(tokenizer) -> str | None:
 
 
 class HFTokenizer:
-    """A transformers tokenizer behind the runtime's Tokenizer protocol (model.runtime.types).
+    """A transformers tokenizer (or model.hf.fast_tokenizer's PlainFastTokenizer, which answers
+    the same calls) behind the runtime's Tokenizer protocol (model.runtime.types).
 
     ``special_tokens`` holds the tokens the tokenizer adds or reserves ([CLS], </s>, ...), not
     its unknown token: an [UNK] still stands for a word the reader typed.
@@ -119,12 +120,18 @@ class HFTokenizer:
     def detokenize(self, ids: list[int]) -> str:
         return self.hf.decode(list(ids), skip_special_tokens=True).strip()
 
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether the tokenizer carries a chat template (read without rendering it: the
+        rendering imports transformers, which a page should pay only when it is used)."""
+        return bool(getattr(self.hf, "chat_template", None))
+
     def chat_prompt(self, question: str) -> str | None:
         """``question`` as the user's turn in the tokenizer's own chat template, ending where
         the assistant's answer begins; None when the tokenizer has no template (a base
         model, a toy). The template's special tokens stay in the text: the tokenizer reads
         them back as single special ids."""
-        if not getattr(self.hf, "chat_template", None):
+        if not self.has_chat_template:
             return None
         try:
             return self.hf.apply_chat_template(
@@ -182,12 +189,12 @@ _MORE_TOKENIZER_FILES = ("special_tokens_map.json", "added_tokens.json", "chat_t
 
 def _plain_fast_tokenizer(folder: Path):
     """A folder that holds only tokenizer.json and a plain PreTrainedTokenizerFast
-    tokenizer_config.json, built straight from tokenizer.json; None for any other folder.
+    tokenizer_config.json, read by the tokenizers library alone
+    (model.hf.fast_tokenizer.PlainFastTokenizer); None for any other folder.
 
-    The same tokenizer AutoTokenizer builds (same ids, specials and template), without its
-    extra passes over tokenizer.json in Python: for Gemma 3's 262k-token file that was
-    about 3 s of a 5 s load. ``tokenizer_file`` is read once by the tokenizers library
-    (``tokenizer_object`` would be deep-copied, a second parse)."""
+    The same tokenizer AutoTokenizer builds (same ids, offsets, specials and template),
+    without importing transformers (~0.8 s of a cached SmolLM2 load on the 2-core machine)
+    or its extra passes over tokenizer.json in Python (about 3 s of a 5 s Gemma 3 load)."""
     config_path, file = folder / "tokenizer_config.json", folder / "tokenizer.json"
     if not (config_path.is_file() and file.is_file()):
         return None
@@ -200,16 +207,11 @@ def _plain_fast_tokenizer(folder: Path):
         return None
     if not all(isinstance(v, str | bool | int) for v in config.values()):
         return None
-    from transformers import PreTrainedTokenizerFast
+    from model.hf.fast_tokenizer import PlainFastTokenizer
 
     # add_bos/eos_token are already in tokenizer.json's post-processor; AutoTokenizer leaves
     # the attributes False, and so does this.
-    kwargs = {
-        k: v
-        for k, v in config.items()
-        if k not in ("tokenizer_class", "add_bos_token", "add_eos_token")
-    }
-    return PreTrainedTokenizerFast(tokenizer_file=str(file), **kwargs)
+    return PlainFastTokenizer(file, config)
 
 
 def load_tokenizer(folder: str | Path) -> HFTokenizer:
@@ -274,14 +276,19 @@ def empty_network(build):
 # --- folder checks ---------------------------------------------------------------------------
 
 
-def read_hf_config(folder: str | Path):
-    """AutoConfig of a local folder, after refusing custom code; ModelLoadError otherwise."""
-    folder = Path(folder)
+def check_hf_folder(folder: Path) -> None:
+    """A folder with a config.json that asks for no custom code; ModelLoadError otherwise."""
     if not folder.is_dir():
         raise ModelLoadError(f"{folder} is not a folder")
     if not (folder / "config.json").is_file():
         raise ModelLoadError(f"{folder} has no config.json, so it is not a model folder")
     _refuse_custom_code(folder)
+
+
+def read_hf_config(folder: str | Path):
+    """AutoConfig of a local folder, after refusing custom code; ModelLoadError otherwise."""
+    folder = Path(folder)
+    check_hf_folder(folder)
     from transformers import AutoConfig
 
     try:

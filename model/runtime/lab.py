@@ -232,6 +232,14 @@ class LabModel:
             )
         return steps
 
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether ``chat_prompt`` can frame a question (a decoder whose tokenizer has a chat
+        template); cheap, unlike the rendering itself."""
+        return self.kind == "decoder" and bool(
+            getattr(self.input_tokenizer, "has_chat_template", False)
+        )
+
     def chat_prompt(self, question: str) -> str | None:
         """The text a chat-tuned decoder expects for ``question`` (its own template, special
         tokens and all), or None for a model without a chat template."""

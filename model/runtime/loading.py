@@ -207,12 +207,13 @@ def load_hf_folder(
     """
     # transformers is imported only here, when a pretrained model is first asked for.
     from model.hf.bert import bert_unmappable
-    from model.hf.common import read_hf_config, weight_files
+    from model.hf.common import weight_files
     from model.hf.decoder import DECODER_TYPES, decoder_unmappable
     from model.hf.fallback import HFLabModel
+    from model.runtime.config_memo import ResolvedConfig, resolved_config
 
     folder = Path(folder).expanduser()
-    config = read_hf_config(folder)
+    config = resolved_config(folder)  # AutoConfig's fields, kept from an earlier load
     weight_files(folder)  # no weights / pickle-only weights: refuse before anything loads
     if bert_unmappable(config) is None:
         return load_bert_folder(folder, device, folder.name, config=config)
@@ -221,7 +222,10 @@ def load_hf_folder(
         return load_decoder_folder(folder, device, config=config, dtype=dtype)
     if config.model_type not in (*DECODER_TYPES, "bert"):
         reason = f"model_type {config.model_type!r} is not one Attention Lab maps"
-    lm = HFLabModel.from_folder(folder, device, config=config)
+    # transformers' own code needs its own config object, not the kept fields
+    lm = HFLabModel.from_folder(
+        folder, device, config=None if isinstance(config, ResolvedConfig) else config
+    )
     lm.info["note"] = fallback_note(reason)
     lm.info["fallback_reason"] = reason
     return lm

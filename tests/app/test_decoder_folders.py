@@ -63,6 +63,30 @@ def test_decoding_a_llama_folder_offers_beam_and_steps(llama, lang):
     ok(at)
     assert at.session_state["step"] == 1
     assert chart(at, "self_chart") is not None  # the new query's row over the cached keys
+    # a decoder-only model reads the text and its own tokens: no target "shifted right"
+    said = [m.value for m in at.markdown]
+    reads = translate("decoding.decoder_input_lm", lang, tokens="").split("{")[0][:12]
+    assert any(m.startswith(reads) for m in said), said
+    shifted = translate("decoding.decoder_input", lang, tokens="")[:12]
+    assert not any(m.startswith(shifted) for m in said)
+
+
+def test_beam_hypotheses_read_as_the_text_they_spell_not_as_tokens_in_a_row(llama):
+    from model import load
+    from model.analysis.tokens import written_text
+    from model.analysis.view import model_special_tokens
+
+    at = on_folder("decoding", llama, text="the cat sat", strategy="beam", width="3")
+    label = translate("decoding.step", "en")
+    next(b for b in at.button if b.label == label).click().run()
+    next(b for b in at.button if b.label == label).click().run()
+    ok(at)
+    shown = list(at.dataframe[0].value[translate("decoding.beam_tokens", "en")])
+    lm = load(llama, device="cpu")
+    beams = list(lm.decode("the cat sat", strategy="beam", beam_width=3))[1].beams
+    specials = model_special_tokens(lm)
+    assert shown == [written_text(lm.tgt_tokenizer, toks, specials) for toks, _ in beams]
+    assert shown != [" ".join(toks) for toks, _ in beams]  # the row of tokens it once was
 
 
 def test_switching_a_llama_folders_heads_off_runs_the_ablated_model_beside_it(llama):
@@ -158,6 +182,24 @@ def test_a_chat_models_question_is_decoded_inside_its_own_template(tmp_path, lan
     assert said.count(":violet-badge[` <|im_end|> `]") == 1  # the user's turn ends once
     n = len(load_chat_tokens(folder))
     assert translate("decoding.chat_caption", lang, n=n) in [c.value for c in at.caption]
+
+
+def test_a_template_that_cannot_frame_one_question_says_so_and_decodes_the_text(tmp_path):
+    """The toggle is offered from the template's presence alone (rendering it imports
+    transformers); one that needs more than a user's turn says why it is not used."""
+    from tests.hf_folders import build_chat_folder
+
+    needs_system = (
+        "{% if messages[0]['role'] != 'system' %}{{ raise_exception('a system turn first') }}"
+        "{% endif %}{% for m in messages %}<|im_start|>{{ m['content'] }}<|im_end|>{% endfor %}"
+    )
+    folder = build_chat_folder(tmp_path / "tiny-chat", needs_system)
+    at = on_folder("decoding", folder, text="the cat sat", lang="ko")
+    at.toggle(key="chat").set_value(True).run()
+    ok(at)
+    assert translate("decoding.chat_unusable", "ko") in [w.value for w in at.warning]
+    said = " ".join(m.value for m in at.markdown)
+    assert "<|im_start|>" not in said  # the plain text was decoded, with no template tokens
 
 
 def load_chat_tokens(folder) -> list[str]:

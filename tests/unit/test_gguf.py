@@ -315,9 +315,29 @@ def test_a_converted_folder_reads_its_tokenizer_json_as_autotokenizer_does(files
     quick = _plain_fast_tokenizer(folder)
     assert quick is not None and type(lm.input_tokenizer.hf) is type(quick)
     auto = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    # what HFTokenizer reads of it: the specials, their ids, the length limit, the vocabulary
+    for name in ("all_special_tokens", "bos_token_id", "eos_token_id", "pad_token_id",
+                 "unk_token", "unk_token_id", "model_max_length"):  # fmt: skip
+        assert getattr(quick, name) == getattr(auto, name), name
+    assert len(quick) == len(auto) and quick.get_vocab() == auto.get_vocab()
+    assert quick.num_special_tokens_to_add(False) == auto.num_special_tokens_to_add(pair=False)
     for text in ["", "   ", "😀", "the  cat\n\tsat", "카레 the", "<|im_start|>the"]:
         ids = auto(text)["input_ids"]
         assert quick(text)["input_ids"] == ids, text
+        assert quick.convert_ids_to_tokens(ids) == auto.convert_ids_to_tokens(ids), text
+        for skip in (True, False):
+            assert quick.decode(ids, skip_special_tokens=skip) == auto.decode(
+                ids, skip_special_tokens=skip
+            ), text
+        for cut in (None, 2, 5):  # the explorer cuts a long text to the model's length
+            ours = quick(text, truncation=cut is not None, max_length=cut,
+                         return_offsets_mapping=True)  # fmt: skip
+            theirs = auto(text, truncation=cut is not None, max_length=cut,
+                          return_offsets_mapping=True)  # fmt: skip
+            assert ours["input_ids"] == theirs["input_ids"], (text, cut)
+            assert [tuple(o) for o in ours["offset_mapping"]] == [
+                tuple(o) for o in theirs["offset_mapping"]
+            ], (text, cut)
         assert quick.decode(ids) == auto.decode(ids)
     for name in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"):
         assert getattr(quick, name) == getattr(auto, name), name
