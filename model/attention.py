@@ -200,15 +200,15 @@ class QK:
     queries (rotary positions applied) and keys, in the weights' dtype. Maps are recomputed
     from these exactly (``attention_weights``) for the head and window a view asks for.
 
-    ``sums``, when the pass was asked for them (``block_sums``): every head's weights summed
-    over blocks of query rows and key columns (``block_edges``), float32 [B, H, R, C]; what
+    ``block_sums``, when the pass was asked for them (``sum_blocks``): every head's weights
+    summed over blocks of query rows and key columns (``block_edges``), float32 [B, H, R, C]; what
     the wide views (all heads, the whole model) draw for a long input, without recomputing
     hundreds of maps."""
 
     q: torch.Tensor  # [B, H, Lq, d_k]
     k: torch.Tensor  # [B, G, Lk, d_k]; key head g serves query heads g·H/G .. (g+1)·H/G - 1
     alibi: bool = False  # ALiBi's distance bias on the scores (slopes from H)
-    sums: torch.Tensor | None = None
+    block_sums: torch.Tensor | None = None
     scale: float | None = None  # the factor on q·k where it is not 1/√d_k (Gemma)
     # QK-norm's input and output, before the rotary positions, where the pass was asked for
     # stages: "q_before", "q_after" [B, H, Lq, d_k], "k_before", "k_after" [B, G, Lk, d_k]
@@ -221,7 +221,7 @@ def block_edges(n: int, size: int) -> list[int]:
     return [round(i * n / blocks) for i in range(blocks + 1)]
 
 
-def block_sums(
+def sum_blocks(
     q: torch.Tensor,
     k: torch.Tensor,
     mask: torch.Tensor | MaskSpec | None,
@@ -239,7 +239,12 @@ def block_sums(
     a query gives that block, so those indicator columns ride along as extra value columns,
     never a map. The fused kernel needs as many query/key columns as value columns: queries
     and keys get zero columns (their products are unchanged; the scale stays 1/√d_k, or
-    ``scale``). Exact, with the layer's mask and bias; a query that may see nothing gives 0."""
+    ``scale``). Exact, with the layer's mask and bias; a query that may see nothing gives 0.
+
+    The names: ``sum_blocks`` (this function) sums; what it returns, and what QK and
+    AttentionRecord keep, are ``block_sums``; how many blocks a side is ``blocks`` here and
+    in ``MultiHeadAttention.forward``, ``summed_blocks`` on a model's forward and the
+    Recorder (model.trace)."""
     lq, lk, d = q.shape[-2], k.shape[-2], q.shape[-1]
     rows, cols = block_edges(lq, blocks), block_edges(lk, blocks)
     n_cols, d_v = len(cols) - 1, 0 if v is None else v.shape[-1]
@@ -255,8 +260,8 @@ def block_sums(
     out = _fast_attention(q, k, values, mask, dropout_p, bias, scale=scale)
     row_blocks = torch.zeros(len(rows) - 1, lq, device=q.device)
     row_blocks[block_owner(rows, q.device), torch.arange(lq, device=q.device)] = 1
-    sums = row_blocks @ out[..., d_v : d_v + n_cols].float()  # [B, H, R, C]
-    return (None if v is None else out[..., :d_v]), sums
+    block_sums = row_blocks @ out[..., d_v : d_v + n_cols].float()  # [B, H, R, C]
+    return (None if v is None else out[..., :d_v]), block_sums
 
 
 # torch's CPU FlashAttention kernel, which also returns each row's log-normaliser (what
@@ -798,7 +803,7 @@ class MultiHeadAttention(nn.Module):
         static_kv: bool = False,
         head_mask: torch.Tensor | None = None,
         record: bool = False,
-        sums: int = 0,
+        blocks: int = 0,
         norm_stages: bool = False,
     ) -> AttentionOutput:
         """An ``AttentionOutput``: the output [B, Lq, D] and what the call asked for.
@@ -806,8 +811,8 @@ class MultiHeadAttention(nn.Module):
         By default its ``weights`` [B, H, Lq, Lk]; ``return_stages`` adds every stage between
         Q, K and the weights (``stages``). need_weights=False takes the fused fast path and
         returns no weights; record=True takes it too and returns the QK the weights are
-        recomputed from (``record``; with ``sums`` > 0, one sentence and float32, also its
-        ``block_sums`` at that many blocks a side, summed in the same pass; with
+        recomputed from (``record``; with ``blocks`` > 0, one sentence and float32, also its
+        ``block_sums`` at that many blocks a side (``sum_blocks``), summed in the same pass; with
         ``norm_stages``, also QK-norm's input and output).
         cache / static_kv: see ``project``. mask: bool tensor or MaskSpec.
         head_mask [H]: multiplies each head's output (0 switches a head off).
@@ -817,8 +822,8 @@ class MultiHeadAttention(nn.Module):
             seen = {} if record and norm_stages and self.q_norm is not None else None
             q, k, v, bias = self.project(query, key, value, cache, static_kv, False, seen)
             summed = None
-            if record and sums and q.shape[0] == 1 and q.dtype == torch.float32:
-                heads, summed = block_sums(q, k, mask, bias, sums, v, p, self.scale)
+            if record and blocks and q.shape[0] == 1 and q.dtype == torch.float32:
+                heads, summed = sum_blocks(q, k, mask, bias, blocks, v, p, self.scale)
             else:
                 heads = _fast_attention(q, k, v, mask, p, bias, self.scale)
             if head_mask is not None:
@@ -826,7 +831,7 @@ class MultiHeadAttention(nn.Module):
             qk = None
             if record:  # detached only where autograd tracks them (training, not a trace)
                 qk = QK(*(t.detach() if t.requires_grad else t for t in (q, k)), self.alibi)
-                qk.sums = None if summed is None else summed.detach()
+                qk.block_sums = None if summed is None else summed.detach()
                 qk.scale = self.scale
                 if seen:
                     qk.norm_stages = {name: t.detach() for name, t in seen.items()}

@@ -241,7 +241,7 @@ class EncoderLayer(nn.Module):
                 need_weights=False,
                 record=rec is not None,
                 head_mask=(head_mask or {}).get("encoder"),
-                sums=0 if rec is None else rec.block_sums,
+                blocks=0 if rec is None else rec.summed_blocks,
                 norm_stages=rec is not None and rec.want_stages,
             )
             if rec is not None:
@@ -307,7 +307,7 @@ class DecoderLayer(nn.Module):
                 record=traced,
                 cache=self_cache,
                 head_mask=head_mask.get("decoder"),
-                sums=0 if rec is None else rec.block_sums,
+                blocks=0 if rec is None else rec.summed_blocks,
                 norm_stages=traced and rec.want_stages,
             )
             if traced:
@@ -327,7 +327,7 @@ class DecoderLayer(nn.Module):
                 cache=None if cache is None else cache.setdefault("cross", {}),
                 static_kv=True,
                 head_mask=head_mask.get("cross"),
-                sums=0 if rec is None else rec.block_sums,
+                blocks=0 if rec is None else rec.summed_blocks,
             )
             if traced:
                 rec.add_attention("cross", attended.record, cross_mask)
