@@ -317,15 +317,15 @@ def bench_long_trace(length: int, repeats: int, vocab: int = 32000) -> dict:
     ids = torch.randint(0, vocab, (1, length))
     tokens = ["t"] * length
 
-    def traced():  # as the explorer's pass: with the block sums a long CPU input records
+    def trace_pass():  # as the explorer's pass: with the block sums a long CPU input records
         blocks = summed_blocks_for(length, device)
         return ours(ids, trace=True, summed_blocks=blocks).trace(0, [], tokens, ids[0].tolist())
 
-    calls = {"ours_fast": lambda: ours(ids), "ours_traced": traced}
+    calls = {"ours_fast": lambda: ours(ids), "ours_traced": trace_pass}
     with torch.inference_mode():
         t = time_side_by_side(calls, repeats, device)
         memory = {name: peak_extra_mib(fn, device) for name, fn in calls.items()}
-        trace = traced()
+        trace = trace_pass()
     layer, head, zoom = cfg.n_decoder_layers // 2, 3, slice(length - 512, length)
     views = {
         "overview": lambda: trace.attention_overview("decoder", layer, head, size=1024),
