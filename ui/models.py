@@ -356,7 +356,10 @@ def show_folder_problem(problem: FolderProblem, detail: str | None = None) -> No
         if "path" in details:
             details["path"] = Path(details["path"]).name or "-"
         details.pop("root", None)
-    details = {k: code_path(v) if k in ("path", "root") else v for k, v in details.items()}
+    details = {
+        name: code_path(value) if name in ("path", "root") else value
+        for name, value in details.items()
+    }
     details.setdefault("root", shown_root())
     details.setdefault("engine", ", ".join(layout_name(m) for m in ENGINE_DECODER_TYPES))
     st.error(t(f"model.problem.{key}", **details), icon=":material/error:")

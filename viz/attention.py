@@ -172,7 +172,7 @@ def _token_axis(tokens: list[str], ticks: bool = True, start: int = 0) -> dict:
     if not ticks:
         return {**axis, "showticklabels": False, "ticks": ""}
     tickvals, ticktext = thinned_ticks([token_label(t) for t in tokens])
-    tickvals = [start + v for v in tickvals]
+    tickvals = [start + tick for tick in tickvals]
     return {**axis, "tickmode": "array", "tickvals": tickvals, "ticktext": ticktext}
 
 
