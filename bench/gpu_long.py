@@ -75,7 +75,7 @@ def build(family: str, dims: dict, dtype: torch.dtype, device: torch.device, att
     return reference, ours.to(device, dtype).eval()
 
 
-def traced(ours, ids: torch.Tensor, id_list: list[int]):
+def trace_ids(ours, ids: torch.Tensor, id_list: list[int]):
     """Our traced forward to the Trace a page reads (record cut, predictions kept); the ids
     come as a list too, as a page has them (no copy back from the GPU in the timing)."""
     out = ours(ids, trace=True)
@@ -95,14 +95,14 @@ def long_inputs(device, dtype, lengths, dims, repeats) -> list[dict]:
         ids = torch.randint(0, dims["vocab_size"], (1, n), device=device)
         id_list = ids[0].tolist()
         calls = {
-            "ours_traced": lambda ids=ids, id_list=id_list: traced(ours, ids, id_list),
+            "ours_traced": lambda ids=ids, id_list=id_list: trace_ids(ours, ids, id_list),
             "ours_fast": lambda ids=ids: ours(ids),
             "transformers_sdpa": lambda ids=ids: reference(input_ids=ids),
         }
         with torch.inference_mode():
             t = time_side_by_side(calls, repeats, device)
             memory = {name: peak_extra_mib(fn, device) for name, fn in calls.items()}
-            trace = traced(ours, ids, id_list)
+            trace = trace_ids(ours, ids, id_list)
             record_mib = trace.record_bytes / 2**20
             overview_s = _median_seconds(
                 lambda t=trace: t.attention_overview("decoder", layer, head, size=1024),
@@ -145,7 +145,7 @@ def short_input(device, dtype, dims, n, repeats) -> dict:
     ids = torch.randint(0, dims["vocab_size"], (1, n), device=device)
     id_list = ids[0].tolist()
     calls = {
-        "ours_traced": lambda: traced(ours, ids, id_list),
+        "ours_traced": lambda: trace_ids(ours, ids, id_list),
         "ours_fast": lambda: ours(ids),  # what the record and the Trace add, beside
         "transformers_eager": lambda: reference(input_ids=ids, output_attentions=True),
     }

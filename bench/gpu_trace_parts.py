@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from bench.gpu_long import LLAMA_1B, SMALL, build, device_name, gpu_args, traced
+from bench.gpu_long import LLAMA_1B, SMALL, build, device_name, gpu_args, trace_ids
 from bench.model_speed import time_side_by_side
 from model import trace as trace_module
 from model.trace import Predictions, Recorder
@@ -111,7 +111,7 @@ def measure(device, dtype, dims, n: int, repeats: int) -> dict:
     row: dict = {"what": f"LLaMA-1B dimensions, {dtype}, {n} tokens", "tokens": n}
     old_top_k = {"top_k": top_k_torch}
     with torch.inference_mode():
-        whole = lambda: traced(ours, ids, id_list)  # noqa: E731
+        whole = lambda: trace_ids(ours, ids, id_list)  # noqa: E731
         calls = {
             "transformers_sdpa": lambda: reference(input_ids=ids),
             "ours_fast": lambda: ours(ids),

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from bench.model_speed import QWEN25_05B
-from model.trace import BLOCK_SUMS
+from model.trace import SUMMED_BLOCKS
 
 DIMS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 SIZES = {
@@ -303,7 +303,7 @@ def markdown(r: dict) -> list[str]:
         f"({r.get('threads', '?')} torch thread(s), as the server runs); "
         f"the explorer's first view drawn: {r['first_view_s']:.2f} s "
         f"({r['first_view_vs_fast']:.2f}× the fast forward: the traced pass, which also "
-        f"sums each head's weights over {BLOCK_SUMS} × {BLOCK_SUMS} blocks, then the view).",
+        f"sums each head's weights over {SUMMED_BLOCKS} × {SUMMED_BLOCKS} blocks, then the view).",
         f"- Slowest later view (of every one timed below): {r['worst_later_view_s']:.2f} s; "
         "stages of one head at "
         f"{r['stages_tokens']} tokens: {r['stages_s']:.2f} s"

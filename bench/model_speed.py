@@ -307,7 +307,7 @@ def bench_long_trace(length: int, repeats: int, vocab: int = 32000) -> dict:
 
     from model.analysis.summaries import trace_head_statistics
     from model.hf.decoder import decoder_config
-    from model.trace import block_sums_for
+    from model.trace import summed_blocks_for
 
     device = torch.device("cpu")
     dims = {**QWEN25_05B, "vocab_size": vocab, "bos_token_id": None, "eos_token_id": None}
@@ -317,15 +317,15 @@ def bench_long_trace(length: int, repeats: int, vocab: int = 32000) -> dict:
     ids = torch.randint(0, vocab, (1, length))
     tokens = ["t"] * length
 
-    def traced():  # as the explorer's pass: with the block sums a long CPU input records
-        sums = block_sums_for(length, device)
-        return ours(ids, trace=True, block_sums=sums).trace(0, [], tokens, ids[0].tolist())
+    def trace_pass():  # as the explorer's pass: with the block sums a long CPU input records
+        blocks = summed_blocks_for(length, device)
+        return ours(ids, trace=True, summed_blocks=blocks).trace(0, [], tokens, ids[0].tolist())
 
-    calls = {"ours_fast": lambda: ours(ids), "ours_traced": traced}
+    calls = {"ours_fast": lambda: ours(ids), "ours_traced": trace_pass}
     with torch.inference_mode():
         t = time_side_by_side(calls, repeats, device)
         memory = {name: peak_extra_mib(fn, device) for name, fn in calls.items()}
-        trace = traced()
+        trace = trace_pass()
     layer, head, zoom = cfg.n_decoder_layers // 2, 3, slice(length - 512, length)
     views = {
         "overview": lambda: trace.attention_overview("decoder", layer, head, size=1024),

@@ -95,13 +95,13 @@ def _ratio(a: float, b: float) -> float:
 
 def traced_vs_transformers(lm, reference, n_tokens: int, repeats: int) -> dict:
     """Our traced forward beside transformers' eager forward with attentions, same ids."""
-    from model.trace import block_sums_for
+    from model.trace import summed_blocks_for
 
     _, ids = text_of(lm, n_tokens)
     x = torch.tensor([ids])
     calls = {
         "ours_traced": lambda: lm.network(
-            x, trace=True, block_sums=block_sums_for(len(ids), lm.device)
+            x, trace=True, summed_blocks=summed_blocks_for(len(ids), lm.device)
         ),
         "ours_fast": lambda: lm.network(x),
         "transformers_eager": lambda: reference(input_ids=x, output_attentions=True),

@@ -1,6 +1,11 @@
 """Attention Lab's Transformer, written from scratch in PyTorch (no streamlit or plotly here)."""
 
-from model.attention import MultiHeadAttention, scaled_dot_product_attention
+from model.attention import (
+    AttentionConfig,
+    AttentionOutput,
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+)
 from model.config import TransformerConfig
 from model.runtime.device import configure_threads, resolve_device
 from model.runtime.lab import LabModel
@@ -16,6 +21,8 @@ from model.transformer import (
 )
 
 __all__ = [
+    "AttentionConfig",
+    "AttentionOutput",
     "DecodeStep",
     "Encoded",
     "LabModel",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -199,15 +200,15 @@ class QK:
     queries (rotary positions applied) and keys, in the weights' dtype. Maps are recomputed
     from these exactly (``attention_weights``) for the head and window a view asks for.
 
-    ``sums``, when the pass was asked for them (``block_sums``): every head's weights summed
-    over blocks of query rows and key columns (``block_edges``), float32 [B, H, R, C]; what
+    ``block_sums``, when the pass was asked for them (``sum_blocks``): every head's weights
+    summed over blocks of query rows and key columns (``block_edges``), float32 [B, H, R, C]; what
     the wide views (all heads, the whole model) draw for a long input, without recomputing
     hundreds of maps."""
 
     q: torch.Tensor  # [B, H, Lq, d_k]
     k: torch.Tensor  # [B, G, Lk, d_k]; key head g serves query heads g·H/G .. (g+1)·H/G - 1
     alibi: bool = False  # ALiBi's distance bias on the scores (slopes from H)
-    sums: torch.Tensor | None = None
+    block_sums: torch.Tensor | None = None
     scale: float | None = None  # the factor on q·k where it is not 1/√d_k (Gemma)
     # QK-norm's input and output, before the rotary positions, where the pass was asked for
     # stages: "q_before", "q_after" [B, H, Lq, d_k], "k_before", "k_after" [B, G, Lk, d_k]
@@ -220,7 +221,7 @@ def block_edges(n: int, size: int) -> list[int]:
     return [round(i * n / blocks) for i in range(blocks + 1)]
 
 
-def block_sums(
+def sum_blocks(
     q: torch.Tensor,
     k: torch.Tensor,
     mask: torch.Tensor | MaskSpec | None,
@@ -238,7 +239,12 @@ def block_sums(
     a query gives that block, so those indicator columns ride along as extra value columns,
     never a map. The fused kernel needs as many query/key columns as value columns: queries
     and keys get zero columns (their products are unchanged; the scale stays 1/√d_k, or
-    ``scale``). Exact, with the layer's mask and bias; a query that may see nothing gives 0."""
+    ``scale``). Exact, with the layer's mask and bias; a query that may see nothing gives 0.
+
+    The names: ``sum_blocks`` (this function) sums; what it returns, and what QK and
+    AttentionRecord keep, are ``block_sums``; how many blocks a side is ``blocks`` here and
+    in ``MultiHeadAttention.forward``, ``summed_blocks`` on a model's forward and the
+    Recorder (model.trace)."""
     lq, lk, d = q.shape[-2], k.shape[-2], q.shape[-1]
     rows, cols = block_edges(lq, blocks), block_edges(lk, blocks)
     n_cols, d_v = len(cols) - 1, 0 if v is None else v.shape[-1]
@@ -254,8 +260,8 @@ def block_sums(
     out = _fast_attention(q, k, values, mask, dropout_p, bias, scale=scale)
     row_blocks = torch.zeros(len(rows) - 1, lq, device=q.device)
     row_blocks[block_owner(rows, q.device), torch.arange(lq, device=q.device)] = 1
-    sums = row_blocks @ out[..., d_v : d_v + n_cols].float()  # [B, H, R, C]
-    return (None if v is None else out[..., :d_v]), sums
+    block_sums = row_blocks @ out[..., d_v : d_v + n_cols].float()  # [B, H, R, C]
+    return (None if v is None else out[..., :d_v]), block_sums
 
 
 # torch's CPU FlashAttention kernel, which also returns each row's log-normaliser (what
@@ -602,61 +608,100 @@ def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     return x[:, :, None].expand(b, g, groups, n, d).reshape(b, g * groups, n, d)
 
 
+@dataclass(frozen=True)
+class AttentionConfig:
+    """One attention layer's shape and options, named as in the paper (what transformers passes
+    its attention modules as ``config``); ``model.layers.attention_config`` derives it from a
+    model's TransformerConfig.
+
+    ``n_kv_heads`` < n_heads: grouped-query attention (1 = multi-query); None: n_heads.
+    ``d_k``: each head's width; None: d_model / n_heads. ``bias``: on W_Q, W_K, W_V (and W_O
+    unless ``out_bias`` says otherwise; Qwen2 has q/k/v only). ``positions`` "rope" / "alibi"
+    put relative positions into self-attention (``rope_base``, ``rope_layout``: see
+    model.positional). ``scale``: the factor on q·k where it is not 1/√d_k (Gemma's
+    query_pre_attn_scalar^-1/2)."""
+
+    d_model: int
+    n_heads: int
+    n_kv_heads: int | None = None
+    d_k: int | None = None
+    dropout: float = 0.0
+    bias: bool = True
+    out_bias: bool | None = None
+    positions: str | None = None
+    rope_base: float = 10000.0
+    rope_layout: str = "interleaved"
+    scale: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.d_k is None and self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.kv_heads < 1 or self.n_heads % self.kv_heads:
+            raise ValueError(
+                f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.kv_heads}"
+            )
+        if self.positions == "rope" and self.head_dim % 2:
+            raise ValueError(f"rotary positions need an even d_k, got {self.head_dim}")
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_kv_heads, or n_heads where it is not set."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def head_dim(self) -> int:
+        """d_k: as given, or d_model / n_heads."""
+        return self.d_model // self.n_heads if self.d_k is None else self.d_k
+
+
+class AttentionOutput(NamedTuple):
+    """What ``MultiHeadAttention.forward`` returns; each field is one type or None, as the
+    call asked: ``weights`` [B, H, Lq, Lk] (the default), ``stages`` (``return_stages``;
+    its ``weights`` are also in ``weights``), ``record`` (``record=True``: the queries and
+    keys the weights are recomputed from). The fused fast paths (``need_weights=False``,
+    ``record``) return no weights."""
+
+    output: torch.Tensor  # [B, Lq, D]
+    weights: torch.Tensor | None = None
+    stages: AttentionStages | None = None
+    record: QK | None = None
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i).
 
-    The per-head projections are packed into one matrix each (head i owns columns
-    i*d_k .. (i+1)*d_k). With ``n_kv_heads`` < n_heads (grouped-query attention; 1 =
-    multi-query) K and V have only n_kv_heads heads, each shared by n_heads / n_kv_heads
-    query heads in a row; the cache shrinks by the same factor, and weights are still returned
-    per query head. ``positions`` "rope" / "alibi" put relative positions into self-attention.
-    ``q_norm`` / ``k_norm``: QK-norm, a norm over each head's d_k features of the queries
-    and keys, before their rotation (Gemma 3). ``scale``: the factor on q·k where it is not
-    1/√d_k (Gemma's query_pre_attn_scalar^-1/2).
+    Built from an ``AttentionConfig``. The per-head projections are packed into one matrix
+    each (head i owns columns i*d_k .. (i+1)*d_k). With n_kv_heads < n_heads (grouped-query
+    attention) K and V have only n_kv_heads heads, each shared by n_heads / n_kv_heads query
+    heads in a row; the cache shrinks by the same factor, and weights are still returned per
+    query head. ``q_norm`` / ``k_norm``: QK-norm, a norm module over each head's d_k features
+    of the queries and keys, before their rotation (Gemma 3).
     Weights are returned, never kept on the module: one model serves every browser session.
     """
 
     def __init__(
         self,
-        d_model: int,
-        n_heads: int,
-        dropout: float = 0.0,
-        bias: bool = True,
-        n_kv_heads: int | None = None,
-        positions: str | None = None,
+        config: AttentionConfig,
         *,
-        d_k: int | None = None,
-        out_bias: bool | None = None,
-        rope_base: float = 10000.0,
-        rope_layout: str = "interleaved",
         q_norm: nn.Module | None = None,
         k_norm: nn.Module | None = None,
-        scale: float | None = None,
     ):
         super().__init__()
-        if d_k is None and d_model % n_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
-        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        if n_kv_heads < 1 or n_heads % n_kv_heads:
-            raise ValueError(f"n_heads={n_heads} must be a multiple of n_kv_heads={n_kv_heads}")
-        self.d_model, self.n_heads = d_model, n_heads
-        self.d_k = d_model // n_heads if d_k is None else d_k
-        self.n_kv_heads = n_kv_heads
-        self.rope = positions == "rope"
-        self.alibi = positions == "alibi"
-        self.rope_base, self.rope_layout = rope_base, rope_layout
-        if self.rope and self.d_k % 2:
-            raise ValueError(f"rotary positions need an even d_k, got {self.d_k}")
-        self.dropout = dropout
-        # bias: on q, k, v (and W_O unless out_bias says otherwise; Qwen2 has q/k/v only).
-        self.q_proj = nn.Linear(d_model, n_heads * self.d_k, bias=bias)
-        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
-        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
-        self.out_proj = nn.Linear(
-            n_heads * self.d_k, d_model, bias=bias if out_bias is None else out_bias
-        )
+        self.config = config
+        self.d_model, self.n_heads = config.d_model, config.n_heads
+        self.d_k, self.n_kv_heads = config.head_dim, config.kv_heads
+        self.rope = config.positions == "rope"
+        self.alibi = config.positions == "alibi"
+        self.rope_base, self.rope_layout = config.rope_base, config.rope_layout
+        self.dropout = config.dropout
+        d_model, bias = config.d_model, config.bias
+        self.q_proj = nn.Linear(d_model, self.n_heads * self.d_k, bias=bias)
+        self.k_proj = nn.Linear(d_model, self.n_kv_heads * self.d_k, bias=bias)
+        self.v_proj = nn.Linear(d_model, self.n_kv_heads * self.d_k, bias=bias)
+        out_bias = bias if config.out_bias is None else config.out_bias
+        self.out_proj = nn.Linear(self.n_heads * self.d_k, d_model, bias=out_bias)
         self.q_norm, self.k_norm = q_norm, k_norm
-        self.scale = scale
+        self.scale = config.scale
 
     def _rope(self, start: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos / sin of x's positions (start ..), shared by every layer of a forward."""
@@ -758,15 +803,17 @@ class MultiHeadAttention(nn.Module):
         static_kv: bool = False,
         head_mask: torch.Tensor | None = None,
         record: bool = False,
-        sums: int = 0,
+        blocks: int = 0,
         norm_stages: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | AttentionStages | QK | None]:
-        """Returns (out [B, Lq, D], weights [B, H, Lq, Lk]).
+    ) -> AttentionOutput:
+        """An ``AttentionOutput``: the output [B, Lq, D] and what the call asked for.
 
-        need_weights=False takes the fused fast path and returns None for the weights;
-        record=True takes it too and returns the QK the weights are recomputed from (with
-        ``sums`` > 0, one sentence and float32, also its ``block_sums`` at that many blocks a
-        side, summed in the same pass; with ``norm_stages``, also QK-norm's input and output).
+        By default its ``weights`` [B, H, Lq, Lk]; ``return_stages`` adds every stage between
+        Q, K and the weights (``stages``). need_weights=False takes the fused fast path and
+        returns no weights; record=True takes it too and returns the QK the weights are
+        recomputed from (``record``; with ``blocks`` > 0, one sentence and float32, also its
+        ``block_sums`` at that many blocks a side (``sum_blocks``), summed in the same pass; with
+        ``norm_stages``, also QK-norm's input and output).
         cache / static_kv: see ``project``. mask: bool tensor or MaskSpec.
         head_mask [H]: multiplies each head's output (0 switches a head off).
         """
@@ -775,8 +822,8 @@ class MultiHeadAttention(nn.Module):
             seen = {} if record and norm_stages and self.q_norm is not None else None
             q, k, v, bias = self.project(query, key, value, cache, static_kv, False, seen)
             summed = None
-            if record and sums and q.shape[0] == 1 and q.dtype == torch.float32:
-                heads, summed = block_sums(q, k, mask, bias, sums, v, p, self.scale)
+            if record and blocks and q.shape[0] == 1 and q.dtype == torch.float32:
+                heads, summed = sum_blocks(q, k, mask, bias, blocks, v, p, self.scale)
             else:
                 heads = _fast_attention(q, k, v, mask, p, bias, self.scale)
             if head_mask is not None:
@@ -784,11 +831,11 @@ class MultiHeadAttention(nn.Module):
             qk = None
             if record:  # detached only where autograd tracks them (training, not a trace)
                 qk = QK(*(t.detach() if t.requires_grad else t for t in (q, k)), self.alibi)
-                qk.sums = None if summed is None else summed.detach()
+                qk.block_sums = None if summed is None else summed.detach()
                 qk.scale = self.scale
                 if seen:
                     qk.norm_stages = {name: t.detach() for name, t in seen.items()}
-            return self.out_proj(self.merge_heads(heads)), qk
+            return AttentionOutput(self.out_proj(self.merge_heads(heads)), record=qk)
         q, k, v, bias = self.project(query, key, value, cache, static_kv)
         if isinstance(mask, MaskSpec):
             mask = mask.dense(device=q.device)
@@ -797,4 +844,7 @@ class MultiHeadAttention(nn.Module):
         )
         if head_mask is not None:
             heads = heads * head_mask.to(heads.dtype).view(1, -1, 1, 1)
-        return self.out_proj(self.merge_heads(heads)), weights
+        out = self.out_proj(self.merge_heads(heads))
+        if return_stages:
+            return AttentionOutput(out, weights.weights, stages=weights)
+        return AttentionOutput(out, weights)

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.attention import MultiHeadAttention
+from model.attention import AttentionConfig, MultiHeadAttention
 from model.config import TransformerConfig
 from model.masks import MaskSpec, drop_first_keys, within_window
 from model.trace import Recorder
@@ -148,27 +148,40 @@ class AddNorm(nn.Module):
         return out
 
 
-def self_attention(cfg: TransformerConfig, layer: int | None = None) -> MultiHeadAttention:
-    """Self-attention as the config says: key/value heads, and relative positions (RoPE or
-    ALiBi) applied here rather than added to the embeddings; QK-norm and the score scale
-    where the config sets them. ``layer``: a decoder layer, for its own rotary base (Gemma's
-    local and global layers). Cross-attention takes no positions: its keys are another
-    sequence's."""
-    base = cfg.rope_base if layer is None else cfg.layer_rope_base(layer)
-    return MultiHeadAttention(
-        cfg.d_model,
-        cfg.n_heads,
-        cfg.dropout,
-        bias=cfg.qkv_bias,
+def attention_config(
+    cfg: TransformerConfig, layer: int | None = None, *, cross: bool = False
+) -> AttentionConfig:
+    """One attention layer's AttentionConfig, as the model's config says: key/value heads,
+    d_k, biases, and (self-attention only) relative positions (RoPE or ALiBi, applied in the
+    layer rather than added to the embeddings) and the score scale. ``layer``: a decoder
+    layer, for its own rotary base (Gemma's local and global layers). ``cross``:
+    cross-attention, which takes no positions (its keys are another sequence's) and the
+    default 1/√d_k."""
+    common = dict(
+        d_model=cfg.d_model,
+        n_heads=cfg.n_heads,
         n_kv_heads=cfg.kv_heads,
-        positions=cfg.positions,
         d_k=cfg.d_k,
+        dropout=cfg.dropout,
+        bias=cfg.qkv_bias,
         out_bias=cfg.out_bias,
-        rope_base=base,
+    )
+    if cross:
+        return AttentionConfig(**common)
+    return AttentionConfig(
+        **common,
+        positions=cfg.positions,
+        rope_base=cfg.rope_base if layer is None else cfg.layer_rope_base(layer),
         rope_layout=cfg.rope_layout,
-        q_norm=qk_norm(cfg),
-        k_norm=qk_norm(cfg),
         scale=cfg.attention_scale,
+    )
+
+
+def self_attention(cfg: TransformerConfig, layer: int | None = None) -> MultiHeadAttention:
+    """Self-attention as the config says (``attention_config``), with QK-norm where the
+    config has it."""
+    return MultiHeadAttention(
+        attention_config(cfg, layer), q_norm=qk_norm(cfg), k_norm=qk_norm(cfg)
     )
 
 
@@ -220,7 +233,7 @@ class EncoderLayer(nn.Module):
         def attend(h: torch.Tensor) -> torch.Tensor:
             if rec is not None:
                 rec.add_input("encoder", h, h, mask)
-            out, w = self.self_attn(
+            attended = self.self_attn(
                 h,
                 h,
                 h,
@@ -228,12 +241,12 @@ class EncoderLayer(nn.Module):
                 need_weights=False,
                 record=rec is not None,
                 head_mask=(head_mask or {}).get("encoder"),
-                sums=0 if rec is None else rec.block_sums,
+                blocks=0 if rec is None else rec.summed_blocks,
                 norm_stages=rec is not None and rec.want_stages,
             )
             if rec is not None:
-                rec.add_attention("encoder", w, mask)
-            return out
+                rec.add_attention("encoder", attended.record, mask)
+            return attended.output
 
         x = self.attn_norm(x, attend, rec, f"{name}.self_attn")
         if self.ffn is None:  # attention-only (d_ff = 0)
@@ -252,19 +265,7 @@ class DecoderLayer(nn.Module):
         self.cache_window = cfg.layer_window(index)
         self.self_attn = self_attention(cfg, index)
         self.attn_norm = add_norm(cfg)
-        self.cross_attn = (
-            MultiHeadAttention(
-                cfg.d_model,
-                cfg.n_heads,
-                cfg.dropout,
-                bias=cfg.qkv_bias,
-                n_kv_heads=cfg.kv_heads,
-                d_k=cfg.d_k,
-                out_bias=cfg.out_bias,
-            )
-            if cross
-            else None
-        )
+        self.cross_attn = MultiHeadAttention(attention_config(cfg, cross=True)) if cross else None
         self.cross_norm = add_norm(cfg) if cross else None
         self.ffn, self.ffn_norm = _feed_forward(cfg)
 
@@ -297,7 +298,7 @@ class DecoderLayer(nn.Module):
         def self_attend(h: torch.Tensor) -> torch.Tensor:
             if traced:
                 rec.add_input("decoder", h, h, self_mask)
-            out, w = self.self_attn(
+            attended = self.self_attn(
                 h,
                 h,
                 h,
@@ -306,17 +307,17 @@ class DecoderLayer(nn.Module):
                 record=traced,
                 cache=self_cache,
                 head_mask=head_mask.get("decoder"),
-                sums=0 if rec is None else rec.block_sums,
+                blocks=0 if rec is None else rec.summed_blocks,
                 norm_stages=traced and rec.want_stages,
             )
             if traced:
-                rec.add_attention("decoder", w, self_mask)
-            return out
+                rec.add_attention("decoder", attended.record, self_mask)
+            return attended.output
 
         def cross_attend(h: torch.Tensor) -> torch.Tensor:
             if traced:
                 rec.add_input("cross", h, memory, cross_mask)
-            out, w = self.cross_attn(
+            attended = self.cross_attn(
                 h,
                 memory,
                 memory,
@@ -326,11 +327,11 @@ class DecoderLayer(nn.Module):
                 cache=None if cache is None else cache.setdefault("cross", {}),
                 static_kv=True,
                 head_mask=head_mask.get("cross"),
-                sums=0 if rec is None else rec.block_sums,
+                blocks=0 if rec is None else rec.summed_blocks,
             )
             if traced:
-                rec.add_attention("cross", w, cross_mask)
-            return out
+                rec.add_attention("cross", attended.record, cross_mask)
+            return attended.output
 
         y = self.attn_norm(y, self_attend, rec, f"{name}.self_attn")
         if self.cross_attn is not None:

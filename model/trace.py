@@ -24,8 +24,8 @@ from model.attention import (
     RowStatistics,
     attention_weights,
     block_edges,
-    block_sums,
     row_statistics,
+    sum_blocks,
 )
 from model.masks import MaskSpec, block_owner
 from model.positional import alibi_bias
@@ -39,7 +39,7 @@ STACK_BUDGET: int | None = None
 TOP_K = 10  # predictions a Trace keeps per position (never the whole vocabulary)
 
 
-# A pass over more tokens than this on a CPU also records block sums (Recorder.block_sums):
+# A pass over more tokens than this on a CPU also records block sums (Recorder.summed_blocks):
 # there, recomputing every head of a 4,096-token input for one picture took a minute.
 LONG_TRACE = 512
 # Blocks a side the pass sums over: the all-heads view's panels and, joined in pairs, the
@@ -47,14 +47,14 @@ LONG_TRACE = 512
 # layer: half a second at 4,096 tokens). Each is a value column more in the fused kernel,
 # with as many zero query/key columns: at 4,096 tokens of a 0.5B model on a CPU, 16 cost
 # about 6% of the pass, 32 about 12%, 64 (as many as d_k) 17-40%.
-BLOCK_SUMS = 32
+SUMMED_BLOCKS = 32
 
 
-def block_sums_for(n_tokens: int, device: torch.device | str) -> int:
+def summed_blocks_for(n_tokens: int, device: torch.device | str) -> int:
     """How many blocks a side a traced pass over ``n_tokens`` on ``device`` sums its weights
-    over: BLOCK_SUMS for a long input on a CPU, else 0 (none: on a GPU every map is
+    over: SUMMED_BLOCKS for a long input on a CPU, else 0 (none: on a GPU every map is
     recomputed in milliseconds, and the traced pass must stay as fast as the fused one)."""
-    return BLOCK_SUMS if n_tokens > LONG_TRACE and torch.device(device).type == "cpu" else 0
+    return SUMMED_BLOCKS if n_tokens > LONG_TRACE and torch.device(device).type == "cpu" else 0
 
 
 # Who hears of each layer a traced pass records (``reporting_progress``): per thread and
@@ -115,7 +115,7 @@ class Recorder:
     def __init__(
         self,
         inputs: bool = False,
-        block_sums: int = 0,
+        summed_blocks: int = 0,
         stages: bool = False,
         statistics: bool = True,
     ):
@@ -126,9 +126,9 @@ class Recorder:
         # keep QK-norm's queries and keys before and after the norm (Gemma 3's stages view);
         # the other stages are recomputed from the record
         self.want_stages = stages
-        # > 0: each layer also sums its weights over this many blocks a side (QK.sums), for
-        # the views of a long input that show every head at once (see ``block_sums_for``)
-        self.block_sums = block_sums
+        # > 0: each layer also sums its weights over this many blocks a side (QK.block_sums),
+        # for the views of a long input that show every head at once (``summed_blocks_for``)
+        self.summed_blocks = summed_blocks
         self.qk: dict[str, list[QK]] = defaultdict(list)  # kind -> one QK per layer
         self.norms: dict[str, dict[str, torch.Tensor]] = {}  # name -> stat -> [B, L]
         self.residual: dict[str, list[torch.Tensor]] = defaultdict(list)  # stack -> [B, L]/layer
@@ -250,7 +250,8 @@ class Recorder:
                 continue
             lq, lk = lengths[kind]
             whole = all(
-                qk.sums is not None and qk.q.shape[2] == lq and qk.k.shape[2] == lk for qk in qks
+                qk.block_sums is not None and qk.q.shape[2] == lq and qk.k.shape[2] == lk
+                for qk in qks
             )  # block sums are one whole sentence's (a pass over one, never padded)
             shared = self.masks.get(kind)
             record_mask = _cut_mask(shared, index, lq, lk)
@@ -276,7 +277,7 @@ class Recorder:
                 [_cut(qk.k, index, lk) for qk in qks],
                 record_mask,
                 qks[0].alibi,
-                torch.cat([qk.sums for qk in qks]).cpu() if whole else None,
+                torch.cat([qk.block_sums for qk in qks]).cpu() if whole else None,
                 layer_masks=layer_masks,
                 scale=qks[0].scale,
                 norm_stages=stages,
@@ -366,8 +367,8 @@ class AttentionRecord:
     mask: MaskSpec | torch.Tensor | None
     alibi: bool = False
     # float32 CPU [layers, heads, R, C]: each head's weights summed over the blocks of
-    # block_edges(Lq, R) x block_edges(Lk, C), when the pass recorded them (QK.sums)
-    sums: torch.Tensor | None = None
+    # block_edges(Lq, R) x block_edges(Lk, C), when the pass recorded them (QK.block_sums)
+    block_sums: torch.Tensor | None = None
     layer_masks: list[MaskSpec | torch.Tensor | None] | None = None
     scale: float | None = None  # the factor on q·k where it is not 1/√d_k (Gemma)
     # per layer, QK-norm's input and output before the rotary positions (where the pass
@@ -385,7 +386,7 @@ class AttentionRecord:
 
     @property
     def nbytes(self) -> int:
-        extra = [] if self.sums is None else [self.sums]
+        extra = [] if self.block_sums is None else [self.block_sums]
         for stages in self.norm_stages or ():
             extra.extend(stages.values())
         return sum(t.numel() * t.element_size() for t in (*self.q, *self.k, *extra))
@@ -394,10 +395,10 @@ class AttentionRecord:
         """Every head's mean per block from the recorded sums, at most ``size`` blocks a side
         (recorded blocks joined in equal groups), or None when there are none or ``size``
         asks for finer blocks than were recorded."""
-        if self.sums is None:
+        if self.block_sums is None:
             return None
         _, _, n_q, n_k = self.shape
-        found = self.sums[layer]  # [H, R, C]
+        found = self.block_sums[layer]  # [H, R, C]
         edges = []
         for axis, n in ((1, n_q), (2, n_k)):
             fine = found.shape[axis]
@@ -573,16 +574,18 @@ class Trace:
         self.given_masks = dict(masks or {})
         self._stack_cache: dict[tuple[str, bool], object] = {}
         # (kind, layer, blocks) -> block sums [H, R, C] summed on demand (small: kept)
-        self._sums_cache: dict[tuple[str, int, int], torch.Tensor] = {}
+        self._block_sums_cache: dict[tuple[str, int, int], torch.Tensor] = {}
         self._counts_cache: dict[tuple, torch.Tensor] = {}  # (kind, edges) -> [R, C]
 
     def __setstate__(self, state: dict) -> None:  # a trace pickled before the caches
-        self.__dict__.update({"_stack_cache": {}, "_sums_cache": {}, "_counts_cache": {}, **state})
+        self.__dict__.update(
+            {"_stack_cache": {}, "_block_sums_cache": {}, "_counts_cache": {}, **state}
+        )
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_stack_cache"] = {}  # recomputed on demand: never pickled
-        state["_sums_cache"] = {}
+        state["_block_sums_cache"] = {}
         state["_counts_cache"] = {}
         return state
 
@@ -715,7 +718,7 @@ class Trace:
         """Every head of one layer pooled as ``attention_overview`` pools one: values
         [heads, blocks, blocks], the heads computed together a band of rows at a time.
 
-        Block means of a pass that recorded block sums (``block_sums_for``) are read from
+        Block means of a pass that recorded block sums (``summed_blocks_for``) are read from
         them instead, in equal groups of the recorded blocks: at most ``size`` a side."""
         self._check(kind, layer, 0)
         summed = self._summed(kind, layer, size, reduce)
@@ -734,7 +737,7 @@ class Trace:
     def summed_blocks(self, kind: str) -> int:
         """Blocks a side of the block sums the traced pass recorded for ``kind`` (0: none)."""
         record = self.records.get(kind)
-        return 0 if record is None or record.sums is None else record.sums.shape[-1]
+        return 0 if record is None or record.block_sums is None else record.block_sums.shape[-1]
 
     def _summed(self, kind: str, layer: int, size: int, reduce: str) -> Overview | None:
         """Every head's block means from block sums: recorded by the pass when they serve
@@ -752,15 +755,17 @@ class Trace:
         if min(size, n_k) > d_k:
             return None
         key = (kind, layer, size)
-        if key not in self._sums_cache:
+        if key not in self._block_sums_cache:
             q, k = record.q[layer].float()[None], record.k[layer].float()[None]
             bias = None
             if record.alibi:
                 positions = torch.arange(n_k, device=q.device)
                 bias = alibi_bias(q.shape[1], positions[n_k - n_q :], positions)
-            _, sums = block_sums(q, k, record.mask_of(layer), bias, size, scale=record.scale)
-            self._sums_cache[key] = sums[0].cpu()
-        return block_means(self._sums_cache[key], block_edges(n_q, size), block_edges(n_k, size))
+            _, block_sums = sum_blocks(q, k, record.mask_of(layer), bias, size, scale=record.scale)
+            self._block_sums_cache[key] = block_sums[0].cpu()
+        return block_means(
+            self._block_sums_cache[key], block_edges(n_q, size), block_edges(n_k, size)
+        )
 
     def row_statistics(self, kind: str, layer: int) -> RowStatistics | None:
         """Every head's entropy and mean key position for each query of one layer, from one
@@ -925,10 +930,10 @@ class Overview:
     reduce: str
 
 
-def block_means(sums: torch.Tensor, row_edges: list[int], col_edges: list[int]) -> Overview:
+def block_means(block_sums: torch.Tensor, row_edges: list[int], col_edges: list[int]) -> Overview:
     """Block sums [..., R, C] as the mean over each block's cells, an Overview."""
     cells = torch.outer(*(torch.tensor(e).diff().float() for e in (row_edges, col_edges)))
-    return Overview(sums / cells, list(row_edges), list(col_edges), "mean")
+    return Overview(block_sums / cells, list(row_edges), list(col_edges), "mean")
 
 
 def pool_map(

@@ -292,9 +292,9 @@ class EncoderDecoderModel(_Model):
         trace: bool = False,
         stages: bool = False,
         head_mask: HeadMask | None = None,
-        block_sums: int = 0,
+        summed_blocks: int = 0,
     ) -> ModelOutput:
-        rec = Recorder(block_sums=block_sums, stages=stages) if trace or stages else None
+        rec = Recorder(summed_blocks=summed_blocks, stages=stages) if trace or stages else None
         memory, src_valid = self.encode(src_ids, rec, head_mask)
         return ModelOutput(self.decode(tgt_ids, memory, src_valid, rec, None, head_mask), rec)
 
@@ -329,9 +329,9 @@ class EncoderModel(_Model):
         trace: bool = False,
         stages: bool = False,
         head_mask: HeadMask | None = None,
-        block_sums: int = 0,
+        summed_blocks: int = 0,
     ) -> ModelOutput:
-        rec = Recorder(block_sums=block_sums, stages=stages) if trace or stages else None
+        rec = Recorder(summed_blocks=summed_blocks, stages=stages) if trace or stages else None
         hidden = self.encode(ids, rec, head_mask, token_type_ids)  # [B, L, D]
         return ModelOutput(None if self.head is None else self.head(hidden), rec)
 
@@ -366,9 +366,9 @@ class DecoderModel(_Model):
         trace: bool = False,
         stages: bool = False,
         head_mask: HeadMask | None = None,
-        block_sums: int = 0,
+        summed_blocks: int = 0,
     ) -> ModelOutput:
-        rec = Recorder(block_sums=block_sums, stages=stages) if trace or stages else None
+        rec = Recorder(summed_blocks=summed_blocks, stages=stages) if trace or stages else None
         return ModelOutput(self.decode(ids, rec, None, head_mask), rec)
 
 

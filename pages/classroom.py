@@ -429,7 +429,7 @@ def submit(room: Classroom, student_key: str, index: int, ex) -> bool:
     except AnswerError as err:
         # what was typed, echoed as code: never a live link or bold (ui.practice.md_literal)
         st.warning(
-            t(err.key, **{k: md_literal(v) for k, v in err.params.items()}),
+            t(err.key, **{name: md_literal(value) for name, value in err.params.items()}),
             icon=":material/edit_note:",
         )
         return False

@@ -176,7 +176,8 @@ def setting_text(row: str, value) -> str:
         if not head:
             return t("concepts.family.base.out_none")
         return t(
-            "concepts.family.base.out_tied" if tied else "concepts.family.base.out", v=f"{vocab:,}"
+            "concepts.family.base.out_tied" if tied else "concepts.family.base.out",
+            vocab=f"{vocab:,}",
         )
     return f"{value:g}" if isinstance(value, float) else str(value)
 

@@ -17,7 +17,7 @@ from ui.concepts import (
 )
 from ui.frame import require_frame
 from ui.i18n import t
-from ui.models import cached_trace, selected_device
+from ui.models import get_trace, selected_device
 from ui.permalink import linked
 from viz.concepts import grouped_bars, lines_figure, matrix_heatmap, robust_bound, token_lines
 
@@ -57,7 +57,7 @@ if text is None:
     st.stop()
 device = selected_device()
 with st.spinner(t("explorer.running")):
-    trace = cached_trace(name, device, text)
+    trace = get_trace(lm, text)
 placement = lm.config.norm_placement
 st.caption(t(f"concepts.layernorm.placement.{placement}", model=name))
 

@@ -48,7 +48,7 @@ layout = linked(  # a row of its own: in a third of the page its long options we
     ["interleaved", "concatenated"],
     key="playout",
     required=True,
-    format_func=lambda v: t(f"concepts.positional.layout.{v}"),
+    format_func=lambda layout: t(f"concepts.positional.layout.{layout}"),
 )
 interleaved = layout == "interleaved"
 st.caption(t(f"concepts.positional.layout_help.{layout}"))

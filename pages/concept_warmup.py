@@ -233,7 +233,7 @@ st.markdown(
 )
 st.markdown(t("concepts.warmup.not_shown"))
 torch_versions = sorted(
-    {r.get("torch_version") or "?" for v in variants.values() for r in v["runs"]}
+    {r.get("torch_version") or "?" for variant in variants.values() for r in variant["runs"]}
 )
 st.caption(
     t(

@@ -367,7 +367,9 @@ st.fragment(show_step, run_every=PLAY_SECONDS if playing else None)()
 
 # ---- what ablation changed ----
 if head_off:
-    plain = get_decoding(text, **{k: v for k, v in options.items() if k != "head_off"})
+    plain = get_decoding(
+        text, **{name: value for name, value in options.items() if name != "head_off"}
+    )
     st.subheader(t("decoding.ablation_result"))
     a, b = st.columns(2)
     for col, key, run in ((a, "decoding.unchanged", plain), (b, "decoding.ablated", steps)):

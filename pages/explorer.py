@@ -35,10 +35,10 @@ from ui.models import (
     FOLDER,
     get_model,
     get_trace,
+    get_trace_by_name,
     model_choices,
     model_label,
     selected_model,
-    trace_with,
 )
 from ui.permalink import linked
 from ui.sentence import clean_text, code_span, sentence_read
@@ -493,7 +493,7 @@ def second_trace(view: AttentionView, reading: Reading, mode: str):
     model2 = linked(
         st.selectbox, t("explorer.compare_model"), others, key="model2", format_func=model_label
     )
-    return trace_with(model2, reading.text), model_label(model2)
+    return get_trace_by_name(model2, reading.text), model_label(model2)
 
 
 def second_view(view: AttentionView, reading: Reading, mode: str):
@@ -731,7 +731,7 @@ def show_output(lm, model_name: str, trace: Trace, n_prompt: int, specials) -> N
         st.caption(t(key, tokens=code_span(" ".join(output))))
 
 
-def traced(lm, text: str, n_tokens: int, new_tokens: int | None) -> Trace:
+def get_trace_with_progress(lm, text: str, n_tokens: int, new_tokens: int | None) -> Trace:
     """``get_trace``; a long input's first pass runs in a worker (ui.background) under a
     bar of the attention layers it has read: a minute on a laptop, which a click during it
     must not throw away. A QK-norm model's short input keeps the norm's stages in the same
@@ -904,7 +904,7 @@ text, encoded = read
 n_tokens = len(encoded.ids)  # the text is read once a rerun: here
 new_tokens = generation_option(lm)
 with st.spinner(t("explorer.running")):
-    trace = traced(lm, text, n_tokens, new_tokens)
+    trace = get_trace_with_progress(lm, text, n_tokens, new_tokens)
 n_prompt = n_tokens if lm.kind == "decoder" else None
 show_output(lm, model_name, trace, n_prompt or 0, model_special_tokens(lm))
 st.info(t("explorer.not_explanation"), icon=":material/lightbulb:")

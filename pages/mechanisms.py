@@ -155,7 +155,7 @@ def loss_numbers(run: dict) -> dict[str, str]:
     prefix-matching score at the drop's start and end (from its snapshots)."""
     curve = run["curve"]
     found = phase_change(list(curve["step"]), list(curve["loss"]))
-    out = {k: f"{v:.2f}" if k.endswith("loss") else f"{v:,.0f}" for k, v in found.items()}
+    out = {name: f"{x:.2f}" if name.endswith("loss") else f"{x:,.0f}" for name, x in found.items()}
     out["steps"] = f"{found['end_step'] - found['start_step']:,.0f}"
     snaps = (run.get("snapshots") or {}).get("snapshots")
     best = run["metrics"].get("induction", {}).get("best_head")
@@ -205,10 +205,14 @@ def induction_circuit_numbers(metrics: dict) -> dict[str, str] | None:
     first_dup = max(range(len(duplicate[0])), key=lambda h: duplicate[0][h])
     keys = c["keys_only"]
     eos = metrics.get("eos_by_head") or {"n": 0, "eos": 0.0, "ablated": [[0.0]]}
-    flat = [((layer, h), v) for layer, row in enumerate(eos["ablated"]) for h, v in enumerate(row)]
+    flat = [
+        ((layer, h), share)
+        for layer, row in enumerate(eos["ablated"])
+        for h, share in enumerate(row)
+    ]
     needed = sorted(flat, key=lambda x: x[1])[:3]  # the heads whose removal hurts most
     stop_heads = {f"stop{i + 1}": lh(head) for i, (head, _) in enumerate(needed)} | {
-        f"stop{i + 1}_share": f"{v:.0%}" for i, (_, v) in enumerate(needed)
+        f"stop{i + 1}_share": f"{share:.0%}" for i, (_, share) in enumerate(needed)
     }
     return {
         **stop_heads,
@@ -454,7 +458,7 @@ def show_best_head(where, lm, name: str, text: str, names: dict[str, str]) -> No
     )
 
 
-# ---- the model for the other four tabs ---------------------------------------------------
+# ---- the model for tabs 2 to 5 (each picks its own) --------------------------------------
 device = selected_device()
 
 

@@ -97,7 +97,9 @@ def reading_numbers(meta: dict, rows: list[dict], names: dict[str, str]) -> dict
         "train": str(train),
         "beyond": str(beyond),
         "pairs": ", ".join(f"{names[a]} > {names[b]}" for a, b in pairs) or "–",
-        "exact_at_train": ", ".join(f"{names[s]} {v:.2f}" for s, v in exact_at_train.items()),
+        "exact_at_train": ", ".join(
+            f"{names[s]} {share:.2f}" for s, share in exact_at_train.items()
+        ),
         "far": str(far),
         "far_max": f"{max(r['token_accuracy'] for r in rows if r['length'] == far):.2f}",
         "chance": f"{1 / settings.get('symbols', 10):.1f}",
@@ -171,7 +173,7 @@ def bandwidth_numbers() -> dict[str, str]:
     }
     return {
         "tokens": f"{REAL['tokens']:,}",
-        **{k: human_bytes(v) for k, v in sizes.items()},
+        **{name: human_bytes(size) for name, size in sizes.items()},
         "gqa_kv": REAL_KV["gqa"],
         "times": f"{sizes['mha'] / sizes['gqa']:.0f}",
     }
@@ -565,7 +567,7 @@ def calculator_section() -> None:
             t("modern.calc.d_head"), 0, 4096, 0, key="mc_dk", help=t("modern.calc.d_head_help")
         )
         width = widths.get(dtype, 2)
-        values = {k: int(v) if v is not None else 0 for k, v in calc.items()}
+        values = {name: int(n) if n is not None else 0 for name, n in calc.items()}
         d_head = int(d_head or 0)
         if min(values.values()) < 1:
             st.warning(t("modern.calc.missing"), icon=":material/edit:")
@@ -667,9 +669,9 @@ def memory_section() -> None:
         pd.DataFrame(
             {
                 t("modern.memory.n"): mem["n"],
-                t("modern.memory.full"): [human_bytes(v) for v in mem["full_measured"]],
-                t("modern.memory.tiled"): [human_bytes(v) for v in mem["tiled_measured"]],
-                t("modern.memory.diff"): [f"{v:.1e}" for v in mem["max_diff"]],
+                t("modern.memory.full"): [human_bytes(size) for size in mem["full_measured"]],
+                t("modern.memory.tiled"): [human_bytes(size) for size in mem["tiled_measured"]],
+                t("modern.memory.diff"): [f"{diff:.1e}" for diff in mem["max_diff"]],
             }
         ),
         hide_index=True,

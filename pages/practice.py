@@ -77,7 +77,7 @@ key = (seed, topic, index)
 kind, sub = practice.item(seed, topic, index)
 ex = cached_exercise(kind, sub)
 
-done = [v for (s, tp, _), v in results.items() if (s, tp) == (seed, topic)]
+done = [result for (s, tp, _), result in results.items() if (s, tp) == (seed, topic)]
 m1, m2, m3 = st.columns(3)
 m1.metric(t("practice.score"), f"{sum(done)} / {len(done)}", help=t("practice.score_help"))
 m2.metric(t("practice.set"), seed)
@@ -110,7 +110,7 @@ with st.container(border=True):
     # The feedback in its own box, so the focus can move there after Check.
     feedback = st.container(key="practice_feedback")
     if isinstance(fb, AnswerError):
-        message = t(fb.key, **{k: md_literal(v) for k, v in fb.params.items()})
+        message = t(fb.key, **{name: md_literal(value) for name, value in fb.params.items()})
         feedback.warning(message, icon=":material/edit_note:")
         said.append(t(fb.key, **fb.params))
         fb = None

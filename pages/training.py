@@ -170,7 +170,7 @@ def curves(p: Progress) -> None:
     c1, c2, c3 = st.columns(3)
     loss = lines_figure(
         [s for s, _ in p.loss],
-        {t("training.loss"): [v for _, v in p.loss]},
+        {t("training.loss"): [loss for _, loss in p.loss]},
         x_title=step,
         y_title=t("training.loss"),
         title=t("training.loss_title"),
@@ -179,7 +179,7 @@ def curves(p: Progress) -> None:
     plotly_chart(loss, key="tr_loss", where=c1)
     acc = lines_figure(
         [s for s, _ in p.accuracy],
-        {t("training.accuracy"): [v for _, v in p.accuracy]},
+        {t("training.accuracy"): [accuracy for _, accuracy in p.accuracy]},
         x_title=step,
         y_title=t("training.accuracy"),
         title=t("training.accuracy_title"),
@@ -190,7 +190,7 @@ def curves(p: Progress) -> None:
     plotly_chart(acc, key="tr_acc", where=c2)
     lr = lines_figure(
         [s for s, _ in p.lr],
-        {t("training.lr"): [v for _, v in p.lr]},
+        {t("training.lr"): [lr for _, lr in p.lr]},
         x_title=step,
         y_title=t("training.lr"),
         title=t("training.lr_title"),
@@ -201,8 +201,8 @@ def curves(p: Progress) -> None:
         heads = lines_figure(
             [s for s, _, _ in p.heads],
             {
-                t("training.heads.prefix"): [v for _, v, _ in p.heads],
-                t("training.heads.previous"): [v for _, _, v in p.heads],
+                t("training.heads.prefix"): [prefix for _, prefix, _ in p.heads],
+                t("training.heads.previous"): [previous for _, _, previous in p.heads],
             },
             x_title=step,
             y_title=t("training.heads.score"),

@@ -242,7 +242,7 @@ def _side(lm, run: Run, index: int, src_ids, dec_ids, labels) -> Side:
     gold = torch.tensor(labels[:nt])
     pred = logits.argmax(-1)
     real_rows = {"encoder": ns, "decoder": nt, "cross": nt}  # padded query rows are all 0
-    sums = {
+    row_sums = {
         kind: (
             float(a[..., : real_rows[kind], :].sum(-1).min()),
             float(a[..., : real_rows[kind], :].sum(-1).max()),
@@ -261,7 +261,7 @@ def _side(lm, run: Run, index: int, src_ids, dec_ids, labels) -> Side:
         labels=tgt_tok.tokens(gold.tolist()),
         accuracy=float((pred == gold).float().mean()),
         loss=float(F.cross_entropy(logits, gold)),
-        row_sums=sums,
+        row_sums=row_sums,
         sharpness=sharpness,
     )
 

@@ -268,7 +268,7 @@ _SCRIPT = r"""
     const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       if (!node.nodeValue.trim()) continue;
-      reword(node, 'text', node.nodeValue.trim(), (v) => { node.nodeValue = v; });
+      reword(node, 'text', node.nodeValue.trim(), (text) => { node.nodeValue = text; });
     }
   };
   const apply = () => {
@@ -279,7 +279,7 @@ _SCRIPT = r"""
     for (const name of ['aria-label', 'placeholder', 'title', 'aria-description']) {
       for (const el of document.querySelectorAll(`[${name}]`)) {
         if (el.closest('.js-plotly-plot')) continue;  // the toolbar has its own locale
-        reword(el, name, el.getAttribute(name), (v) => el.setAttribute(name, v));
+        reword(el, name, el.getAttribute(name), (text) => el.setAttribute(name, text));
       }
     }
     for (const el of document.querySelectorAll('[data-testid=stSkipToContent], [data-testid=InputInstructions], [aria-live]:not(#lab-live), [role=status]:not(#lab-live), [role=log]')) {
@@ -309,7 +309,7 @@ _SCRIPT = r"""
       if (labels.length < 2 || labels[0].style.display === 'none') continue;
       const boxes = labels.map(l => l.getBBox());
       const gap = (values) => {
-        const sorted = [...new Set(values.map(v => Math.round(v)))].sort((a, b) => a - b);
+        const sorted = [...new Set(values.map(x => Math.round(x)))].sort((a, b) => a - b);
         let least = Infinity;
         for (let i = 1; i < sorted.length; i++) least = Math.min(least, sorted[i] - sorted[i - 1]);
         return least;

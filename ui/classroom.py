@@ -132,7 +132,7 @@ def client_from(headers: Mapping[str, str], peer: str | None, secret: str | None
     HAProxy removes whatever the browser sent first. Anything else is judged by the socket's
     peer: a forged X-Forwarded-For from outside the balancer gains no fresh bucket.
     """
-    lower = {str(k).lower(): str(v) for k, v in headers.items()}  # names ignore case
+    lower = {str(name).lower(): str(value) for name, value in headers.items()}  # names ignore case
     given = lower.get(BALANCER_HEADER.lower(), "")
     if secret and given and hmac.compare_digest(given.encode(), secret.encode()):
         forwarded = [a.strip() for a in lower.get("x-forwarded-for", "").split(",")]
@@ -214,8 +214,10 @@ def stored_widgets(ex, stored: object) -> dict[str, object]:
         return {}
     if ex.form == "numbers":
         return {
-            f"answer_{f.name}": ", ".join(map(_number, v)) if isinstance(v, list) else _number(v)
-            for f, v in zip(ex.fields, stored)
+            f"answer_{f.name}": ", ".join(map(_number, answer))
+            if isinstance(answer, list)
+            else _number(answer)
+            for f, answer in zip(ex.fields, stored)
         }
     if ex.form == "shape":
         return {"answer_shape": ", ".join(map(str, stored))}
@@ -236,7 +238,7 @@ def unsaved_answer(ex, raw: dict[str, object], stored: object) -> bool:
     from practice.parse import AnswerError
     from ui.practice import read_answer
 
-    if all(v is None or v == "" for v in raw.values()):
+    if all(answer is None or answer == "" for answer in raw.values()):
         return False
     try:
         answer = read_answer(ex, raw)
@@ -434,7 +436,7 @@ def draft_html(code, student_key, index, holder, stored, attempts, nonce: str) -
         "prefix": f"{DRAFT_PREFIX}{code}|{student_key}|{index}|",
         "form": f".st-key-{holder} [data-testid=stForm]",
         "base": int(attempts),
-        "stored": {k: v for k, v in stored.items() if isinstance(v, str)},
+        "stored": {name: text for name, text in stored.items() if isinstance(text, str)},
         "days": DRAFT_DAYS,
     }
     text = json.dumps(config, ensure_ascii=True).replace("<", "\\u003c").replace(">", "\\u003e")

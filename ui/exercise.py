@@ -20,7 +20,7 @@ def esc(value: object) -> object:
 
 
 def tx(key: str, /, **params: object) -> str:
-    return t(key, **{k: esc(v) for k, v in params.items()}) if params else t(key)
+    return t(key, **{name: esc(value) for name, value in params.items()}) if params else t(key)
 
 
 def fmt_list(xs) -> str:
@@ -42,7 +42,7 @@ def show_prompt(ex: Exercise, index: int) -> None:
         frame = pd.DataFrame(
             {
                 t("practice.sdpa_row.col.key"): [f"k{j + 1}" for j in range(n)],
-                t("practice.sdpa_row.col.vector"): [fmt_list(v) for v in d["keys"]],
+                t("practice.sdpa_row.col.vector"): [fmt_list(key) for key in d["keys"]],
                 t("practice.sdpa_row.col.allowed"): [
                     t("practice.yes") if a else t("practice.no") for a in d["allowed"]
                 ],
@@ -185,13 +185,13 @@ def answer_text(ex: Exercise) -> str:
     a = ex.answer
     if ex.form == "numbers":
         parts = []
-        for f, v in zip(ex.fields, a):
-            if isinstance(v, tuple):
-                parts.append(fmt_vec(v))  # (no "-0.000")
+        for f, answer in zip(ex.fields, a):
+            if isinstance(answer, tuple):
+                parts.append(fmt_vec(answer))  # (no "-0.000")
             elif f.integer:
-                parts.append(str(int(v)))
+                parts.append(str(int(answer)))
             else:
-                parts.append(f"{v:.4g}")
+                parts.append(f"{answer:.4g}")
         return " ; ".join(parts)
     if ex.form == "choice":
         return option_label(ex, a)

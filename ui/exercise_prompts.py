@@ -31,7 +31,7 @@ def show_block_prompt(ex: Exercise) -> bool:
             {
                 t("practice.attn_output.col.token"): list(range(1, n + 1)),
                 t("practice.attn_output.col.weight"): [f"{w:.2f}" for w in d["weights"]],
-                t("practice.attn_output.col.value"): [_vec(v) for v in d["values"]],
+                t("practice.attn_output.col.value"): [_vec(value) for value in d["values"]],
             }
         )
         st.dataframe(frame, hide_index=True)

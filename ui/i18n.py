@@ -36,7 +36,7 @@ def _read_catalog(path: Path) -> dict[str, str]:
     except (OSError, json.JSONDecodeError) as err:
         raise RuntimeError(f"cannot read translation catalog {path}: {err}") from err
     if not isinstance(data, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+        isinstance(key, str) and isinstance(text, str) for key, text in data.items()
     ):
         raise RuntimeError(f"translation catalog {path} must map string keys to string values")
     return data

@@ -37,7 +37,7 @@ def _clamped(key: str, n: int, default: tuple[int, int]) -> None:
     if value is None:
         st.session_state[key] = default
         return
-    a, b = (min(max(0, int(v)), n - 1) for v in value)
+    a, b = (min(max(0, int(end)), n - 1) for end in value)
     st.session_state[key] = (min(a, b), max(a, b))
 
 

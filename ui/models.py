@@ -356,7 +356,10 @@ def show_folder_problem(problem: FolderProblem, detail: str | None = None) -> No
         if "path" in details:
             details["path"] = Path(details["path"]).name or "-"
         details.pop("root", None)
-    details = {k: code_path(v) if k in ("path", "root") else v for k, v in details.items()}
+    details = {
+        name: code_path(value) if name in ("path", "root") else value
+        for name, value in details.items()
+    }
     details.setdefault("root", shown_root())
     details.setdefault("engine", ", ".join(layout_name(m) for m in ENGINE_DECODER_TYPES))
     st.error(t(f"model.problem.{key}", **details), icon=":material/error:")
@@ -461,32 +464,11 @@ DEFAULT_TRACE_CACHE_MB = 6144
 TRACES = ByteLRU(budget_bytes(TRACE_CACHE_ENV, DEFAULT_TRACE_CACHE_MB))
 
 
-def cached_trace(
-    name: str,
-    device: str,
-    text: str,
-    target: str | None = None,
-    stages: bool = False,
-    new: int | None = None,
-) -> Trace:
-    """The trace of ``text``, computed once and kept (bounded by bytes, not entries). A hit
-    is the very object kept, never a copy: st.cache_data pickled a whole Trace in and out
-    on every click (2 GB at 1,024 tokens). Views only read it. ``new``: tokens a decoder
-    generates after the prompt (None: its default)."""
-
-    def run() -> Trace:
-        lm = load_model(name, device)
-        if new is None:
-            return lm.trace(text, target=target, stages=stages)
-        return lm.trace(text, target=target, stages=stages, max_new_tokens=new)
-
-    return TRACES.get_or_compute((name, device, text, target, stages, new), run)
-
-
-def trace_with(name: str, text: str) -> Trace | None:
-    """A cached trace of ``text`` through another model (compare mode); None if it cannot load."""
+def get_trace_by_name(name: str, text: str) -> Trace | None:
+    """``get_trace`` through the model named ``name`` (compare mode's second model), loaded
+    here; None, with the error shown, if it cannot load."""
     try:
-        return cached_trace(name, selected_device(), text, None, False)
+        return get_trace(load_model(name, selected_device()), text)
     except (ModelLoadError, ValueError, OSError) as err:
         st.error(t("model.load_failed", name=model_label(name)), icon=":material/error:")
         show_load_detail(str(err))
@@ -496,10 +478,14 @@ def trace_with(name: str, text: str) -> Trace | None:
 def get_trace(
     lm, text: str, target: str | None = None, stages: bool = False, new_tokens: int | None = None
 ) -> Trace:
-    """A cached trace of ``text`` through ``lm`` (the page's model, passed along: never
-    looked up again); ``new_tokens``: how many tokens a decoder generates after the prompt
-    (None: its default). Keyed by the model object's name, device and identity, beside the
-    text (third, as ``cached_trace`` keys it)."""
+    """The trace of ``text`` through ``lm`` (the page's model, passed along: never looked up
+    again), computed once and kept (bounded by bytes, not entries). A hit is the very
+    object kept, never a copy: st.cache_data pickled a whole Trace in and out on every
+    click (2 GB at 1,024 tokens). Views only read it. ``new_tokens``: how many tokens a
+    decoder generates after the prompt (None: its default). Keyed by the model object's
+    name, device and identity, beside the text.
+
+    The one verb for tracing: ``LabModel.trace`` runs a pass; ``get_trace`` keeps it."""
 
     def run() -> Trace:
         if new_tokens is None:

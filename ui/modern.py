@@ -19,7 +19,7 @@ from model.analysis.concepts import (
     rope_rotation,
 )
 from model.analysis.summaries import sink_share
-from model.attention import MultiHeadAttention
+from model.attention import AttentionConfig, MultiHeadAttention
 from model.runtime.decoding import greedy_decode
 from model.training.lengths import load_results
 from ui.concepts import minilm_position_table
@@ -124,17 +124,22 @@ def gqa_demo(n_kv_heads: int, seed: int = 0) -> dict:
     key/value parameter count, and (for 8) the gap to the plain multi-head module."""
     torch.manual_seed(seed)
     x = torch.randn(1, 6, 64)
-    grouped = MultiHeadAttention(64, 8, n_kv_heads=n_kv_heads).eval()
+    grouped = MultiHeadAttention(AttentionConfig(64, 8, n_kv_heads=n_kv_heads)).eval()
     with torch.no_grad():
-        out, w = grouped(x, x, x)
+        found = grouped(x, x, x)
         gap = None
         if n_kv_heads == 8:
-            plain = MultiHeadAttention(64, 8).eval()
+            plain = MultiHeadAttention(AttentionConfig(64, 8)).eval()
             plain.load_state_dict(grouped.state_dict())
-            ref, ref_w = plain(x, x, x)
-            gap = float(max((out - ref).abs().max(), (w - ref_w).abs().max()))
+            ref = plain(x, x, x)
+            gap = float(
+                max(
+                    (found.output - ref.output).abs().max(),
+                    (found.weights - ref.weights).abs().max(),
+                )
+            )
     kv_params = sum(p.numel() for m in (grouped.k_proj, grouped.v_proj) for p in m.parameters())
-    return {"shape": list(w.shape), "kv_params": kv_params, "gap": gap}
+    return {"shape": list(found.weights.shape), "kv_params": kv_params, "gap": gap}
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -172,7 +172,7 @@ def _token_axis(tokens: list[str], ticks: bool = True, start: int = 0) -> dict:
     if not ticks:
         return {**axis, "showticklabels": False, "ticks": ""}
     tickvals, ticktext = thinned_ticks([token_label(t) for t in tokens])
-    tickvals = [start + v for v in tickvals]
+    tickvals = [start + tick for tick in tickvals]
     return {**axis, "tickmode": "array", "tickvals": tickvals, "ticktext": ticktext}
 
 
@@ -414,14 +414,16 @@ def pool_cells(z: np.ndarray, max_side: int) -> np.ndarray:
     qe, ke = pool_edges(lq, max_side), pool_edges(lk, max_side)
     present = ~np.isnan(z)
     # Block sums by np.add.reduceat over both axes; NaN cells count neither in sum nor size.
-    sums = np.add.reduceat(
+    block_sums = np.add.reduceat(
         np.add.reduceat(np.where(present, z, 0.0), qe[:-1], axis=-2), ke[:-1], axis=-1
     )
     sizes = np.add.reduceat(
         np.add.reduceat(present.astype(np.float32), qe[:-1], axis=-2), ke[:-1], axis=-1
     )
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(sizes > 0, sums / sizes, np.nan).astype(np.float32)  # all-NaN stays NaN
+        return np.where(sizes > 0, block_sums / sizes, np.nan).astype(
+            np.float32
+        )  # all-NaN stays NaN
 
 
 def _pooled_heatmap(

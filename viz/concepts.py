@@ -187,7 +187,7 @@ def lines_figure(
     if vline is not None:
         # a plain trace in data units: shapes on log axes are placed differently by plotly
         # versions, a scatter line never is
-        ys = [v for y in series.values() for v in y if np.isfinite(v)]
+        ys = [value for y in series.values() for value in y if np.isfinite(value)]
         fig.add_trace(
             go.Scatter(
                 x=[vline, vline],

@@ -61,7 +61,7 @@ def grid_heatmap(
         bound = max(1.0, float(np.nanmax(np.abs(z))) if z.size else 1.0)
         scale, zmin, zmax, zmid = SCORE_SCALE, -bound, bound, 0.0
     cells = (
-        np.vectorize(lambda v: f"{v:.2f}")(z) if text is None else np.asarray(text, dtype=object)
+        np.vectorize(lambda x: f"{x:.2f}")(z) if text is None else np.asarray(text, dtype=object)
     )
     rows = [token_label(r) for r in row_labels]
     cols = [token_label(c) for c in col_labels]

@@ -59,11 +59,11 @@ def _key(value):
     if value is None or isinstance(value, (str, bool, int, float, np.generic)):
         return value
     if isinstance(value, (list, tuple)):
-        if value and all(isinstance(v, Number) and not isinstance(v, bool) for v in value):
+        if value and all(isinstance(x, Number) and not isinstance(x, bool) for x in value):
             return _digest(np.asarray(value, dtype=float))  # long number lists: one digest
-        return (type(value).__name__, tuple(_key(v) for v in value))
+        return (type(value).__name__, tuple(_key(item) for item in value))
     if isinstance(value, dict):
-        return ("dict", tuple((_key(k), _key(v)) for k, v in value.items()))
+        return ("dict", tuple((_key(name), _key(item)) for name, item in value.items()))
     raise _Unhashable(type(value).__name__)
 
 
@@ -77,9 +77,9 @@ def json_arrays(value):
             if shape:
                 array = array.reshape([int(n) for n in str(shape).split(",")])
             return array
-        return {k: json_arrays(v) for k, v in value.items()}
+        return {name: json_arrays(item) for name, item in value.items()}
     if isinstance(value, list):
-        return [json_arrays(v) for v in value]
+        return [json_arrays(item) for item in value]
     return value
 
 

@@ -333,7 +333,7 @@ def kv_bytes_figure(
         go.Bar(
             x=[_esc(n) for n in names],
             y=list(sizes.values()),
-            text=[human_bytes(v) for v in sizes.values()],
+            text=[human_bytes(size) for size in sizes.values()],
             textposition="outside",
             marker_color=[SERIES_COLOURS[i % len(SERIES_COLOURS)] for i in range(len(names))],
             hovertemplate="%{x}: %{text}<extra></extra>",
@@ -347,7 +347,7 @@ def kv_bytes_figure(
         range=[0, top * 1.2],
         tickmode="array",
         tickvals=ticks,
-        ticktext=[human_bytes(v) for v in ticks],
+        ticktext=[human_bytes(tick) for tick in ticks],
     )
     fig.update_layout(
         title=dict(text=_esc(title)) if title else None,
@@ -539,7 +539,7 @@ def memory_figure(
                 mode="markers",
                 name=_esc(names[key]),
                 marker=dict(color=colour, size=9),
-                text=[human_bytes(v) for v in memory[f"{key}_measured"]],
+                text=[human_bytes(size) for size in memory[f"{key}_measured"]],
                 hovertemplate="n=%{x}: %{text}<extra></extra>",
             )
         )
@@ -563,10 +563,10 @@ def memory_figure(
     )
     ticks = binary_log_ticks(
         [
-            v
-            for k in ("full_measured", "tiled_measured", "full_formula", "output_bytes")
-            for v in memory.get(k, ())
-            if v and v > 0
+            size
+            for series in ("full_measured", "tiled_measured", "full_formula", "output_bytes")
+            for size in memory.get(series, ())
+            if size and size > 0
         ]
     )
     # memory in KiB / MiB / GiB (powers of two, as memory is sold), not SI's "k, M"
@@ -574,7 +574,7 @@ def memory_figure(
         title=_esc(y_title),
         type="log",
         tickvals=ticks,
-        ticktext=[human_bytes(v).replace(".0 ", " ") for v in ticks],
+        ticktext=[human_bytes(tick).replace(".0 ", " ") for tick in ticks],
     )
     return _legend_top(fig, height)
 

@@ -114,7 +114,7 @@ def _axis(fig: go.Figure, trace, letter: str):
 def _tick_names(axis) -> dict:
     if axis is None or axis.tickvals is None or axis.ticktext is None:
         return {}
-    return {float(v): plain(t) for v, t in zip(axis.tickvals, axis.ticktext, strict=False)}
+    return {float(tick): plain(t) for tick, t in zip(axis.tickvals, axis.ticktext, strict=False)}
 
 
 def _label(value, ticks: dict) -> str:
@@ -181,8 +181,8 @@ def _heatmap_cells(fig, trace) -> tuple[np.ndarray, list[str], list[str]]:
     xs = list(trace.x) if trace.x is not None else list(range(z.shape[1]))
     ys = list(trace.y) if trace.y is not None else list(range(z.shape[0]))
     custom = np.asarray(trace.customdata) if trace.customdata is not None else None
-    cols = [_label(v, xt) for v in xs[: z.shape[1]]]
-    rows = [_label(v, yt) for v in ys[: z.shape[0]]]
+    cols = [_label(x, xt) for x in xs[: z.shape[1]]]
+    rows = [_label(y, yt) for y in ys[: z.shape[0]]]
     if custom is not None and custom.shape[:2] == z.shape and custom.ndim == 3:
         rows = [plain(custom[i, 0, 0]) for i in range(z.shape[0])]
         cols = [plain(custom[0, j, 1]) for j in range(z.shape[1])]

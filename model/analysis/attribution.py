@@ -144,7 +144,7 @@ def attribute(
                     )
                 )
     head_names = {f"{r.kind}.{r.layer}.{r.head}" for r in rows}
-    rest = sum(v for name, v in parts.items() if name not in head_names)
+    rest = sum(part for name, part in parts.items() if name not in head_names)
     return Attribution(
         tokens=inputs.tokens,
         src_tokens=inputs.src_tokens,

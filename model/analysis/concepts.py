@@ -146,8 +146,8 @@ def qk_by_distance(
 
     def add(scheme: str, series: str, values: list[float]) -> None:
         rows.extend(
-            {"scheme": scheme, "series": series, "distance": dist, "score": v}
-            for dist, v in enumerate(values)
+            {"scheme": scheme, "series": series, "distance": dist, "score": score}
+            for dist, score in enumerate(values)
         )
 
     distances = range(max_distance + 1)
@@ -189,9 +189,9 @@ def rope_rotation(
     if not 0 <= pair < d_k // 2:
         raise ValueError(f"pair must be in 0 .. {d_k // 2 - 1}, got {pair}")
     theta = float(rope_frequencies(d_k)[pair])
-    v = torch.zeros(positions, d_k, dtype=torch.float64)
-    v[:, 2 * pair], v[:, 2 * pair + 1] = vector
-    out = apply_rope(v, torch.arange(positions))
+    x = torch.zeros(positions, d_k, dtype=torch.float64)
+    x[:, 2 * pair], x[:, 2 * pair + 1] = vector
+    out = apply_rope(x, torch.arange(positions))
     return [
         {
             "position": p,

@@ -60,7 +60,7 @@ def window_to_json(
         "text": text,
         "kind": kind,
         "layer": layer + 1,
-        **{k: v.tolist() for k, v in found.items() if k != "attention"},
+        **{name: x.tolist() for name, x in found.items() if name != "attention"},
         "attention": found["attention"].round(decimals=5).tolist(),
         "axes": ["head", "query", "key"],
     }

@@ -76,7 +76,7 @@ def measure(
     best = scores["prefix_matching"].flatten().argmax().item()
     n_heads = scores["prefix_matching"].shape[1]
     return {
-        **{f"{k}_accuracy": v for k, v in repeat_accuracy(network, ids).items()},
+        **{f"{name}_accuracy": share for name, share in repeat_accuracy(network, ids).items()},
         "chance": 1 / len(induction.SYMBOLS),
         "previous_token": scores["previous_token"].tolist(),
         "prefix_matching": scores["prefix_matching"].tolist(),
@@ -112,10 +112,10 @@ class SnapshotLog:
                 "repeat_accuracy": round(acc["repeat"], 4),
                 "first_half_accuracy": round(acc["first_half"], 4),
                 "previous_token": [
-                    [round(v, 4) for v in r] for r in scores["previous_token"].tolist()
+                    [round(x, 4) for x in r] for r in scores["previous_token"].tolist()
                 ],
                 "prefix_matching": [
-                    [round(v, 4) for v in r] for r in scores["prefix_matching"].tolist()
+                    [round(x, 4) for x in r] for r in scores["prefix_matching"].tolist()
                 ],
             }
         )
@@ -386,7 +386,7 @@ def phase_change(
         sum(losses[max(0, i - half) : i + half + 1]) / len(losses[max(0, i - half) : i + half + 1])
         for i in range(len(losses))
     ]
-    begin = next((i for i, v in enumerate(mean) if v <= plateau), 0)
+    begin = next((i for i, loss in enumerate(mean) if loss <= plateau), 0)
     best, best_fall = (begin, min(begin + 1, len(steps) - 1)), float("-inf")
     j = begin
     for i in range(begin, len(steps)):

@@ -117,23 +117,23 @@ def _band_statistics(trace, kind: str, layer: int, self_attn: bool):
     """One layer's (entropy, mean distance, weight on the first key), each [H], from its
     maps, a band of rows at a time."""
     _, heads, n_q, n_k = trace.shape(kind)
-    sums = None  # [4, H]: entropy, distance, first key, live rows; where the maps are made
+    totals = None  # [4, H]: entropy, distance, first key, live rows; where the maps are made
     for rows in _bands(trace, kind):
         p = trace.attention_heads(kind, layer, rows=rows, on_device=True).clamp_min(0)
-        if sums is None:
-            sums = torch.zeros(4, heads, device=p.device)
+        if totals is None:
+            totals = torch.zeros(4, heads, device=p.device)
         live = (p.sum(dim=-1) > 0).float()  # [H, r]
         h = -(p * torch.log(p.clamp_min(1e-12))).sum(dim=-1)
-        sums[0] += (h * live).sum(-1)
-        sums[2] += (p[..., 0] * live).sum(-1)
-        sums[3] += live.sum(-1)
+        totals[0] += (h * live).sum(-1)
+        totals[2] += (p[..., 0] * live).sum(-1)
+        totals[3] += live.sum(-1)
         if self_attn:
             q_pos = torch.arange(n_q, device=p.device)[rows].float()
             gap = (q_pos[:, None] - torch.arange(n_k, device=p.device).float()[None, :]).abs()
-            sums[1] += ((p * gap).sum(-1) * live).sum(-1)
-    sums = sums.cpu()
-    n = sums[3].clamp_min(1)
-    return sums[0] / n, sums[1] / n, sums[2] / n
+            totals[1] += ((p * gap).sum(-1) * live).sum(-1)
+    totals = totals.cpu()
+    n = totals[3].clamp_min(1)
+    return totals[0] / n, totals[1] / n, totals[2] / n
 
 
 def head_mean(attention: torch.Tensor) -> torch.Tensor:

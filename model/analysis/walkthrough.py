@@ -134,7 +134,7 @@ def _by_hand(
     w_o = mha.out_proj.weight.detach().float().cpu().T  # [H·d_k, D]
     b_o = mha.out_proj.bias.detach().float().cpu() if mha.out_proj.bias is not None else 0.0
     out = concat @ w_o + b_o
-    model_out, _ = mha(seen["query"], seen["memory"], seen["memory"], mask, need_weights=False)
+    model_out = mha(seen["query"], seen["memory"], seen["memory"], mask, need_weights=False).output
     return Walkthrough(
         kind=kind,
         tokens=query_tokens,

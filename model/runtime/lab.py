@@ -29,7 +29,7 @@ from model.runtime.types import (
     Tokenizer,
     decoder_tokens,
 )
-from model.trace import Trace, block_sums_for
+from model.trace import Trace, summed_blocks_for
 from model.transformer import HeadMask
 
 READ_BYTES = 4 * 2**20  # the readings LabModel.encode keeps: a 4,096-token one is ~100 KB
@@ -156,7 +156,7 @@ class LabModel:
                 trace=True,
                 stages=stages,
                 head_mask=head_mask,
-                block_sums=block_sums_for(len(enc.ids), self.device),
+                summed_blocks=summed_blocks_for(len(enc.ids), self.device),
             )
             return out.trace(0, enc.tokens, [])
         tgt = self.tgt_tokenizer
@@ -176,7 +176,7 @@ class LabModel:
                 trace=True,
                 stages=stages,
                 head_mask=head_mask,
-                block_sums=block_sums_for(max(len(enc.ids), len(dec_in)), self.device),
+                summed_blocks=summed_blocks_for(max(len(enc.ids), len(dec_in)), self.device),
             )
             return out.trace(0, enc.tokens, tgt.tokens(dec_in), dec_in)
         seq = (enc.ids + [i for i in continuation if i != tgt.eos_id])[: self.max_len]
@@ -185,7 +185,7 @@ class LabModel:
             trace=True,
             stages=stages,
             head_mask=head_mask,
-            block_sums=block_sums_for(len(seq), self.device),
+            summed_blocks=summed_blocks_for(len(seq), self.device),
         )
         return out.trace(0, [], tgt.tokens(seq), seq)
 

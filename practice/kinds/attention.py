@@ -7,7 +7,7 @@ import math
 import torch
 
 from model.analysis.concepts import qk_products
-from model.attention import MultiHeadAttention, scaled_dot_product_attention
+from model.attention import AttentionConfig, MultiHeadAttention, scaled_dot_product_attention
 from model.masks import causal_mask, padding_mask
 from practice.core import Exercise, Field, Step, Wrong, distinct, fmt, fmt_vec, rng_for
 
@@ -169,14 +169,14 @@ def mha_shapes(seed: int) -> Exercise:
     target = rng.choice(SHAPE_TARGETS)
     # Run the lab's own module on meta tensors: real shapes, no numbers, no random state.
     with torch.device("meta"):
-        mha = MultiHeadAttention(d_model, h)
+        mha = MultiHeadAttention(AttentionConfig(d_model=d_model, n_heads=h))
         query, memory = torch.empty(b, lq, d_model), torch.empty(b, lk, d_model)
-        out, weights = mha(query, memory, memory)
+        attended = mha(query, memory, memory)
         shapes = {
             "q_heads": tuple(mha.split_heads(mha.q_proj(query)).shape),
             "k_heads": tuple(mha.split_heads(mha.k_proj(memory)).shape),
-            "weights": tuple(weights.shape),
-            "out": tuple(out.shape),
+            "weights": tuple(attended.weights.shape),
+            "out": tuple(attended.output.shape),
         }
     answer = shapes[target]
     p = {"b": b, "h": h, "lq": lq, "lk": lk, "d_k": d_k, "d_model": d_model}

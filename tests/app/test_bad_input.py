@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app.helpers import APP, figures
 from ui.i18n import load_catalog, translate
-from ui.models import _decode, cached_trace, load_model
+from ui.models import _decode, get_trace, load_model
 from ui.sentence import MAX_CHARS, clean_text, readable
 
 
@@ -147,7 +147,7 @@ def all_finite(tensors) -> bool:
 def model_numbers_are_finite(page: Page, text: str) -> bool:
     """The numbers behind the page, from the same caches the page filled."""
     if page.path.endswith("explorer.py"):
-        trace = cached_trace(page.model, "auto", text, None, False)
+        trace = get_trace(load_model(page.model, "auto"), text)
         # "masked" holds -inf where the mask forbids, by design; the other stages are finite.
         stages = [
             x for kind in trace.stages.values() for name, x in kind.items() if name != "masked"

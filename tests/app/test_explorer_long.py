@@ -275,43 +275,43 @@ def test_token_focus_of_a_long_input_draws_the_keys_it_weighs_most_by_position(l
 def test_the_whole_model_of_a_long_input_is_drawn_from_the_block_sums_the_pass_kept(long_folder):
     """Every tile of the grid is a block mean of its head's map, read from the sums the
     traced pass recorded (16 blocks a side), none of the maps recomputed."""
-    from model.trace import BLOCK_SUMS
+    from model.trace import SUMMED_BLOCKS
 
     at = explorer(long_folder, view="model")
     grid = assert_small(at)["model_chart"]["data"][-1]
     trace = kept_trace(long_text())
-    assert trace.summed_blocks("decoder") == BLOCK_SUMS and trace._sums_cache == {}
+    assert trace.summed_blocks("decoder") == SUMMED_BLOCKS and trace._block_sums_cache == {}
     picture = np.asarray(json_arrays(grid)["z"], dtype=float)
     n = len(trace.tokens("decoder")[0])
-    edges = block_edges(n, BLOCK_SUMS)
+    edges = block_edges(n, SUMMED_BLOCKS)
     full = trace.attention_map("decoder", 1, 1)  # layer 2, head 2: the last tile
-    gutter = max(1, BLOCK_SUMS // 8)
-    tile = picture[-BLOCK_SUMS:, -BLOCK_SUMS:]
+    gutter = max(1, SUMMED_BLOCKS // 8)
+    tile = picture[-SUMMED_BLOCKS:, -SUMMED_BLOCKS:]
     for i in (0, 7, 15):
         for j in (0, i):  # the first key block, and the diagonal's
             block = full[edges[i] : edges[i + 1], edges[j] : edges[j + 1]]
             allowed = trace.mask("decoder")[edges[i] : edges[i + 1], edges[j] : edges[j + 1]]
             assert tile[i, j] == pytest.approx(float(block.sum() / allowed.sum()), rel=1e-4)
-    assert picture.shape == (2 * BLOCK_SUMS + gutter, 2 * BLOCK_SUMS + gutter)
+    assert picture.shape == (2 * SUMMED_BLOCKS + gutter, 2 * SUMMED_BLOCKS + gutter)
 
 
 def test_all_heads_of_a_long_input_are_the_block_means_the_pass_summed(long_folder):
-    """Each panel is its head's map in BLOCK_SUMS x BLOCK_SUMS block means (over the cells
+    """Each panel is its head's map in SUMMED_BLOCKS x SUMMED_BLOCKS block means (over the cells
     the mask allows), read from the pass's own sums: no layer is summed again."""
-    from model.trace import BLOCK_SUMS
+    from model.trace import SUMMED_BLOCKS
 
     at = explorer(long_folder, view="heads", layer="1")
     panels = [json_arrays(d) for d in assert_small(at)["heads_chart"]["data"]]
     panels = [p for p in panels if p.get("hovertemplate")]  # not the grey mask layers
     trace = kept_trace(long_text())
-    assert trace._sums_cache == {} and len(panels) == 2
+    assert trace._block_sums_cache == {} and len(panels) == 2
     n = len(trace.tokens("decoder")[0])
-    edges = block_edges(n, BLOCK_SUMS)
+    edges = block_edges(n, SUMMED_BLOCKS)
     assert panels[1]["y"][1] == f"#{edges[1]}–{edges[2] - 1}"  # blocks named by position
     full, allowed = trace.attention_map("decoder", 1, 1), trace.mask("decoder")
     z = np.asarray(panels[1]["z"], dtype=float)
-    for i, j in ((0, 0), (9, 3), (BLOCK_SUMS - 1, BLOCK_SUMS - 1)):
+    for i, j in ((0, 0), (9, 3), (SUMMED_BLOCKS - 1, SUMMED_BLOCKS - 1)):
         rows, cols = slice(edges[i], edges[i + 1]), slice(edges[j], edges[j + 1])
         want = float(full[rows, cols].sum() / allowed[rows, cols].sum())
         assert z[i, j] == pytest.approx(want, rel=1e-4)
-    assert np.isnan(z[0, BLOCK_SUMS - 1])  # the future, masked throughout: grey
+    assert np.isnan(z[0, SUMMED_BLOCKS - 1])  # the future, masked throughout: grey

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.attention import MultiHeadAttention, scaled_dot_product_attention
+from model.attention import AttentionConfig, MultiHeadAttention, scaled_dot_product_attention
 from model.masks import causal_mask
 from tests.module_state import assert_same_tensors, tensor_state
 
@@ -82,7 +82,7 @@ def copy_into_torch_mha(ours: MultiHeadAttention, ref: nn.MultiheadAttention) ->
 @pytest.mark.parametrize("masking", ["none", "causal", "padding"])
 def test_multi_head_attention_equals_torch_multihead_attention(masking):
     d_model, n_heads = 32, 4
-    ours = MultiHeadAttention(d_model, n_heads).eval()
+    ours = MultiHeadAttention(AttentionConfig(d_model, n_heads)).eval()
     ref = nn.MultiheadAttention(d_model, n_heads, batch_first=True).eval()
     copy_into_torch_mha(ours, ref)
     x = torch.randn(2, 6, d_model)
@@ -94,7 +94,7 @@ def test_multi_head_attention_equals_torch_multihead_attention(masking):
         valid = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], dtype=torch.bool)
         mask = valid[:, None, None, :]
         kw = {"key_padding_mask": ~valid}
-    out, w = ours(x, x, x, mask)
+    out, w, _, _ = ours(x, x, x, mask)
     ref_out, ref_w = ref(x, x, x, need_weights=True, average_attn_weights=True, **kw)
     torch.testing.assert_close(out, ref_out, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(w.mean(dim=1), ref_w, atol=1e-6, rtol=1e-5)
@@ -102,55 +102,55 @@ def test_multi_head_attention_equals_torch_multihead_attention(masking):
 
 
 def test_cross_attention_with_other_key_length_equals_torch():
-    ours = MultiHeadAttention(16, 2).eval()
+    ours = MultiHeadAttention(AttentionConfig(16, 2)).eval()
     ref = nn.MultiheadAttention(16, 2, batch_first=True).eval()
     copy_into_torch_mha(ours, ref)
     query, memory = torch.randn(3, 4, 16), torch.randn(3, 9, 16)
-    out, w = ours(query, memory, memory)
+    out, w, _, _ = ours(query, memory, memory)
     ref_out, ref_w = ref(query, memory, memory)
     torch.testing.assert_close(out, ref_out, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(w.mean(1), ref_w, atol=1e-6, rtol=1e-5)
 
 
 def test_fast_path_equals_traced_path_even_with_fully_masked_rows():
-    mha = MultiHeadAttention(16, 4).eval()
+    mha = MultiHeadAttention(AttentionConfig(16, 4)).eval()
     x = torch.randn(2, 5, 16)
     valid = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
     mask = valid[:, None, None, :] & valid[:, None, :, None] & causal_mask(5)
-    traced, _ = mha(x, x, x, mask)
-    fast, none = mha(x, x, x, mask, need_weights=False)
+    traced = mha(x, x, x, mask).output
+    fast, none, _, _ = mha(x, x, x, mask, need_weights=False)
     assert none is None
     torch.testing.assert_close(traced, fast, atol=1e-6, rtol=1e-5)
     assert torch.isfinite(fast).all()
 
 
 def test_attention_is_returned_not_stored_on_the_module():
-    mha = MultiHeadAttention(16, 4).eval()
+    mha = MultiHeadAttention(AttentionConfig(16, 4)).eval()
     before = tensor_state(mha)
     x = torch.randn(1, 3, 16)
-    _, weights = mha(x, x, x, return_stages=True)
+    stages = mha(x, x, x, return_stages=True).stages
     assert_same_tensors(before, tensor_state(mha))
-    assert weights is not None  # the weights came back to the caller instead
+    assert stages is not None  # the weights came back to the caller instead
 
 
 def test_the_state_check_catches_attention_kept_on_a_module():
-    mha = MultiHeadAttention(16, 4).eval()
+    mha = MultiHeadAttention(AttentionConfig(16, 4)).eval()
     before = tensor_state(mha)
     x = torch.randn(1, 3, 16)
-    _, mha.last_weights = mha(x, x, x)  # the leak the check exists for
+    mha.last_weights = mha(x, x, x).weights  # the leak the check exists for
     with pytest.raises(AssertionError, match="left a tensor"):
         assert_same_tensors(before, tensor_state(mha))
 
 
 def test_head_mask_switches_one_head_off_and_all_ones_changes_nothing():
-    mha = MultiHeadAttention(16, 4).eval()
+    mha = MultiHeadAttention(AttentionConfig(16, 4)).eval()
     x = torch.randn(1, 5, 16)
-    base, _ = mha(x, x, x)
-    same, _ = mha(x, x, x, head_mask=torch.ones(4))
+    base = mha(x, x, x).output
+    same = mha(x, x, x, head_mask=torch.ones(4)).output
     torch.testing.assert_close(base, same)
     off = torch.ones(4)
     off[2] = 0
-    changed, _ = mha(x, x, x, head_mask=off)
+    changed = mha(x, x, x, head_mask=off).output
     assert not torch.allclose(base, changed)
     # Removing head 2 removes exactly its slice of the concatenation before W_O.
     heads, _ = scaled_dot_product_attention(
@@ -164,4 +164,4 @@ def test_head_mask_switches_one_head_off_and_all_ones_changes_nothing():
 
 def test_d_model_not_divisible_by_heads_is_refused_clearly():
     with pytest.raises(ValueError, match="divisible"):
-        MultiHeadAttention(10, 3)
+        MultiHeadAttention(AttentionConfig(10, 3))

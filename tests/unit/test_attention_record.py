@@ -30,7 +30,7 @@ def folders(tmp_path_factory):
     return {mt: build_decoder_folder(mt, tmp_path_factory.mktemp(mt)) for mt in DECODER_TYPES}
 
 
-def traced(lm, ids: list[int]):
+def trace_ids(lm, ids: list[int]):
     with torch.inference_mode():
         out = lm.network(torch.tensor([ids], device=lm.device), trace=True)
     return out.trace(0, [], [str(i) for i in ids], ids)
@@ -48,7 +48,7 @@ def test_attention_map_equals_transformers_eager_for_every_layout_whole_and_wind
     lm = load(folders[model_type], device="cpu")
     ref = transformers_causal_lm(folders[model_type])
     ids = random_ids(lm, N_TOKENS)
-    trace = traced(lm, ids)
+    trace = trace_ids(lm, ids)
     with torch.inference_mode():
         theirs = torch.stack(ref(input_ids=torch.tensor([ids]), output_attentions=True).attentions)
     layers, heads = theirs.shape[0], theirs.shape[2]
@@ -103,7 +103,7 @@ def test_attention_map_equals_the_explicit_softmax_path_for_our_models(name):
         for layer, seen in enumerate(rec.inputs[kind]):
             mha = attention_module(net, kind, layer)
             with torch.inference_mode():  # the explicit softmax, weights returned
-                _, explicit = mha(seen["query"], seen["memory"], seen["memory"], seen["mask"])
+                explicit = mha(seen["query"], seen["memory"], seen["memory"], seen["mask"]).weights
             for head in range(explicit.shape[1]):
                 torch.testing.assert_close(
                     trace.attention_map(kind, layer, head), explicit[0, head], atol=1e-5, rtol=0
@@ -114,7 +114,7 @@ def test_attention_map_equals_the_explicit_softmax_path_for_our_models(name):
 
 def test_overview_in_bands_of_several_blocks_equals_pooling_the_full_map(folders):
     lm = load(folders["qwen2"], device="cpu")
-    trace = traced(lm, random_ids(lm, 100))
+    trace = trace_ids(lm, random_ids(lm, 100))
     full = trace.attention_map("decoder", 1, 3)
     for reduce in ("max", "mean"):
         for size in (7, 30):
@@ -131,7 +131,7 @@ def test_overview_in_bands_of_several_blocks_equals_pooling_the_full_map(folders
 
 def test_stacking_past_the_budget_names_attention_map_and_the_setting(folders, monkeypatch):
     lm = load(folders["llama"], device="cpu")
-    trace = traced(lm, random_ids(lm, 40))
+    trace = trace_ids(lm, random_ids(lm, 40))
     need = 2 * 8 * 40 * 40 * 4  # layers x heads x 40 x 40 float32
     monkeypatch.setattr(trace_module, "STACK_BUDGET", need - 1)
     with pytest.raises(StackBudgetError, match="attention_map") as err:
@@ -152,7 +152,7 @@ def test_a_bfloat16_model_keeps_its_dtype_and_its_maps_match_transformers(folder
     assert load(folders["llama"], device="cpu").dtype == torch.float32  # auto on a CPU
     ref = transformers_causal_lm(folders["llama"]).to(torch.bfloat16)
     ids = random_ids(lm, 24)
-    trace = traced(lm, ids)
+    trace = trace_ids(lm, ids)
     record = trace.records["decoder"]
     assert record.q[0].dtype == torch.bfloat16  # stored compactly, maps in float32
     with torch.inference_mode():
@@ -220,7 +220,7 @@ def test_attention_map_on_cuda_equals_transformers_eager_in_each_dtype(
     assert lm.dtype == dtype and lm.device.type == "cuda"
     ref = transformers_causal_lm(folders[model_type], device="cuda").to(dtype)
     ids = random_ids(lm, N_TOKENS)
-    trace = traced(lm, ids)
+    trace = trace_ids(lm, ids)
     assert trace.records["decoder"].q[0].device.type == "cuda"  # maps computed where q/k are
     with torch.inference_mode():
         theirs = ref(input_ids=torch.tensor([ids], device="cuda"), output_attentions=True)
@@ -241,7 +241,7 @@ def test_head_statistics_of_a_gpu_record_are_reduced_on_the_gpu_and_equal_the_ma
     from model.analysis import summaries
 
     lm = load(folders["qwen2"], device="cuda")
-    trace = traced(lm, random_ids(lm, N_TOKENS))
+    trace = trace_ids(lm, random_ids(lm, N_TOKENS))
     assert trace.row_statistics("decoder", 0) is None
     assert trace.attention_heads("decoder", 0, on_device=True).device.type == "cuda"
     stats = summaries.trace_head_statistics(trace, "decoder")
@@ -264,7 +264,7 @@ def test_streamed_summaries_equal_the_stacked_ones(folders, monkeypatch):
     from model.analysis import summaries
 
     lm = load(folders["qwen2"], device="cpu")
-    trace = traced(lm, random_ids(lm, 40))
+    trace = trace_ids(lm, random_ids(lm, 40))
     stacked = trace.attention["decoder"]
     monkeypatch.setattr(summaries, "BAND_CELLS", 8 * 40 * 7)  # bands of 7 rows
     monkeypatch.setattr(trace, "row_statistics", lambda kind, layer: None)  # maps, in bands
@@ -290,7 +290,7 @@ def test_head_statistics_from_the_fused_kernel_equal_those_of_the_maps_for_every
     from model.analysis import summaries
 
     lm = load(folders[model_type], device="cpu")
-    trace = traced(lm, random_ids(lm, N_TOKENS))
+    trace = trace_ids(lm, random_ids(lm, N_TOKENS))
     assert trace.row_statistics("decoder", 0) is not None  # the fused path, not the maps
     stacked = trace.attention["decoder"]
     seen = []
@@ -329,7 +329,7 @@ def test_one_layers_rollout_streamed_equals_the_stacked_rollout_and_can_go_on_fr
     from model.analysis import summaries
 
     lm = load(folders["llama"], device="cpu")
-    trace = traced(lm, random_ids(lm, N_TOKENS))
+    trace = trace_ids(lm, random_ids(lm, N_TOKENS))
     stacked = summaries.rollout(trace.attention["decoder"])
     seen = []
     for layer in range(stacked.shape[0]):

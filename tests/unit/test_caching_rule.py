@@ -45,7 +45,7 @@ FUNCTOOLS = {"cache", "lru_cache"}
 # stacked maps, block sums and cell counts (model/trace.py is below ByteLRU's floor)
 OWN_MEMOS = {
     "model/trace.py:_stack_cache",
-    "model/trace.py:_sums_cache",
+    "model/trace.py:_block_sums_cache",
     "model/trace.py:_counts_cache",
 }
 # ways of keeping things the lab no longer uses: they would be a fourth mechanism

@@ -181,10 +181,10 @@ def test_block_sums_and_row_statistics_of_a_long_pass_equal_those_of_the_maps(mo
     lm, _ = models
     n = ids.shape[1]
     with torch.inference_mode():
-        out = lm.network(ids, trace=True, block_sums=4)
+        out = lm.network(ids, trace=True, summed_blocks=4)
     trace = out.trace(0, [], [str(i) for i in range(n)])
     record = trace.records["decoder"]
-    assert record.sums is not None
+    assert record.block_sums is not None
     for layer in (SLIDING[0], GLOBAL):
         maps = trace.attention_heads("decoder", layer)  # [H, n, n]
         overview = trace.attention_overviews("decoder", layer, size=4, reduce="mean")

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from model import TransformerConfig, build_model
-from model.attention import MultiHeadAttention, scaled_dot_product_attention
+from model.attention import AttentionConfig, MultiHeadAttention, scaled_dot_product_attention
 from model.masks import causal_mask
 from model.positional import SCHEMES, alibi_bias, alibi_slopes, apply_rope, rope_frequencies
 from model.runtime.decoding import greedy_decode
@@ -235,12 +235,12 @@ def test_alibi_bias_equals_minus_slope_times_distance():
 
 def test_alibi_in_a_cached_step_uses_absolute_query_and_key_positions():
     torch.manual_seed(0)
-    mha = MultiHeadAttention(16, 4, positions="alibi").eval()
+    mha = MultiHeadAttention(AttentionConfig(16, 4, positions="alibi")).eval()
     x = torch.randn(1, 7, 16)
     cache: dict = {}
     with torch.no_grad():
         mha(x[:, :5], x[:, :5], x[:, :5], causal_mask(5), cache=cache)
-        _, st = mha(x[:, 5:], x[:, 5:], x[:, 5:], None, cache=cache, return_stages=True)
+        st = mha(x[:, 5:], x[:, 5:], x[:, 5:], None, cache=cache, return_stages=True).stages
     # The two new queries stand at positions 5 and 6, the keys at 0..6.
     added = st.scaled - st.scores / math.sqrt(4)
     torch.testing.assert_close(added[0], alibi_bias(4, torch.arange(5, 7), torch.arange(7)))
@@ -251,14 +251,14 @@ def test_alibi_in_a_cached_step_uses_absolute_query_and_key_positions():
 
 def test_gqa_with_as_many_kv_heads_as_heads_is_the_ungrouped_path():
     torch.manual_seed(0)
-    plain = MultiHeadAttention(32, 4).eval()
-    grouped = MultiHeadAttention(32, 4, n_kv_heads=4).eval()
+    plain = MultiHeadAttention(AttentionConfig(32, 4)).eval()
+    grouped = MultiHeadAttention(AttentionConfig(32, 4, n_kv_heads=4)).eval()
     grouped.load_state_dict(plain.state_dict())  # same parameter names and shapes
     x = torch.randn(2, 6, 32)
     mask = causal_mask(6)
     for need in (True, False):
-        a, wa = plain(x, x, x, mask, need_weights=need)
-        b, wb = grouped(x, x, x, mask, need_weights=need)
+        a, wa, _, _ = plain(x, x, x, mask, need_weights=need)
+        b, wb, _, _ = grouped(x, x, x, mask, need_weights=need)
         assert_close_f32(a, b, atol=1e-6)
         if need:
             assert_close_f32(wa, wb, atol=1e-6)
@@ -276,12 +276,12 @@ def test_gqa_with_as_many_kv_heads_as_heads_is_the_papers_formula_head_by_head()
     Concat(head_1..head_h) W_O."""
     torch.manual_seed(1)
     d_model, h, d_k = 32, 4, 8
-    mha = MultiHeadAttention(d_model, h, n_kv_heads=h).eval()
+    mha = MultiHeadAttention(AttentionConfig(d_model, h, n_kv_heads=h)).eval()
     x, memory = torch.randn(2, 5, d_model), torch.randn(2, 7, d_model)
     mask = torch.rand(2, 1, 5, 7) > 0.3
     mask[..., 0] = True  # every query may attend something
     with torch.no_grad():
-        out, weights = mha(x, memory, memory, mask)
+        out, weights, _, _ = mha(x, memory, memory, mask)
         q = x @ mha.q_proj.weight.T + mha.q_proj.bias
         k = memory @ mha.k_proj.weight.T + mha.k_proj.bias
         v = memory @ mha.v_proj.weight.T + mha.v_proj.bias
@@ -301,8 +301,8 @@ def test_gqa_with_as_many_kv_heads_as_heads_is_the_papers_formula_head_by_head()
 @pytest.mark.parametrize("n_kv_heads", [1, 2])
 def test_gqa_equals_full_attention_with_each_kv_head_copied_to_its_group(n_kv_heads):
     torch.manual_seed(0)
-    gqa = MultiHeadAttention(32, 4, n_kv_heads=n_kv_heads).eval()
-    full = MultiHeadAttention(32, 4).eval()
+    gqa = MultiHeadAttention(AttentionConfig(32, 4, n_kv_heads=n_kv_heads)).eval()
+    full = MultiHeadAttention(AttentionConfig(32, 4)).eval()
     groups, d_k = 4 // n_kv_heads, 8
     with torch.no_grad():
         full.q_proj.load_state_dict(gqa.q_proj.state_dict())
@@ -313,8 +313,8 @@ def test_gqa_equals_full_attention_with_each_kv_head_copied_to_its_group(n_kv_he
             dst.weight.copy_(w.reshape(32, 32))
             dst.bias.copy_(src.bias.view(n_kv_heads, d_k).repeat_interleave(groups, 0).flatten())
     x = torch.randn(2, 5, 32)
-    a, wa = gqa(x, x, x)
-    b, wb = full(x, x, x)
+    a, wa, _, _ = gqa(x, x, x)
+    b, wb, _, _ = full(x, x, x)
     torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(wa, wb, atol=1e-6, rtol=1e-5)
     assert gqa.k_proj.weight.shape == (n_kv_heads * d_k, 32)
@@ -322,9 +322,9 @@ def test_gqa_equals_full_attention_with_each_kv_head_copied_to_its_group(n_kv_he
 
 @pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
 def test_weights_are_per_query_head_for_any_number_of_kv_heads(n_kv_heads):
-    mha = MultiHeadAttention(32, 4, n_kv_heads=n_kv_heads).eval()
+    mha = MultiHeadAttention(AttentionConfig(32, 4, n_kv_heads=n_kv_heads)).eval()
     query, memory = torch.randn(3, 4, 32), torch.randn(3, 9, 32)
-    out, w = mha(query, memory, memory)
+    out, w, _, _ = mha(query, memory, memory)
     assert out.shape == (3, 4, 32) and w.shape == (3, 4, 4, 9)
     torch.testing.assert_close(w.sum(-1), torch.ones(3, 4, 4))
 
@@ -334,9 +334,9 @@ def test_fast_path_equals_traced_path_with_gqa_rope_alibi_and_fully_masked_rows(
     mask = valid[:, None, None, :] & valid[:, None, :, None] & causal_mask(5)
     x = torch.randn(2, 5, 16)
     for positions in ("rope", "alibi"):
-        mha = MultiHeadAttention(16, 4, n_kv_heads=2, positions=positions).eval()
-        traced, _ = mha(x, x, x, mask)
-        fast, _ = mha(x, x, x, mask, need_weights=False)
+        mha = MultiHeadAttention(AttentionConfig(16, 4, n_kv_heads=2, positions=positions)).eval()
+        traced = mha(x, x, x, mask).output
+        fast = mha(x, x, x, mask, need_weights=False).output
         torch.testing.assert_close(traced, fast, atol=1e-6, rtol=1e-5)
         assert torch.isfinite(fast).all()
         assert torch.all(fast[0, 3:] == mha.out_proj.bias)  # padded rows: zero heads
@@ -355,7 +355,7 @@ def test_config_reads_old_files_and_refuses_bad_new_fields():
     with pytest.raises(ValueError, match="positions must be one of"):
         TransformerConfig(positions="relative")
     with pytest.raises(ValueError, match="multiple of n_kv_heads"):
-        MultiHeadAttention(32, 4, n_kv_heads=3)
+        MultiHeadAttention(AttentionConfig(32, 4, n_kv_heads=3))
 
 
 def test_sdpa_bias_is_added_to_the_scaled_scores():

@@ -194,17 +194,17 @@ def test_a_pass_asked_for_block_sums_records_each_heads_weights_summed_per_block
     tokens = [str(i) for i in range(301)]
     with torch.inference_mode():
         plain = net(ids).logits
-        out = net(ids, trace=True, block_sums=16)
+        out = net(ids, trace=True, summed_blocks=16)
     trace = out.trace(0, [], tokens) if kind == "decoder" else out.trace(0, tokens, [])
     if plain is not None:
         assert torch.equal(out.logits, plain)
     edges = block_edges(301, 16)
-    recorded = trace.records[kind].sums
+    recorded = trace.records[kind].block_sums
     assert recorded.shape == (2, 4, 16, 16) and trace.summed_blocks(kind) == 16
     assert_close_f32(recorded, _block_sums_of(trace.attention[kind], edges, edges), 1e-5)
     # whole-model tiles from them: joined in equal groups, the map's block means
     ov = trace.attention_overviews(kind, 1, size=8, reduce="mean")
-    assert ov.row_edges == edges[::2] and trace._sums_cache == {}  # nothing recomputed
+    assert ov.row_edges == edges[::2] and trace._block_sums_cache == {}  # nothing recomputed
     want = _block_sums_of(trace.attention[kind][1], ov.row_edges, ov.col_edges)
     cells = torch.outer(*(torch.tensor(e).diff().float() for e in (ov.row_edges, ov.col_edges)))
     assert_close_f32(ov.values, want / cells, 1e-6)
@@ -228,17 +228,19 @@ def test_a_layers_block_means_are_summed_by_the_fused_kernel_when_the_pass_kept_
     full = trace.attention["decoder"][1]
     for size in (20, 64):
         ov = trace.attention_overviews("decoder", 1, size=size, reduce="mean")
-        assert ov.values.shape == (4, size, size) and ("decoder", 1, size) in trace._sums_cache
+        assert (
+            ov.values.shape == (4, size, size) and ("decoder", 1, size) in trace._block_sums_cache
+        )
         ref = pool_map(lambda rows: full[:, rows], ov.row_edges, ov.col_edges, "mean")
         assert_close_f32(ov.values, ref.values, 1e-6)
 
 
 def test_long_inputs_on_a_cpu_record_block_sums_and_short_ones_or_a_gpu_do_not():
-    from model.trace import BLOCK_SUMS, LONG_TRACE, block_sums_for
+    from model.trace import LONG_TRACE, SUMMED_BLOCKS, summed_blocks_for
 
-    assert block_sums_for(LONG_TRACE + 1, "cpu") == BLOCK_SUMS
-    assert block_sums_for(LONG_TRACE, "cpu") == 0
-    assert block_sums_for(8192, "cuda") == 0
+    assert summed_blocks_for(LONG_TRACE + 1, "cpu") == SUMMED_BLOCKS
+    assert summed_blocks_for(LONG_TRACE, "cpu") == 0
+    assert summed_blocks_for(8192, "cuda") == 0
 
 
 @pytest.mark.parametrize(

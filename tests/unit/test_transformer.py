@@ -52,8 +52,8 @@ def test_no_weight_reaches_a_future_or_padded_key(kind):
             queries_valid = (SRC if k == "encoder" else TGT) != 0
             assert torch.all(w.transpose(1, 3)[~keys_valid] == 0), "a padded key got weight"
             assert torch.all(w.transpose(1, 2)[~queries_valid] == 0), "a padded query row is not 0"
-            sums = w.sum(-1).transpose(1, 2)[queries_valid]
-            torch.testing.assert_close(sums, torch.ones_like(sums))
+            row_sums = w.sum(-1).transpose(1, 2)[queries_valid]
+            torch.testing.assert_close(row_sums, torch.ones_like(row_sums))
             assert torch.isfinite(w).all()
 
 
