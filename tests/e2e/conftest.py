@@ -78,7 +78,8 @@ def _screenshot_whole_page(page, path) -> None:
         ".map(e => e.scrollHeight))"
     )
     page.set_viewport_size({"width": viewport["width"], "height": max(height, viewport["height"])})
-    page.wait_for_timeout(300)  # let the layout settle at the new size
+    # the layout at the new size: laid out and painted by the second animation frame
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     page.screenshot(path=path, full_page=True)
     page.set_viewport_size(viewport)
 
