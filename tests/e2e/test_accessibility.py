@@ -1,5 +1,5 @@
 """The one page sweep: every page, in both languages, at a desk and on small screens, each
-page loaded once per screen and every per-page check run on that load.
+page loaded once per language and every per-page check run on that load.
 
 - WCAG 2.2 AA by axe-core (``axe-playwright-python``, offline) at 1440 px and at 390 px:
   serious and critical violations (and moderate ones) fail; the minor ones go to the report,
