@@ -15,7 +15,7 @@ import pytest
 
 from bench.loadtest import CHROMIUM, run_sessions
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("app-server-b")]
 
 SESSIONS = 4
 
