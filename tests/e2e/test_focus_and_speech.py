@@ -23,7 +23,7 @@ import pytest
 from tests.e2e.pagechecks import accessible_names, live_text, mark_unseen
 from ui.i18n import translate
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # conftest.py
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_MS = 120_000

@@ -17,7 +17,7 @@ import practice
 from tests.e2e.pagechecks import live_text, mark_unseen
 from ui.i18n import translate
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # conftest.py
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 TIMEOUT_MS = 120_000
 MAX_TABS = 120  # more stops than any page has before the end of its sidebar and main part
