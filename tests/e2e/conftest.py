@@ -2,11 +2,21 @@
 
 Chromium comes from apt (`apt-get install -y chromium fonts-noto-cjk fonts-noto-color-emoji`), never from
 `playwright install`, which downloads a browser. Without it the tests skip and say why.
+
+Under xdist the browser tests are two groups, each on its own worker with its own server
+(``app_url`` is per worker): ``app-server`` (tests/conftest.py: the page sweep, the real
+models, the token cost: the pages whose real-model runs they share through the server's
+caches) and ``app-server-b``, named by hand in the other modules. Measured back to back
+under -n 0, the group of them all kept about half a core busy (277 s of CPU in a 1,691 s
+run), so one worker for all of it was the suite's critical path; a second server costs
+about 3 s of CPU to start and 8 s to preload the models. Its script-run log and its
+streamlit log are its own (named after the worker).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +28,8 @@ from tests.e2e.pagechecks import watch_problems
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 STARTUP_SECONDS = 90  # the first run imports torch; a busy 2-core machine needs a while
+# Each xdist worker's server writes logs of its own ("-gw1"); without xdist, no suffix.
+_WORKER = f"-{os.environ['PYTEST_XDIST_WORKER']}" if "PYTEST_XDIST_WORKER" in os.environ else ""
 
 
 @pytest.fixture(scope="session")
@@ -30,13 +42,13 @@ def artifacts_dir() -> Path:
 def script_runs_log(artifacts_dir: Path) -> Path:
     """Where the app server records each script run: its time and whether it was a fragment
     rerun (bench.scripttiming), so a test can check what a click made the server do."""
-    return artifacts_dir / "script-runs.jsonl"
+    return artifacts_dir / f"script-runs{_WORKER}.jsonl"
 
 
 @pytest.fixture(scope="session")
 def app_url(artifacts_dir: Path, script_runs_log: Path):
     """Base URL of the app served by a real streamlit process, stopped after the session."""
-    log_path = artifacts_dir / "streamlit.log"
+    log_path = artifacts_dir / f"streamlit{_WORKER}.log"
     script_runs_log.unlink(missing_ok=True)
     with contextlib.ExitStack() as stack:
         try:
@@ -110,7 +122,8 @@ def _screenshot_whole_page(page, path) -> None:
         ".map(e => e.scrollHeight))"
     )
     page.set_viewport_size({"width": viewport["width"], "height": max(height, viewport["height"])})
-    page.wait_for_timeout(300)  # let the layout settle at the new size
+    # the layout at the new size: laid out and painted by the second animation frame
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     page.screenshot(path=path, full_page=True)
     page.set_viewport_size(viewport)
 

@@ -8,9 +8,13 @@ pages: each page load costs seconds, a check on a loaded page milliseconds.
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
+import numpy as np
+
+from model.hf.pieces import _bytes_to_unicode
 from ui.i18n import load_catalog, translate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,6 +215,122 @@ def zoom_problems(tab) -> list[str]:
     return found
 
 
+# --- the focus ring, in pixels ---------------------------------------------------------------
+
+# (page, what to focus: a selector, the box the reader sees around it: a selector or None):
+# every kind of control, on a page that has it. The sweep checks them on its English desk
+# visit of each page, before anything there is clicked.
+CONTROLS = {
+    "toggle": ("concept_warmup", "[data-testid=stCheckbox] input", "[data-testid=stCheckbox]"),
+    "radio": ("find_the_bug", "[data-testid=stRadio] input", "[data-testid=stRadio] label"),
+    "text input": (
+        "decoding",
+        "[data-testid=stTextInput] input",
+        "[data-testid=stTextInputRootElement]",
+    ),
+    "select box": (
+        "decoding",
+        "[data-testid=stSidebar] [data-testid=stSelectbox] input",
+        ".react-aria-ComboBox > div",
+    ),
+    "button": ("practice", "[data-testid=stMain] [data-testid=stBaseButton-secondary]", None),
+    "slider": (
+        "concept_positional",
+        "[data-testid=stSlider] input[type=range]",
+        "div:has(> div > input[type=range])",
+    ),
+    "tab": ("concept_positional", "[data-testid=stTabs] [role=tab]", None),
+    "link": ("practice", "[data-testid=stMain] [data-testid=stPageLink-NavLink]", None),
+    "multiselect": (
+        "concept_positional",
+        "[data-testid=stMultiSelect] input",
+        ".react-aria-ComboBox > div",
+    ),
+}
+RING_PAGES = {path for path, _, _ in CONTROLS.values()}
+
+
+def _luminance(rgb: np.ndarray) -> np.ndarray:
+    c = rgb.astype(float) / 255
+    c = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return c @ np.array([0.2126, 0.7152, 0.0722])
+
+
+def _shot(tab, box) -> np.ndarray:
+    from PIL import Image
+
+    png = tab.screenshot(clip=box, animations="disabled", caret="hide")
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def ring_pixels(before: np.ndarray, after: np.ndarray) -> int:
+    """How many pixels changed at 3:1 or more against what was there before."""
+    lo, hi = (
+        np.minimum(_luminance(before), _luminance(after)),
+        np.maximum(_luminance(before), _luminance(after)),
+    )
+    return int(((hi + 0.05) / (lo + 0.05) >= 3).sum())
+
+
+def ring_problem(tab, kind: str) -> str | None:
+    """Focus ``kind``'s control by keyboard focus: None if a ring 2 px wide at 3:1 appears
+    all round the box the reader sees, else what was seen (pixels, not computed styles: a
+    ring on a hidden input or cut by a parent shows in the style and not on the screen)."""
+    _, target, seen = CONTROLS[kind]
+    control = tab.locator(target).first
+    control.focus()
+    tab.evaluate(  # in the middle of the screen, so the ring all round is on it
+        "document.activeElement.scrollIntoView({block: 'center', inline: 'center'});"
+        "document.activeElement.blur()"
+    )
+    tab.wait_for_timeout(300)
+    # the box the reader sees around the control: the nearest one holding it
+    box = tab.evaluate(
+        """([target, seen]) => {
+          const el = document.querySelector(target);
+          const box = ((seen && el.closest(seen)) || el).getBoundingClientRect();
+          return {x: box.x, y: box.y, width: box.width, height: box.height};
+        }""",
+        [target, seen],
+    )
+    pad = 8
+    clip = {
+        "x": max(0, box["x"] - pad),
+        "y": max(0, box["y"] - pad),
+        "width": box["width"] + 2 * pad,
+        "height": box["height"] + 2 * pad,
+    }
+    before = _shot(tab, clip)
+    # no pointer has been pressed in this page, so a focused control shows :focus-visible
+    tab.evaluate("(t) => document.querySelector(t).focus({preventScroll: true})", target)
+    tab.wait_for_timeout(200)
+    if not tab.evaluate("document.activeElement.matches(':focus-visible')"):
+        return f"{kind}: focused, but not :focus-visible"
+    after = _shot(tab, clip)
+    perimeter = 2 * (box["width"] + box["height"])
+    # a ring 2 px wide all round: at least 2 × the perimeter at 3:1 (a 1 px border or a
+    # ring on a hidden input changes far fewer pixels)
+    if ring_pixels(before, after) < 2 * perimeter * 0.9:
+        return (
+            f"{kind}: {ring_pixels(before, after)} pixels changed at 3:1, "
+            f"a 2 px ring round {box['width']:.0f}×{box['height']:.0f} needs {2 * perimeter:.0f}"
+        )
+    return None
+
+
+def focus_ring_problems(tab, path: str) -> list[str]:
+    """Every kind of control in CONTROLS that ``path`` has, focused in turn; the focus and
+    the scroll are put back afterwards, so the page's other checks see it as loaded."""
+    found = [ring_problem(tab, kind) for kind, (at, _, _) in CONTROLS.items() if at == path]
+    tab.evaluate(
+        "document.activeElement?.blur();"
+        "[document.scrollingElement, ...document.querySelectorAll("
+        "'[data-testid=stMain], [data-testid=stMain] *')]"
+        ".forEach(e => { if (e.scrollTop) e.scrollTop = 0; })"
+    )
+    return [f for f in found if f]
+
+
 # --- what a screen reader is told ------------------------------------------------------------
 
 # Roles whose name is content, not the interface's words: table cells hold tokens.
@@ -262,6 +382,34 @@ def english_names(context, tab, allowed: set[str]) -> list[str]:
         if words:
             found.append(f"{role} “{name[:80]}” ({', '.join(words[:4])})")
     return found
+
+
+# --- what the live region says ---------------------------------------------------------------
+
+
+def live_text(tab) -> str:
+    """The live region's text once it has been said (it is emptied, then filled)."""
+    tab.wait_for_function(
+        """() => {
+          const live = document.getElementById('lab-live');
+          return live && live.textContent && live.dataset.seen !== 'yes';
+        }""",
+        timeout=TIMEOUT_MS,
+    )
+    return tab.evaluate(
+        """() => { const live = document.getElementById('lab-live');
+                   live.dataset.seen = 'yes'; return live.textContent; }"""
+    )
+
+
+def mark_unseen(tab) -> None:
+    """Forget what the live region said, so the next announcement (even the same text) is new."""
+    tab.evaluate(
+        """() => { const live = document.getElementById('lab-live');
+                   live.dataset.seen = 'yes';
+                   new MutationObserver((_, o) => { if (live.textContent) { delete live.dataset.seen; o.disconnect(); } })
+                     .observe(live, {childList: true, characterData: true, subtree: true}); }"""
+    )
 
 
 # --- the page's chrome in its language -----------------------------------------------------
@@ -324,6 +472,33 @@ def chart_code_problems(page, lang: str) -> list[str]:
         ".test(e.name))"
     )
     return [] if fetched else ["plotly.js not fetched ahead of the first chart"]
+
+
+# Byte stand-ins a raw byte-level piece would show (ì í ë Ġ Ċ ...), SentencePiece's ▁, and the
+# replacement character a cut UTF-8 sequence decodes to. The lab's own marks stay.
+MOJIBAKE = {c for b, c in _bytes_to_unicode().items() if b >= 0x80 or b <= 0x20} | {"▁", "\ufffd"}
+MOJIBAKE -= {"·", "×", "÷"}  # the lab's own part mark and the table's signs
+
+
+def mojibake_in(text: str) -> list[str]:
+    """The byte stand-ins in ``text``, a byte's own part mark (" · 1/3") aside."""
+    return sorted({c for c in re.sub(r" · \d+/\d+", "", text) if c in MOJIBAKE})
+
+
+def token_cost_problems(page, lang: str, shot: Path) -> list[str]:
+    """The family page's token-cost table: a Korean sentence's tokens read as Korean (MiniLM's
+    jamo for 안), never as byte stand-ins; the table saved as ``shot``."""
+    table = page.get_by_test_id("stTable").filter(
+        has_text=translate("tokens.cost.col.korean", lang)
+    )
+    table.wait_for(timeout=TIMEOUT_MS)
+    found = [] if "ᄋ | ##ᅡ | ##ᆫ" in table.inner_text() else ["no MiniLM jamo for 안"]
+    found += [
+        f"byte stand-in {c!r}" for c in mojibake_in(page.get_by_test_id("stMain").inner_text())
+    ]
+    table.scroll_into_view_if_needed()
+    table.screenshot(path=shot)
+    return found
 
 
 # Checks of one page that need it loaded and nothing else, after the others (a hovered chart

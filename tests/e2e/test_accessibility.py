@@ -1,5 +1,5 @@
 """The one page sweep: every page, in both languages, at a desk and on small screens, each
-page loaded once per screen and every per-page check run on that load.
+page loaded once per language and every per-page check run on that load.
 
 - WCAG 2.2 AA by axe-core (``axe-playwright-python``, offline) at 1440 px and at 390 px:
   serious and critical violations (and moderate ones) fail; the minor ones go to the report,
@@ -12,9 +12,22 @@ page loaded once per screen and every per-page check run on that load.
   of Streamlit's own English, no control or formula cut off; the training page's uploader,
   the explorer's chart toolbar and the home page's early plotly.js. Screenshots (the first
   screen) in tests/artifacts/chrome-<page>-<lang>-<width>.png.
+- The family page's token-cost table at 1440 px and on a phone: a Korean sentence's tokens
+  read as Korean (MiniLM's jamo), no byte stand-ins on the page; the table in
+  tests/artifacts/token-cost-<lang>-<width>.png.
+- The focus ring is seen on every kind of control (pagechecks.CONTROLS, on the English desk
+  visit of the page that has it): a screenshot of the control focused differs from one
+  unfocused by a ring at least 2 px wide, at 3:1 or more against what was there before.
 - On a phone (390 px): every target at least 24 × 24 px, no chart text past its chart, no
-  formula that scrolls unseen; the same tab widened to 720 px (a 1440 px screen at 200 %
-  zoom): the sidebar stays collapsed, the page reflows, every Tab stop is on the screen.
+  formula that scrolls unseen; then 720 px (a 1440 px screen at 200 % zoom): the sidebar
+  stays collapsed, the page reflows, every Tab stop is on the screen.
+
+Each page is loaded once per language, at 1440 px; the 1024 px, phone and 200 % checks
+follow on the same tab narrowed. The app knows nothing of the window's width (its layout is
+CSS, and Streamlit collapses the sidebar below its breakpoint on a resize as on a load), so
+a narrowed tab draws what a phone's first load draws, without the page's second script
+run; tests/e2e/test_focus_and_speech.py opens a page on a phone and at 200 % from the start
+(the sidebar collapsed from the first frame).
 
 The checks themselves are in tests/e2e/pagechecks.py. A new check of every page goes there
 and into a visit below, never into a new loop over the pages (see the README's Tests).
@@ -28,12 +41,15 @@ from bench.browser import app_pages
 from tests.e2e.pagechecks import (
     CHROME_ADDRESSES,
     PAGE_CHECKS,
+    RING_PAGES,
     ROOT,
     TITLES,
     allowed_english,
     english_names,
+    focus_ring_problems,
     phone_problems,
     text_problems,
+    token_cost_problems,
     watch_problems,
     zoom_problems,
 )
@@ -67,11 +83,23 @@ _SETTLED_JS = """() => {
 }"""
 
 
-def settle(tab, pause_ms: int = 300) -> None:
+# Two animation frames: the a11y script re-applies its labels on the next one.
+_NEXT_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+
+
+def settle(tab) -> None:
     tab.locator("[data-testid=stMain] h1").first.wait_for(timeout=TIMEOUT_MS)
     tab.wait_for_function(_SETTLED_JS, timeout=TIMEOUT_MS)
     tab.evaluate("document.fonts.ready")
-    tab.wait_for_timeout(pause_ms)  # the a11y script re-applies on the next animation frame
+    tab.evaluate(_NEXT_FRAMES_JS)
+
+
+def narrow(tab, viewport: dict) -> None:
+    """The tab at another width: columns and charts reflow (CSS and plotly's own resize, no
+    script run), then the page is settled again."""
+    tab.set_viewport_size(viewport)
+    tab.wait_for_timeout(400)  # plotly redraws a chart a moment after its box changed
+    settle(tab)
 
 
 def _tab(browser, app_url, viewport: dict):
@@ -82,18 +110,9 @@ def _tab(browser, app_url, viewport: dict):
 
 @pytest.fixture(scope="module")
 def desk(browser, app_url):
-    """One desk tab (1440 px, then 1024) for the whole sweep: pages and languages change,
-    the tab stays."""
+    """One tab for the whole sweep: each page opened at 1440 px, then narrowed to 1024, 390
+    and 720; pages and languages change, the tab stays."""
     context, tab = _tab(browser, app_url, DESK)
-    yield context, tab
-    context.close()
-
-
-@pytest.fixture(scope="module")
-def small(browser, app_url):
-    """One small-screen tab: each page is opened at 390 px (so the sidebar starts collapsed,
-    as on a phone), then widened to 720 px (200 % zoom)."""
-    context, tab = _tab(browser, app_url, PHONE)
     yield context, tab
     context.close()
 
@@ -184,8 +203,7 @@ def chrome_problems(tab, path: str, lang: str, clipped, name: str, artifacts_dir
     found += text_problems(tab, path, lang)
     for viewport in (DESK, NARROW_DESK):
         if viewport is NARROW_DESK:
-            tab.set_viewport_size(viewport)
-            tab.wait_for_timeout(400)  # columns and charts reflow
+            narrow(tab, viewport)
         width = viewport["width"]
         tab.screenshot(path=artifacts_dir / f"chrome-{name}-{lang}-{width}.png")
         found += [f"cut at {width} px: {c}" for c in clipped(tab)]
@@ -194,11 +212,11 @@ def chrome_problems(tab, path: str, lang: str, clipped, name: str, artifacts_dir
     return found
 
 
-@pytest.mark.timeout(600)  # two page loads, two axe runs and every check, on a busy machine
+@pytest.mark.timeout(600)  # a page load, two axe runs and every check, on a busy machine
 @pytest.mark.parametrize("lang", list(LANGUAGES))
 @pytest.mark.parametrize(("path", "query"), CASES, ids=IDS)
 def test_every_page_in_both_languages_on_every_screen(
-    desk, small, axe, report, titles, clipped_controls, clipped_formulas, artifacts_dir,
+    desk, axe, report, titles, clipped_controls, clipped_formulas, artifacts_dir,
     path, query, lang,
 ):  # fmt: skip
     plain = not query
@@ -217,21 +235,27 @@ def test_every_page_in_both_languages_on_every_screen(
         titles[(lang, path)] = tab.title()
         if lang == "ko":
             found["English names"] = english_names(context, tab, _allowed())
+        if lang == "en" and path in RING_PAGES:  # before anything on the page is clicked
+            found["focus ring"] = focus_ring_problems(tab, path)
+    token_cost = plain and path == "concept_family"
+    if token_cost:
+        shot = artifacts_dir / f"token-cost-{lang}-{DESK['width']}.png"
+        found["token cost"] = token_cost_problems(tab, lang, shot)
     if path in TITLES and (query or path not in CHROME_ADDRESSES):
         clipped = lambda t: clipped_controls(t) + clipped_formulas(t)  # noqa: E731
         found["chrome"] = chrome_problems(tab, path, lang, clipped, name, artifacts_dir)
         found["console"] = list(tab.problems)
     if plain:
-        context, tab = small
-        tab.set_viewport_size(PHONE)
-        tab.goto(f"/{path}?lang={lang}")
-        settle(tab)
+        tab.mouse.move(0, 0)  # no chart left hovered (the toolbar check hovers one)
+        narrow(tab, PHONE)
         found["axe on a phone"] = axe_problems(tab, axe, report, path, lang)
         found["phone"] = phone_problems(tab)
-        tab.set_viewport_size(ZOOM200)
-        tab.wait_for_timeout(400)  # columns and charts reflow
-        settle(tab)
+        if token_cost:
+            shot = artifacts_dir / f"token-cost-{lang}-{PHONE['width']}.png"
+            found["token cost"] += token_cost_problems(tab, lang, shot)
+        narrow(tab, ZOOM200)
         found["200 % zoom"] = zoom_problems(tab)
+        found["console"] = list(tab.problems)
     found = {what: lines for what, lines in found.items() if lines}
     assert not found, f"/{path}?{query} in {lang}:\n" + "\n".join(
         f"{what}:\n  " + "\n  ".join(lines) for what, lines in found.items()

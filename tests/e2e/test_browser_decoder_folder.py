@@ -11,7 +11,7 @@ import pytest
 from tests.hf_folders import build_decoder_folder
 from ui.i18n import translate
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 TIMEOUT_MS = 120_000
 VISIBLE_CHART = "[data-testid=stPlotlyChart] .main-svg >> visible=true"

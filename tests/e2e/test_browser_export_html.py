@@ -9,7 +9,7 @@ import pytest
 
 from ui.i18n import translate
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 TIMEOUT_MS = 90_000
 

@@ -11,7 +11,7 @@ import pytest
 
 from ui.i18n import translate
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 TIMEOUT_MS = 60_000

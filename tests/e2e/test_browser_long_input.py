@@ -13,7 +13,7 @@ from tests.hf_folders import build_long_folder, long_text
 from ui.i18n import translate
 from ui.maps import WINDOW_MAX
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 TIMEOUT_MS = 240_000
 FRAME_BYTES_MAX = 2 * 10**6

@@ -1,5 +1,10 @@
 """Practice in a real browser: a class-set link shows two students the same exercise, and
-answering shows the feedback, in English and Korean; screenshots in tests/artifacts/."""
+answering shows the feedback, in English and Korean; screenshots in tests/artifacts/.
+
+The second student answers wrong twice: the live region says "Not right" with the hint,
+again on the identical second try, now with the worked solution, and after Check the focus
+is on the feedback (what a screen-reader user hears; on the page both students open, so it
+costs no page load of its own)."""
 
 from __future__ import annotations
 
@@ -8,9 +13,10 @@ import re
 import pytest
 
 import practice
+from tests.e2e.pagechecks import live_text, mark_unseen
 from ui.i18n import translate
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 TIMEOUT_MS = 120_000
@@ -38,6 +44,30 @@ def answer(tab, lang: str, text: str) -> None:
     tab.get_by_role("button", name=translate("practice.check", lang)).click()
 
 
+def wrong_twice_is_said(tab, lang: str, ex) -> None:
+    """A wrong answer says so in words and moves the focus to the feedback; the same wrong
+    answer again is said again, now with the worked solution."""
+    not_right = translate("practice.not_right", lang)
+    wrong = ", ".join(f"{v + 1:.3f}" for v in ex.answer[0])
+    check = tab.get_by_role("button", name=translate("practice.check", lang))
+    field = translate("practice.field.out", lang, step="").strip()[:8]
+    tab.locator(f"[data-testid=stForm] input[aria-label^='{field}']").first.fill(wrong)
+    mark_unseen(tab)
+    check.click()
+    first = live_text(tab)
+    assert first.startswith(not_right), first
+    tab.wait_for_function(
+        "document.activeElement && document.activeElement.closest('.st-key-practice_feedback')"
+    )
+    mark_unseen(tab)
+    check.click()
+    second = live_text(tab)
+    assert second.startswith(first.split(".")[0]), (first, second)
+    assert second.endswith(translate("practice.solution_shown", lang)), second
+    # and the feedback seen says it in words too, not only in red
+    assert tab.locator(".st-key-practice_feedback").get_by_text(not_right).count()
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_a_class_set_link_gives_two_students_the_same_exercise_and_feedback(
     browser, app_url, artifacts_dir, screenshot_whole_page, page, lang
@@ -45,6 +75,7 @@ def test_a_class_set_link_gives_two_students_the_same_exercise_and_feedback(
     link = f"/practice?seed={SEED}&topic={TOPIC}&lang={lang}"
     page.goto(link)
     first = wait_for_exercise(page, lang)
+    ex = practice.make(*practice.item(SEED, TOPIC, 0))
     other = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=app_url)
     try:
         tab = other.new_page()
@@ -54,10 +85,10 @@ def test_a_class_set_link_gives_two_students_the_same_exercise_and_feedback(
         assert tab.get_by_test_id("stMain").get_by_text(prompt).first.inner_text() == (
             page.get_by_test_id("stMain").get_by_text(prompt).first.inner_text()
         )
+        wrong_twice_is_said(tab, lang, ex)  # the second student, heard by a screen reader
     finally:
         other.close()
 
-    ex = practice.make(*practice.item(SEED, TOPIC, 0))
     assert translate(f"practice.kind.{ex.kind}", lang) in first
     # A wrong answer (the unbiased variance) first: its own hint.
     unbiased = next(w for w in ex.wrong if w.key.endswith(".unbiased"))

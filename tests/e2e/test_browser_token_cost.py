@@ -1,23 +1,21 @@
-"""The family page's token-cost table in a real browser, in English and Korean, on a wide
-screen and a phone: a Korean sentence's tokens read as Korean (jamo, syllables and their
-byte parts), never as byte stand-ins."""
+"""The family page's token-cost table in a real browser, with the real decoders asked for: a
+Korean sentence's tokens read as Korean (syllables and their byte parts), never as byte
+stand-ins, on a wide screen and a phone.
+
+The table of the page as it opens (MiniLM's jamo, in English and Korean, at 1440 px and on a
+phone) is checked by the one page sweep, tests/e2e/test_accessibility.py, on its load of the
+page (pagechecks.token_cost_problems)."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from model.hf.pieces import _bytes_to_unicode
-from tests.e2e.pagechecks import phone_problems
+from tests.e2e.pagechecks import mojibake_in, phone_problems
 from ui.i18n import translate
 
 pytestmark = pytest.mark.browser
 
 TIMEOUT_MS = 240_000
-# Byte stand-ins a raw byte-level piece would show (ì í ë Ġ Ċ ...), and SentencePiece's ▁.
-MOJIBAKE = {c for b, c in _bytes_to_unicode().items() if b >= 0x80 or b <= 0x20} | {"▁"}
-MOJIBAKE -= {"·", "×", "÷"}  # the lab's own part mark and the table's signs
 
 
 def settled(page) -> None:
@@ -31,27 +29,6 @@ def cost_table(page, lang: str):
     table = page.get_by_test_id("stTable").filter(has_text=header)
     table.wait_for(timeout=TIMEOUT_MS)
     return table
-
-
-def mojibake_in(text: str) -> list[str]:
-    return sorted({c for c in re.sub(r" · \d+/\d+", "", text) if c in MOJIBAKE})
-
-
-@pytest.mark.parametrize("width", [1440, 390])
-@pytest.mark.parametrize("lang", ["en", "ko"])
-def test_the_token_cost_table_reads_korean_as_korean(
-    page, artifacts_dir, screenshot_whole_page, lang, width
-):
-    page.set_viewport_size({"width": width, "height": 900 if width > 400 else 844})
-    page.goto(f"/concept_family?lang={lang}")
-    page.get_by_text(translate("tokens.cost.title", lang)).wait_for(timeout=TIMEOUT_MS)
-    table = cost_table(page, lang)
-    settled(page)
-    text = table.inner_text()
-    assert "ᄋ | ##ᅡ | ##ᆫ" in text  # MiniLM's jamo for 안
-    assert mojibake_in(page.get_by_test_id("stMain").inner_text()) == []
-    table.scroll_into_view_if_needed()
-    screenshot_whole_page(page, artifacts_dir / f"token-cost-{lang}-{width}.png")
 
 
 def test_the_real_decoders_show_syllables_and_their_byte_parts(page, artifacts_dir):

@@ -3,31 +3,27 @@
 - Focus stays on what is seen: with the sidebar collapsed (a phone, 200 % zoom) no Tab stop
   lies in it or off the screen; opening it moves the focus into it, Escape closes it and
   gives the focus back to its button.
-- (At 200 % zoom every page reflows, every Tab stop is on the screen, and every page has its
-  own title and in Korean names nothing in English: the one page sweep,
-  tests/e2e/test_accessibility.py, checks these on each page's one load.)
-- The focus ring is seen on every kind of control: a screenshot of the control focused
-  differs from one unfocused by a ring at least 2 px wide, at 3:1 or more against what was
-  there before (pixels, not computed styles: a ring on a hidden input or cut by a parent
-  shows in the style and not on the screen).
-- The live region says what a press changed: a decoding step, a wrong answer (twice), the
-  worked solution; after Check the focus is on the feedback.
+- (At 200 % zoom every page reflows, every Tab stop is on the screen, every page has its
+  own title and in Korean names nothing in English, and the focus ring is seen on every
+  kind of control, in pixels: the one page sweep, tests/e2e/test_accessibility.py, checks
+  these on each page's one load.)
+- The live region says what a press changed: the worked solution asked for. (A wrong
+  answer, twice, then the worked solution, and the focus on the feedback after Check: the
+  second student of tests/e2e/test_browser_practice.py, on the class-set page both students
+  open; a decoding step said with its token: tests/e2e/test_keyboard.py, on its walk
+  through decoding.)
 """
 
 from __future__ import annotations
 
-import io
-import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-import practice
-from tests.e2e.pagechecks import accessible_names
+from tests.e2e.pagechecks import accessible_names, live_text, mark_unseen
 from ui.i18n import translate
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_MS = 120_000
@@ -39,11 +35,16 @@ _SETTLED_JS = """() => {
 }"""
 
 
-def settle(tab) -> None:
+# Two animation frames: the a11y script re-applies its labels on the next one.
+_NEXT_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+
+
+def settle(tab, pressed: bool = True) -> None:
     tab.locator("[data-testid=stMain] h1").first.wait_for(timeout=TIMEOUT_MS)
-    tab.wait_for_timeout(400)  # a rerun starts a moment after a press
+    if pressed:
+        tab.wait_for_timeout(400)  # a rerun starts a moment after a press
     tab.wait_for_function(_SETTLED_JS, timeout=TIMEOUT_MS)
-    tab.wait_for_timeout(300)  # the a11y script re-applies on the next animation frame
+    tab.evaluate(_NEXT_FRAMES_JS)
 
 
 def open_page(browser, app_url, path: str, lang: str, width: int, height: int, scale: float = 1):
@@ -55,7 +56,7 @@ def open_page(browser, app_url, path: str, lang: str, width: int, height: int, s
     context.set_default_navigation_timeout(TIMEOUT_MS)
     tab = context.new_page()
     tab.goto(f"/{path}{'&' if '?' in path else '?'}lang={lang}")
-    settle(tab)
+    settle(tab, pressed=False)  # a load: its script run is under way once the h1 is drawn
     return context, tab
 
 
@@ -122,205 +123,13 @@ def test_a_collapsed_sidebar_takes_no_tab_stop_and_escape_closes_it(browser, app
         context.close()
 
 
-def _luminance(rgb: np.ndarray) -> np.ndarray:
-    c = rgb.astype(float) / 255
-    c = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
-    return c @ np.array([0.2126, 0.7152, 0.0722])
-
-
-def _shot(tab, box) -> np.ndarray:
-    from PIL import Image
-
-    png = tab.screenshot(clip=box, animations="disabled", caret="hide")
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
-
-
-def ring_pixels(before: np.ndarray, after: np.ndarray) -> int:
-    """How many pixels changed at 3:1 or more against what was there before."""
-    lo, hi = (
-        np.minimum(_luminance(before), _luminance(after)),
-        np.maximum(_luminance(before), _luminance(after)),
-    )
-    return int(((hi + 0.05) / (lo + 0.05) >= 3).sum())
-
-
-# (page, what to focus: a selector, the box the reader sees around it: a selector or None)
-CONTROLS = {
-    "toggle": ("concept_warmup", "[data-testid=stCheckbox] input", "[data-testid=stCheckbox]"),
-    "radio": ("find_the_bug", "[data-testid=stRadio] input", "[data-testid=stRadio] label"),
-    "text input": (
-        "decoding",
-        "[data-testid=stTextInput] input",
-        "[data-testid=stTextInputRootElement]",
-    ),
-    "select box": (
-        "decoding",
-        "[data-testid=stSidebar] [data-testid=stSelectbox] input",
-        ".react-aria-ComboBox > div",
-    ),
-    "button": ("practice", "[data-testid=stMain] [data-testid=stBaseButton-secondary]", None),
-    "slider": (
-        "concept_positional",
-        "[data-testid=stSlider] input[type=range]",
-        "div:has(> div > input[type=range])",
-    ),
-    "tab": ("concept_positional", "[data-testid=stTabs] [role=tab]", None),
-    "link": ("practice", "[data-testid=stMain] [data-testid=stPageLink-NavLink]", None),
-    "multiselect": (
-        "concept_positional",
-        "[data-testid=stMultiSelect] input",
-        ".react-aria-ComboBox > div",
-    ),
-}
-
-
-# The pages those controls are on: each opened once for all of its kinds.
-CONTROL_PAGES = sorted({path for path, _, _ in CONTROLS.values()})
-
-
-def ring_problem(tab, kind: str) -> str | None:
-    """Focus ``kind``'s control by keyboard focus: None if a ring 2 px wide at 3:1 appears
-    all round the box the reader sees, else what was seen."""
-    _, target, seen = CONTROLS[kind]
-    control = tab.locator(target).first
-    control.focus()
-    tab.evaluate(  # in the middle of the screen, so the ring all round is on it
-        "document.activeElement.scrollIntoView({block: 'center', inline: 'center'});"
-        "document.activeElement.blur()"
-    )
-    tab.wait_for_timeout(300)
-    # the box the reader sees around the control: the nearest one holding it
-    box = tab.evaluate(
-        """([target, seen]) => {
-          const el = document.querySelector(target);
-          const box = ((seen && el.closest(seen)) || el).getBoundingClientRect();
-          return {x: box.x, y: box.y, width: box.width, height: box.height};
-        }""",
-        [target, seen],
-    )
-    pad = 8
-    clip = {
-        "x": max(0, box["x"] - pad),
-        "y": max(0, box["y"] - pad),
-        "width": box["width"] + 2 * pad,
-        "height": box["height"] + 2 * pad,
-    }
-    before = _shot(tab, clip)
-    # no pointer has been used in this tab, so a focused control shows :focus-visible
-    tab.evaluate("(t) => document.querySelector(t).focus({preventScroll: true})", target)
-    tab.wait_for_timeout(200)
-    if not tab.evaluate("document.activeElement.matches(':focus-visible')"):
-        return f"{kind}: focused, but not :focus-visible"
-    after = _shot(tab, clip)
-    perimeter = 2 * (box["width"] + box["height"])
-    # a ring 2 px wide all round: at least 2 × the perimeter at 3:1 (a 1 px border or a
-    # ring on a hidden input changes far fewer pixels)
-    if ring_pixels(before, after) < 2 * perimeter * 0.9:
-        return (
-            f"{kind}: {ring_pixels(before, after)} pixels changed at 3:1, "
-            f"a 2 px ring round {box['width']:.0f}×{box['height']:.0f} needs {2 * perimeter:.0f}"
-        )
-    return None
-
-
-@pytest.mark.parametrize("path", CONTROL_PAGES)
-def test_the_focus_ring_is_seen_on_every_kind_of_control(browser, app_url, path):
-    """Every kind of control in CONTROLS, on the page that has it (one load per page)."""
-    context, tab = open_page(browser, app_url, path, "en", 1440, 900)
-    try:
-        found = [ring_problem(tab, kind) for kind, (at, _, _) in CONTROLS.items() if at == path]
-    finally:
-        context.close()
-    assert not [f for f in found if f], found
-
-
 # --- what a screen reader hears ----------------------------------------------------------------
-
-
-def live_text(tab, previous: str | None = None) -> str:
-    """The live region's text once it has been said (it is emptied, then filled)."""
-    tab.wait_for_function(
-        """(previous) => {
-          const live = document.getElementById('lab-live');
-          return live && live.textContent && live.dataset.seen !== 'yes';
-        }""",
-        arg=previous,
-        timeout=TIMEOUT_MS,
-    )
-    return tab.evaluate(
-        """() => { const live = document.getElementById('lab-live');
-                   live.dataset.seen = 'yes'; return live.textContent; }"""
-    )
-
-
-def _mark_unseen(tab) -> None:
-    """Forget what the live region said, so the next announcement (even the same text) is new."""
-    tab.evaluate(
-        """() => { const live = document.getElementById('lab-live');
-                   live.dataset.seen = 'yes';
-                   new MutationObserver((_, o) => { if (live.textContent) { delete live.dataset.seen; o.disconnect(); } })
-                     .observe(live, {childList: true, characterData: true, subtree: true}); }"""
-    )
-
-
-@pytest.mark.parametrize("lang", ["en", "ko"])
-def test_a_decoding_step_is_said_with_its_token(browser, app_url, lang):
-    context, tab = open_page(browser, app_url, "decoding", lang, 1440, 900)
-    try:
-        assert tab.locator("#lab-live[aria-live=polite]").count() == 1
-        _mark_unseen(tab)
-        tab.get_by_role("button", name=translate("decoding.step", lang)).click()
-        said = live_text(tab)
-        template = re.escape(
-            translate("decoding.say_step", lang, step=1, total="TOTAL", token="TOKEN")
-        )
-        pattern = template.replace("TOTAL", r"\d+").replace("TOKEN", "(.+)")
-        match = re.fullmatch(pattern, said)
-        assert match, f"{said!r} is not the step's sentence"
-        # the token said is the one the page shows as chosen
-        shown = tab.locator("[data-testid=stMain] code").all_inner_texts()
-        assert match.group(1) in shown, (match.group(1), shown)
-    finally:
-        context.close()
-
-
-@pytest.mark.parametrize("lang", ["en", "ko"])
-def test_wrong_answers_the_solution_and_the_focus_after_check_are_said(browser, app_url, lang):
-    seed, topic = 2026, "layernorm"  # set 2026 opens on the layernorm kind (numbers)
-    context, tab = open_page(
-        browser, app_url, f"practice?seed={seed}&topic={topic}", lang, 1440, 900
-    )
-    not_right = translate("practice.not_right", lang)
-    ex = practice.make(*practice.item(seed, topic, 0))
-    wrong = ", ".join(f"{v + 1:.3f}" for v in ex.answer[0])
-    try:
-        check = tab.get_by_role("button", name=translate("practice.check", lang))
-        field = translate("practice.field.out", lang, step="").strip()[:8]
-        tab.locator(f"[data-testid=stForm] input[aria-label^='{field}']").first.fill(wrong)
-        _mark_unseen(tab)
-        check.click()
-        first = live_text(tab)
-        # a wrong answer says so in words, and the focus is on the feedback
-        assert first.startswith(not_right), first
-        tab.wait_for_function(
-            "document.activeElement && document.activeElement.closest('.st-key-practice_feedback')"
-        )
-        # the same wrong answer again: said again, now with the worked solution
-        _mark_unseen(tab)
-        check.click()
-        second = live_text(tab)
-        assert second.startswith(first.split(".")[0]), (first, second)
-        assert second.endswith(translate("practice.solution_shown", lang)), second
-        # and the feedback seen says it in words too, not only in red
-        assert tab.locator(".st-key-practice_feedback").get_by_text(not_right).count()
-    finally:
-        context.close()
 
 
 def test_asking_for_the_solution_is_said(browser, app_url):
     context, tab = open_page(browser, app_url, "practice", "ko", 1440, 900)
     try:
-        _mark_unseen(tab)
+        mark_unseen(tab)
         tab.get_by_role("button", name=translate("practice.show_solution", "ko")).click()
         assert live_text(tab) == translate("practice.solution_shown", "ko")
     finally:
@@ -341,30 +150,47 @@ _NORM_PANELS_JS = """() => {
 }"""
 
 
-@pytest.mark.parametrize(("width", "side_by_side"), [(390, False), (1024, False), (1440, True)])
-def test_the_norm_panels_stack_where_they_would_be_narrow(browser, app_url, width, side_by_side):
+# width -> whether the panels stand side by side there (1024 px: beside the open sidebar)
+SIDE_BY_SIDE = {1440: True, 1024: False, 390: False}
+
+
+def norm_panels(tab, width: int) -> list[dict]:
+    """The panels at ``width``: the tab narrowed to it (the stacking is CSS, a container
+    query: no script run), once plotly has redrawn the charts at their new size."""
+    if tab.viewport_size["width"] != width:
+        tab.set_viewport_size({"width": width, "height": 900})
+        tab.wait_for_timeout(500)
+    tab.locator(".st-key-axes_bn_cols_chart .main-svg").first.wait_for(
+        state="attached", timeout=TIMEOUT_MS
+    )
+    tab.wait_for_timeout(500)
+    return tab.evaluate(_NORM_PANELS_JS)
+
+
+@pytest.mark.parametrize(("lang", "widths"), [("en", (1440, 1024, 390)), ("ko", (390,))])
+def test_the_norm_panels_stack_where_they_would_be_narrow(browser, app_url, lang, widths):
     """Layer norm vs batch norm: three panels side by side on a wide screen; on a phone, and
     beside the sidebar at 1024 px, one under the other as wide as the page, each with the
-    numbers in its cells (three panels in one figure were too crowded at 390 px)."""
-    for lang in ("en", "ko") if width == 390 else ("en",):
-        context, tab = open_page(
-            browser, app_url, "concept_layernorm?model=en2ko", lang, width, 900
-        )
-        try:
-            tab.locator(".st-key-axes_bn_cols_chart .main-svg").first.wait_for(
-                state="attached", timeout=TIMEOUT_MS
-            )
-            tab.wait_for_timeout(500)
-            panels = tab.evaluate(_NORM_PANELS_JS)
-        finally:
-            context.close()
+    numbers in its cells (three panels in one figure were too crowded at 390 px). English
+    is opened at 1440 px and narrowed; Korean is opened on a phone."""
+    context, tab = open_page(
+        browser, app_url, "concept_layernorm?model=en2ko", lang, widths[0], 900
+    )
+    try:
+        seen = {width: norm_panels(tab, width) for width in widths}
+    finally:
+        context.close()
+    for width, panels in seen.items():
         tops = [p["top"] for p in panels]
-        if side_by_side:
-            assert len({p["left"] for p in panels}) == 3 and max(tops) - min(tops) < 2, panels
+        if SIDE_BY_SIDE[width]:
+            assert len({p["left"] for p in panels}) == 3 and max(tops) - min(tops) < 2, (
+                width,
+                panels,
+            )
         else:
-            assert len({p["left"] for p in panels}) == 1 and tops == sorted(tops), panels
-            assert all(p["share"] > 0.9 for p in panels), panels
-        assert all(p["numbers"] == panels[0]["numbers"] > 0 for p in panels), panels
+            assert len({p["left"] for p in panels}) == 1 and tops == sorted(tops), (width, panels)
+            assert all(p["share"] > 0.9 for p in panels), (width, panels)
+        assert all(p["numbers"] == panels[0]["numbers"] > 0 for p in panels), (width, panels)
 
 
 # --- what a screen reader hears in the explorer's chart region --------------------------------

@@ -1,9 +1,10 @@
 """Keyboard only, in both languages: Tab, Shift+Tab, Enter, Space, the arrow keys, and typing.
 
 Four flows a student must be able to do without a mouse: type a sentence in the explorer and
-reach its chart's summary (and the table behind it); step through decoding; answer an
-exercise and read its feedback; switch the language. At every stop the focus is visible (a
-ring of at least 2 px), and nothing traps it: Tab leaves the head view's frame again.
+reach its chart's summary (and the table behind it); step through decoding, each step said
+by the live region with the token it chose; answer an exercise and read its feedback;
+switch the language. At every stop the focus is visible (a ring of at least 2 px), and
+nothing traps it: Tab leaves the head view's frame again.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import re
 import pytest
 
 import practice
+from tests.e2e.pagechecks import live_text, mark_unseen
 from ui.i18n import translate
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 TIMEOUT_MS = 120_000
 MAX_TABS = 120  # more stops than any page has before the end of its sidebar and main part
@@ -137,23 +139,39 @@ def test_the_head_view_frame_does_not_trap_the_focus(page, lang):
     tab_to(page, lambda f: f["tag"] == "IFRAME", key="Shift+Tab")
 
 
+def heard_step(page, lang: str, step: int) -> None:
+    """The live region said ``step`` with its token, the one the page shows as chosen
+    (call mark_unseen before the key press)."""
+    said = live_text(page)
+    template = re.escape(
+        translate("decoding.say_step", lang, step=step, total="TOTAL", token="TOKEN")
+    )
+    match = re.fullmatch(template.replace("TOTAL", r"\d+").replace("TOKEN", "(.+)"), said)
+    assert match, f"{said!r} is not step {step}'s sentence"
+    settle(page)
+    shown = page.locator("[data-testid=stMain] code").all_inner_texts()
+    assert match.group(1) in shown, (match.group(1), shown)
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_step_through_decoding(page, lang):
+def test_step_through_decoding_and_hear_each_steps_token(page, lang):
     page.goto(f"/decoding?lang={lang}")
     settle(page)
+    assert page.locator("#lab-live[aria-live=polite]").count() == 1
     step = translate("decoding.step", lang)
     tab_to(page, text_is(step))
     progress = page.get_by_test_id("stProgress")
     first = progress.inner_text()
+    mark_unseen(page)
     page.keyboard.press("Enter")
-    settle(page)
-    second = progress.inner_text()
-    assert second != first
+    heard_step(page, lang, 1)
+    assert progress.inner_text() != first
     # the focus stays on Step, so Space takes the next step
     if not text_is(step)(focused(page)):
         tab_to(page, text_is(step))
+    mark_unseen(page)
     page.keyboard.press("Space")
-    settle(page)
+    heard_step(page, lang, 2)
     numbers = [int(n) for n in re.findall(r"\d+", progress.inner_text())[:1]]
     assert numbers and numbers[0] == int(re.findall(r"\d+", first)[0]) + 2
     assert page.problems == []
