@@ -120,6 +120,42 @@ def hf_folders(tmp_path_factory):
     return build_folders(tmp_path_factory)
 
 
+def scan_components_once() -> None:
+    """Streamlit's installed-component scan, done once per process as a server does.
+
+    A server scans every installed distribution's metadata for v2 components once, when it
+    starts; AppTest does it again for every new AppTest (streamlit 1.5x: ``_run`` builds a
+    BidiComponentManager per instance), and with this environment's ~1,000 distributions
+    that was about 0.3 s of CPU per page a test opens, most of the tests/app folder's
+    time. The installed packages do not change during a run, so the first scan's answer
+    is kept."""
+    from streamlit.components.v2 import manifest_scanner
+
+    scan = manifest_scanner.scan_component_manifests
+    if getattr(scan, "_scanned_once", False):
+        return
+    kept: dict[str, list] = {}
+
+    def scan_once(max_workers=None):
+        if "found" not in kept:
+            kept["found"] = scan(max_workers)
+        return list(kept["found"])
+
+    scan_once._scanned_once = True
+    manifest_scanner.scan_component_manifests = scan_once
+
+
+@pytest.fixture(autouse=True)
+def _component_scan_kept():
+    """Where the test's modules imported Streamlit (AppTests), its component scan is done
+    once per process (scan_components_once); tests without Streamlit do not import it."""
+    import sys
+
+    if "streamlit" in sys.modules:
+        scan_components_once()
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads_kept():
     """Each test starts with its worker's torch thread count: a test (or the code it runs)
