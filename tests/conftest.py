@@ -120,20 +120,31 @@ def hf_folders(tmp_path_factory):
     return build_folders(tmp_path_factory)
 
 
-def scan_components_once() -> None:
-    """Streamlit's installed-component scan, done once per process as a server does.
+def share_app_test_setup() -> None:
+    """What a Streamlit server does once and AppTest does per page or per rerun, done once
+    per process: the installed-component scan and the scripts' compiled code.
 
-    A server scans every installed distribution's metadata for v2 components once, when it
-    starts; AppTest does it again for every new AppTest (streamlit 1.5x: ``_run`` builds a
-    BidiComponentManager per instance), and with this environment's ~1,000 distributions
-    that was about 0.3 s of CPU per page a test opens, most of the tests/app folder's
-    time. The installed packages do not change during a run, so the first scan's answer
-    is kept."""
+    - A server scans every installed distribution's metadata for v2 components when it
+      starts; AppTest does it for every new AppTest (``_run`` builds a BidiComponentManager
+      per instance): with this environment's ~1,000 distributions, about 0.3 s of CPU per
+      page a test opened. The installed packages do not change during a run.
+    - A server compiles app.py and each page once (its ScriptCache); AppTest builds a new
+      ScriptCache for every run, parsing, rewriting (Streamlit's "magic") and compiling
+      app.py and the page again on every rerun. One cache is kept instead, and a script is
+      compiled again when its file changes (modification time and size), as a server with
+      a file watcher would.
+    """
+    import os
+    import threading
+
+    from streamlit import config
     from streamlit.components.v2 import manifest_scanner
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    from streamlit.testing.v1 import app_test
 
-    scan = manifest_scanner.scan_component_manifests
-    if getattr(scan, "_scanned_once", False):
+    if getattr(manifest_scanner.scan_component_manifests, "_scanned_once", False):
         return
+    scan = manifest_scanner.scan_component_manifests
     kept: dict[str, list] = {}
 
     def scan_once(max_workers=None):
@@ -144,15 +155,37 @@ def scan_components_once() -> None:
     scan_once._scanned_once = True
     manifest_scanner.scan_component_manifests = scan_once
 
+    class KeptScripts(ScriptCache):
+        """One process-wide ScriptCache that notices an edited or replaced script."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._stamps: dict[str, tuple] = {}
+            self._stamp_lock = threading.Lock()
+
+        def get_bytecode(self, script_path: str):
+            path = os.path.abspath(script_path)
+            st = os.stat(path)
+            stamp = (st.st_mtime_ns, st.st_size, config.get_option("runner.magicEnabled"))
+            with self._stamp_lock:
+                if self._stamps.get(path) != stamp:
+                    with self._lock:
+                        self._cache.pop(path, None)
+                    self._stamps[path] = stamp
+            return super().get_bytecode(path)
+
+    shared = KeptScripts()
+    app_test.ScriptCache = lambda: shared
+
 
 @pytest.fixture(autouse=True)
-def _component_scan_kept():
-    """Where the test's modules imported Streamlit (AppTests), its component scan is done
-    once per process (scan_components_once); tests without Streamlit do not import it."""
+def _app_test_setup_shared():
+    """Where the test's modules imported Streamlit (AppTests), what a server does once is
+    done once per process (share_app_test_setup); tests without Streamlit do not import it."""
     import sys
 
     if "streamlit" in sys.modules:
-        scan_components_once()
+        share_app_test_setup()
     yield
 
 
