@@ -6,7 +6,8 @@ rerun pair (RERUNS x LEAK_PER_RERUN: 15.6 MiB): the leak that the earlier bounds
 reruns, the process stayed within +0.1 to +1.0 % (at most 5 MiB) of its size after the
 warm-up, so the bound is three times that noise; freed heap is handed back to the system
 (malloc_trim) before each reading, so only memory still held is counted. A third fewer
-reruns took about 13 s of CPU off the suite; the leak it catches is the same.
+reruns take about 13 s of CPU off the suite (150 took 39.9 s, docs/benchmarks.md); the leak
+it catches is the same.
 """
 
 from __future__ import annotations
