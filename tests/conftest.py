@@ -120,6 +120,75 @@ def hf_folders(tmp_path_factory):
     return build_folders(tmp_path_factory)
 
 
+def share_app_test_setup() -> None:
+    """What a Streamlit server does once and AppTest does per page or per rerun, done once
+    per process: the installed-component scan and the scripts' compiled code.
+
+    - A server scans every installed distribution's metadata for v2 components when it
+      starts; AppTest does it for every new AppTest (``_run`` builds a BidiComponentManager
+      per instance): with this environment's ~1,000 distributions, about 0.3 s of CPU per
+      page a test opened. The installed packages do not change during a run.
+    - A server compiles app.py and each page once (its ScriptCache); AppTest builds a new
+      ScriptCache for every run, parsing, rewriting (Streamlit's "magic") and compiling
+      app.py and the page again on every rerun. One cache is kept instead, and a script is
+      compiled again when its file changes (modification time and size), as a server with
+      a file watcher would.
+    """
+    import os
+    import threading
+
+    from streamlit import config
+    from streamlit.components.v2 import manifest_scanner
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    from streamlit.testing.v1 import app_test
+
+    if getattr(manifest_scanner.scan_component_manifests, "_scanned_once", False):
+        return
+    scan = manifest_scanner.scan_component_manifests
+    kept: dict[str, list] = {}
+
+    def scan_once(max_workers=None):
+        if "found" not in kept:
+            kept["found"] = scan(max_workers)
+        return list(kept["found"])
+
+    scan_once._scanned_once = True
+    manifest_scanner.scan_component_manifests = scan_once
+
+    class KeptScripts(ScriptCache):
+        """One process-wide ScriptCache that notices an edited or replaced script."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._stamps: dict[str, tuple] = {}
+            self._stamp_lock = threading.Lock()
+
+        def get_bytecode(self, script_path: str):
+            path = os.path.abspath(script_path)
+            st = os.stat(path)
+            stamp = (st.st_mtime_ns, st.st_size, config.get_option("runner.magicEnabled"))
+            with self._stamp_lock:
+                if self._stamps.get(path) != stamp:
+                    with self._lock:
+                        self._cache.pop(path, None)
+                    self._stamps[path] = stamp
+            return super().get_bytecode(path)
+
+    shared = KeptScripts()
+    app_test.ScriptCache = lambda: shared
+
+
+@pytest.fixture(autouse=True)
+def _app_test_setup_shared():
+    """Where the test's modules imported Streamlit (AppTests), what a server does once is
+    done once per process (share_app_test_setup); tests without Streamlit do not import it."""
+    import sys
+
+    if "streamlit" in sys.modules:
+        share_app_test_setup()
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads_kept():
     """Each test starts with its worker's torch thread count: a test (or the code it runs)

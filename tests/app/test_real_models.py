@@ -150,6 +150,7 @@ def test_the_modern_page_shows_gemmas_local_and_global_layers_and_the_cache_they
     assert windows in [c.value for c in at.caption]
 
 
+@pytest.mark.slow  # 10-13 s on a quiet machine: make test runs it, make test-fast does not
 def test_gemmas_local_layer_weighs_nothing_beyond_its_window_on_1024_tokens():
     at = open_page(
         "modern",
@@ -216,6 +217,7 @@ def test_gemmas_model_card_names_its_quantiser_and_offers_the_terms_shipped_with
     assert translate("model.card.terms", lang) in labels
 
 
+@pytest.mark.slow  # 10-13 s on a quiet machine: make test runs it, make test-fast does not
 def test_the_fact_pairs_each_real_model_answers_right_come_first_in_english_and_korean(smollm2):
     """What the patching tab says of each model, recomputed: SmolLM2 knows the capitals in
     English; Gemma 3 270M answers "Paris is the capital of" → France, and in Korean only
@@ -236,6 +238,7 @@ def test_the_fact_pairs_each_real_model_answers_right_come_first_in_english_and_
     assert gemma[few_shot]
 
 
+@pytest.mark.slow  # 10-13 s on a quiet machine: make test runs it, make test-fast does not
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_the_layernorm_page_names_smollm2s_massive_activation_on_a_log_axis(smollm2, lang):
     from model.analysis.concepts import residual_peak
@@ -281,6 +284,7 @@ def test_the_layernorm_page_names_smollm2s_massive_activation_on_a_log_axis(smol
     assert r"\mathrm{SiLU}(xW_1 ) \odot (xV )" in formula and r"\max(0" not in formula
 
 
+@pytest.mark.slow  # 10-13 s on a quiet machine: make test runs it, make test-fast does not
 def test_the_korean_decoding_page_on_gemma_speaks_of_no_cross_attention():
     at = open_page("decoding", lang="ko")
     ok(at)

