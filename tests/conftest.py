@@ -6,14 +6,16 @@ Parallel workers (pytest-xdist): `make test` and `make test-fast` run
 tests share something expensive; those get an ``xdist_group`` here, from their fixtures
 alone, so a new test module is placed correctly without doing anything:
 
-- every test that uses the live app server (``app_url``, and so ``page``: the browser tests
-  of every page, accessibility checks included) is in the group ``app-server``: one
-  `streamlit run` and one Chromium for the whole run, in one worker (a server per worker
-  would pay the torch import and the preload twice, and two Chromiums starve each other on
-  two cores);
-- every test of a module with a module-scoped fixture (a loaded model, test_balancer's
-  HAProxy with two replicas, a database) is in a group named after its file, so the fixture
-  is built once and the module's tests run in their written order;
+- every test that uses the live app server (``app_url``, and so ``page``) is in the group
+  ``app-server`` unless its module names another: the page sweep, the real-model and
+  token-cost tests share one `streamlit run` (and its cached real-model results); the other
+  browser modules name ``app-server-b`` by hand, so under xdist the two halves run on two
+  workers, each with a server and a Chromium of its own (tests/e2e/conftest.py says why);
+- the class's browser tests share one class server (group ``class-server``) and the balancer
+  and chaos tests one `make serve` deployment (``deployment``), tests/e2e/servers.py;
+- every test of a module with a module-scoped fixture (a loaded model, a database) is in a
+  group named after its file, so the fixture is built once and the module's tests run in
+  their written order;
 - a test may name its group by hand (``@pytest.mark.xdist_group("name")``); that wins.
 
 Session-scoped fixtures are built once per worker. A test that changes process-wide state
