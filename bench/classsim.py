@@ -466,10 +466,14 @@ class Student:
             )
 
     def check_decoding(self, expect_step: int | None):
-        prefix = translate("decoding.decoder_input", "en", tokens="")
+        # an encoder-decoder's shifted target, or what a decoder-only model reads
+        prefixes = tuple(
+            translate(key, "en", tokens="")
+            for key in ("decoding.decoder_input", "decoding.decoder_input_lm")
+        )
 
         def check(result: RunResult) -> None:
-            lines = [b for b in markdown_bodies(result.elements) if b.startswith(prefix)]
+            lines = [b for b in markdown_bodies(result.elements) if b.startswith(prefixes)]
             if not lines:
                 self.errors.append("decoding: no decoder input shown")
                 return
