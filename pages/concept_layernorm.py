@@ -17,7 +17,7 @@ from ui.concepts import (
 )
 from ui.frame import require_frame
 from ui.i18n import t
-from ui.models import get_trace, selected_device
+from ui.models import SHORT_CONTINUATION, get_trace, selected_device
 from ui.permalink import linked
 from viz.concepts import grouped_bars, lines_figure, matrix_heatmap, robust_bound, token_lines
 
@@ -56,8 +56,13 @@ text = concept_sentence(lm, name, key="ltext", default="I study math")
 if text is None:
     st.stop()
 device = selected_device()
+# A real decoder-only model reads the sentence and a short continuation of its own: enough
+# tokens beside the first for its massive activation to stand out; the 64 tokens it writes
+# by default were most of this page's first visit (6 s of CPU on SmolLM2). A toy trained on
+# a task still reads its whole answer.
+real_decoder = lm.kind == "decoder" and "task" not in lm.info
 with st.spinner(t("explorer.running")):
-    trace = get_trace(lm, text)
+    trace = get_trace(lm, text, new_tokens=SHORT_CONTINUATION if real_decoder else None)
 placement = lm.config.norm_placement
 st.caption(t(f"concepts.layernorm.placement.{placement}", model=name))
 

@@ -247,7 +247,10 @@ def test_the_layernorm_page_names_smollm2s_massive_activation_on_a_log_axis(smol
 
     at = open_page("concept_layernorm", lang=lang, model="smollm2")
     ok(at)
-    trace = smollm2.trace(at.text_input(key="ltext").value)
+    from ui.models import SHORT_CONTINUATION
+
+    text = at.text_input(key="ltext").value
+    trace = smollm2.trace(text, max_new_tokens=SHORT_CONTINUATION)  # as the page reads it
     tokens = trace.tgt_tokens
     peak = residual_peak(trace.residual_norms["decoder"])
     # SmolLM2's first token: 24,101 after layer 12, some 35 times the median token's peak
