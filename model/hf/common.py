@@ -207,6 +207,8 @@ def _plain_fast_tokenizer(folder: Path):
         return None
     if not all(isinstance(v, str | bool | int) for v in config.values()):
         return None
+    if config.get("clean_up_tokenization_spaces"):  # transformers' own decoding rules
+        return None
     from model.hf.fast_tokenizer import PlainFastTokenizer
 
     # add_bos/eos_token are already in tokenizer.json's post-processor; AutoTokenizer leaves

@@ -21,7 +21,9 @@ ROLES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
 
 
 class PlainFastTokenizer:
-    """tokenizer.json plus a plain tokenizer_config.json (``config``: its keys, read already)."""
+    """tokenizer.json plus a plain tokenizer_config.json (``config``: its keys, read already)
+    that asks for no clean-up of decoded spaces (model.hf.common sends any other folder to
+    AutoTokenizer)."""
 
     is_fast = True
 
@@ -35,7 +37,6 @@ class PlainFastTokenizer:
         self.backend_tokenizer.no_padding()
         self.chat_template = config.get("chat_template")
         self.model_max_length = int(config.get("model_max_length", NO_LIMIT))
-        self.clean_up_tokenization_spaces = bool(config.get("clean_up_tokenization_spaces"))
         for role in ROLES:
             token = config.get(f"{role}_token")
             setattr(self, f"{role}_token", token)
@@ -83,10 +84,9 @@ class PlainFastTokenizer:
         return [self.backend_tokenizer.id_to_token(int(i)) for i in ids]
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
-        text = self.backend_tokenizer.decode(
+        return self.backend_tokenizer.decode(
             [int(i) for i in ids], skip_special_tokens=skip_special_tokens
         )
-        return clean_up_spaces(text) if self.clean_up_tokenization_spaces else text
 
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         return self.backend_tokenizer.decoder.decode(list(tokens))
@@ -106,21 +106,3 @@ class PlainFastTokenizer:
                 tokenizer_file=str(self.tokenizer_file), **kwargs_of_config
             )
         return self._transformers_tokenizer.apply_chat_template(*args, **kwargs)
-
-
-def clean_up_spaces(text: str) -> str:
-    """transformers' clean_up_tokenization: no space before punctuation and contractions."""
-    for before, after in (
-        (" .", "."),
-        (" ?", "?"),
-        (" !", "!"),
-        (" ,", ","),
-        (" ' ", "'"),
-        (" n't", "n't"),
-        (" 'm", "'m"),
-        (" 's", "'s"),
-        (" 've", "'ve"),
-        (" 're", "'re"),
-    ):
-        text = text.replace(before, after)
-    return text
