@@ -6,7 +6,7 @@
 #   make stop    stop what make serve and make run started (their pid files in .run/;
 #                PostgreSQL included)
 #   make system-deps   the system packages: HAProxy (make serve), PostgreSQL (DB=postgres and
-#                its tests), Chromium (browser tests)
+#                its tests), Chromium and its headless shell (benchmarks, browser tests)
 #   make test    lint, then the whole test suite (what CI runs), on $(TEST_WORKERS) workers
 #   make test-fast   unit and app tests not marked slow, for the inner loop (no servers, no
 #                browser, no PostgreSQL, no memory soak)
@@ -55,7 +55,8 @@ stop:
 system-deps:
 	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y haproxy postgresql chromium fonts-noto-cjk fonts-noto-color-emoji
+		apt-get install -y haproxy postgresql chromium chromium-headless-shell \
+		fonts-noto-cjk fonts-noto-color-emoji
 
 test: $(DEV_STAMP)
 	$(PY) -m ruff check .

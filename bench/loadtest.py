@@ -20,6 +20,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 from bench.classcore import (  # noqa: F401 - serve, CHROMIUM, summary: used from here too
     CHROMIUM,
@@ -28,6 +29,7 @@ from bench.classcore import (  # noqa: F401 - serve, CHROMIUM, summary: used fro
     MAX_STUDENTS,
     ROOT,
     digits_for,
+    launch_args,
     percentile,
     serve,
     summary,
@@ -127,11 +129,13 @@ async def _student(browser, base: str, i: int, barrier, n: int) -> dict:
     return result
 
 
-async def _run(base: str, n: int) -> list[dict]:
+async def _run(base: str, n: int, chromium: Path) -> list[dict]:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = await pw.chromium.launch(
+            executable_path=str(chromium), args=launch_args(chromium)
+        )
         try:
             # The teacher opens the lab before class: models loaded, not timed.
             warm = await browser.new_page()
@@ -147,12 +151,13 @@ async def _run(base: str, n: int) -> list[dict]:
             await browser.close()
 
 
-def run_sessions(base_url: str, n: int = 16) -> dict:
-    """Drive ``n`` concurrent sessions against a running app; latencies in seconds."""
+def run_sessions(base_url: str, n: int = 16, chromium: Path = CHROMIUM) -> dict:
+    """Drive ``n`` concurrent sessions against a running app; latencies in seconds. The
+    benchmark times the full browser; a test may pass ``chromium_for_tests()``."""
     if not 1 <= n <= MAX_STUDENTS:
         raise ValueError(f"1 to {MAX_STUDENTS} sessions (one marker word each)")
     started = time.perf_counter()
-    sessions = asyncio.run(_run(base_url.rstrip("/"), n))
+    sessions = asyncio.run(_run(base_url.rstrip("/"), n, chromium))
     explorer = [w for s in sessions for w in s["waits"]["explorer"]]
     step = [w for s in sessions for w in s["waits"]["step"]]
     every = explorer + step

@@ -1,7 +1,10 @@
 """A live `streamlit run app.py` and headless Debian Chromium for the browser tests.
 
-Chromium comes from apt (`apt-get install -y chromium fonts-noto-cjk fonts-noto-color-emoji`), never from
-`playwright install`, which downloads a browser. Without it the tests skip and say why.
+Chromium comes from apt (`apt-get install -y chromium-headless-shell chromium fonts-noto-cjk
+fonts-noto-color-emoji`), never from `playwright install`, which downloads a browser. The tests
+drive the headless shell where it is installed (bench.classcore.chromium_for_tests: the same
+engine for less CPU; the suite is CPU-bound), else the full browser. Without either they skip
+and say why.
 
 Under xdist the browser tests are two groups, each on its own worker with its own server
 (``app_url`` is per worker): ``app-server`` (tests/conftest.py: the page sweep, the real
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.classcore import CHROMIUM, CHROMIUM_ARGS, serve
+from bench.classcore import chromium_for_tests, launch_args, serve
 from tests.e2e import servers
 from tests.e2e.pagechecks import watch_problems
 
@@ -93,18 +96,21 @@ def shared_deployment(artifacts_dir) -> servers.SharedDeployment:
 
 @pytest.fixture(scope="session")
 def browser():
-    if not CHROMIUM.exists():
+    chromium = chromium_for_tests()
+    if not chromium.exists():
         pytest.skip(
-            f"browser tests need Debian's Chromium at {CHROMIUM}: "
-            "apt-get install -y chromium fonts-noto-cjk fonts-noto-color-emoji"
+            f"browser tests need Debian's Chromium at {chromium}: apt-get install -y "
+            "chromium-headless-shell chromium fonts-noto-cjk fonts-noto-color-emoji"
         )
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="browser tests need the playwright package (requirements-dev)"
     )
     with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+        browser = playwright.chromium.launch(
+            executable_path=str(chromium), args=launch_args(chromium)
+        )
+        yield browser
+        browser.close()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench import classchaos
-from bench.loadtest import CHROMIUM
+from bench.classcore import chromium_for_tests
 from deploy import postgres
 from deploy.serve import haproxy_path
 from tests.e2e.servers import DEPLOYMENT_GROUP
@@ -29,10 +29,11 @@ LESSONS = [
 ]
 
 
-def missing_parts(chromium: Path = CHROMIUM) -> list[str]:
+def missing_parts(chromium: Path | None = None) -> list[str]:
     """What this test needs and this machine lacks: Chromium, Playwright, HAProxy, a
     PostgreSQL server it can start."""
     missing = []
+    chromium = chromium or chromium_for_tests()
     if not chromium.exists():
         missing.append(f"Chromium at {chromium}")
     if importlib.util.find_spec("playwright") is None:
@@ -45,7 +46,7 @@ def missing_parts(chromium: Path = CHROMIUM) -> list[str]:
     return missing
 
 
-def require_parts_under_ci(chromium: Path = CHROMIUM) -> None:
+def require_parts_under_ci(chromium: Path | None = None) -> None:
     """Under CI=true a missing part fails this test: CI installs every part, so one missing
     is a broken set-up, and a skip there would hide that no press was tried at all.
     Elsewhere the fixtures skip, each saying what to install."""

@@ -13,7 +13,8 @@ import threading
 
 import pytest
 
-from bench.loadtest import CHROMIUM, run_sessions
+from bench.classcore import chromium_for_tests
+from bench.loadtest import run_sessions
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("app-server-b")]
 
@@ -21,12 +22,13 @@ SESSIONS = 4
 
 
 def test_four_students_at_once_each_see_only_their_own_sentence(app_url, artifacts_dir):
-    if not CHROMIUM.exists():
-        pytest.skip(f"needs Debian's Chromium at {CHROMIUM}: apt-get install -y chromium")
+    chromium = chromium_for_tests()
+    if not chromium.exists():
+        pytest.skip(f"needs Debian's Chromium at {chromium}: apt-get install -y chromium")
     pytest.importorskip("playwright.async_api")
     # Its own thread: the async API needs an event loop the sync fixtures do not own.
     out: dict = {}
-    worker = threading.Thread(target=lambda: out.update(run_sessions(app_url, SESSIONS)))
+    worker = threading.Thread(target=lambda: out.update(run_sessions(app_url, SESSIONS, chromium)))
     worker.start()
     worker.join()
     (artifacts_dir / "many-sessions.json").write_text(json.dumps(out, indent=2))
