@@ -10,6 +10,8 @@
 #   make test    lint, then the whole test suite (what CI runs), on $(TEST_WORKERS) workers
 #   make test-fast   unit and app tests not marked slow, for the inner loop (no servers, no
 #                browser, no PostgreSQL, no memory soak)
+#   make screenshots   the browser tests, keeping every page's whole-page screenshot in
+#                tests/artifacts/ for a person to look at (make test keeps only a failing one)
 #   make lint    ruff only (lint rules, then formatting)
 #   make bench   speed and memory, written to docs/benchmarks.md + .json (bench/benchreport.py)
 
@@ -32,7 +34,7 @@ SERVE_ARGS ?=
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run serve stop system-deps test test-fast lint bench clean
+.PHONY: run serve stop system-deps test test-fast screenshots lint bench clean
 
 # deploy.serve records the pid in .run/run/$(PORT).json (for make stop; removed again when the
 # server exits), then execs `streamlit run app.py --server.headless true --server.port $(PORT)
@@ -65,6 +67,9 @@ test: $(DEV_STAMP)
 
 test-fast: $(DEV_STAMP)
 	$(PYTEST) -m "not slow" tests/unit tests/app
+
+screenshots: $(DEV_STAMP)
+	LAB_SCREENSHOTS=1 $(PYTEST) -m browser tests/e2e
 
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check .

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -113,10 +114,22 @@ def browser():
         browser.close()
 
 
+# Whole-page screenshots are for a person to look at (`make screenshots`, or LAB_SCREENSHOTS=1):
+# no test reads them, and each re-lays out and redraws every chart at the page's full height
+# (0.3-1 CPU-s on a chart-heavy page, 10 of the modern module's 27 Chromium CPU-s) in a suite
+# that is CPU-bound. A test that fails on the `page` fixture keeps its page's screenshot anyway.
+SCREENSHOTS = os.environ.get("LAB_SCREENSHOTS", "") not in ("", "0")
+
+
 @pytest.fixture
 def screenshot_whole_page():
-    """``screenshot_whole_page(page, path)``: the whole page, not just the first screen."""
-    return _screenshot_whole_page
+    """``screenshot_whole_page(page, path)``: the whole page, not just the first screen; only
+    with LAB_SCREENSHOTS=1 (`make screenshots`)."""
+    return _screenshot_whole_page if SCREENSHOTS else _no_screenshot
+
+
+def _no_screenshot(page, path) -> None:
+    """A plain `make test`: no screenshot for a person to look at."""
 
 
 def _screenshot_whole_page(page, path) -> None:
@@ -199,10 +212,25 @@ _CLIPPED_CONTROLS_JS = """() => {
 }"""
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on the test item (``item.report_call``), for fixtures to read."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
 @pytest.fixture
-def page(browser, app_url):
+def page(request, browser, app_url, artifacts_dir):
     """A fresh browser tab. `page.problems` collects console errors, uncaught exceptions and
-    any request that leaves the app's own server (watch_problems)."""
+    any request that leaves the app's own server (watch_problems). If the test fails, the tab
+    as it was is kept in tests/artifacts/failed-<test>.png."""
     context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=app_url)
-    yield watch_problems(context.new_page(), app_url)
+    tab = watch_problems(context.new_page(), app_url)
+    yield tab
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        name = re.sub(r"[^\w.-]+", "-", request.node.name)[:120]
+        with contextlib.suppress(Exception):  # a crashed tab: the failure says enough
+            tab.screenshot(path=artifacts_dir / f"failed-{name}.png")
     context.close()
