@@ -245,9 +245,10 @@ def token_lines(
         log_y = peaks[top] > LOG_SPREAD * float(np.median(list(peaks.values())))
     log_y = bool(log_y and positive)
     if len(series) <= MAX_NAMED_LINES:
-        return lines_figure(
+        fig = lines_figure(
             xs, values, x_title=x_title, y_title=y_title, markers=True, log_y=log_y, height=height
         )
+        return fig.update_yaxes(tickformat="~s") if log_y else fig  # 20k, not a bare "2"
     traces = [  # the named curve first, so the summary names it; zorder draws it on top
         {
             "type": "scatter",

@@ -393,6 +393,7 @@ def test_a_sentences_residual_curves_keep_one_named_outlier_and_a_short_legend()
     massive = token_lines(range(stream.shape[0]), short, x_title="layer", y_title="‖x‖",
                           others_name="-")  # fmt: skip
     assert [d.name for d in massive.data] == list(short) and massive.layout.yaxis.type == "log"
+    assert massive.layout.yaxis.tickformat == "~s"  # its ticks read 20k, 5k, not "2", "5"
 
 
 def test_compact_numbers_fit_a_label():
