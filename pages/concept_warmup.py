@@ -44,7 +44,8 @@ def cosine_curve(warmup: int, total: int, peak: float, steps: np.ndarray) -> np.
 
 @st.cache_data(show_spinner=False, ttl=60)
 def logged_curves() -> dict[str, dict]:
-    """task -> {"curve": columns, "d_model", "warmup", "factor"} for checkpoints on disk."""
+    """task -> {"step", "lr": the logged rate, "formula": the Noam rate its config gives,
+    as arrays} for checkpoints on disk."""
     found = {}
     for task in SHIPPED:
         folder = CHECKPOINTS / task
@@ -53,20 +54,29 @@ def logged_curves() -> dict[str, dict]:
         try:
             config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
             metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
-            found[task] = {
-                "curve": load_curve(folder / CURVE),
-                "d_model": int(config["d_model"]),
-                "warmup": int(metrics["warmup"]),
-                "factor": float(metrics.get("lr_factor", 1.0)),
-            }
+            curve = load_curve(folder / CURVE)
+            d_model, warmup = int(config["d_model"]), int(metrics["warmup"])
+            factor = float(metrics.get("lr_factor", 1.0))
         except (OSError, ValueError, KeyError):
             continue
+        found[task] = {
+            "step": np.asarray(curve["step"]),
+            "lr": np.asarray(curve["lr"]),
+            "formula": np.array([noam_lr(int(s), d_model, warmup, factor) for s in curve["step"]]),
+        }
     return found
 
 
 @st.cache_data(show_spinner=False, ttl=60)
 def experiment() -> tuple[dict, dict]:
-    return load_warmup(WARMUP_DIR)
+    """(metadata, variant -> the loss band over the seeds, as arrays); ({}, {}) if none."""
+    meta, curves = load_warmup(WARMUP_DIR)
+    bands = {
+        variant: {part: np.asarray(values) for part, values in seed_band(runs).items()}
+        for variant, runs in curves.items()
+        if runs
+    }
+    return meta, bands
 
 
 st.title(t("concepts.warmup.title"))
@@ -131,15 +141,10 @@ else:
     steps_by, lr_series, formulas = {}, {}, []
     for task, info in logged.items():
         label = t("concepts.warmup.logged_label", task=task)
-        steps_by[label] = info["curve"]["step"]
-        lr_series[label] = info["curve"]["lr"]
+        steps_by[label], lr_series[label] = info["step"], info["lr"]
         formula = t("concepts.warmup.formula_label", task=task)
         formulas.append(formula)
-        steps_by[formula] = info["curve"]["step"]
-        lr_series[formula] = [
-            noam_lr(int(s), info["d_model"], info["warmup"], info["factor"])
-            for s in info["curve"]["step"]
-        ]
+        steps_by[formula], lr_series[formula] = info["step"], info["formula"]
     plotly_chart(
         lines_figure(
             steps_by,
@@ -156,8 +161,8 @@ else:
         st.caption(t("concepts.warmup.logged_some_missing", tasks=", ".join(missing)))
 
 st.header(t("concepts.warmup.experiment"))
-meta, curves = experiment()
-if not curves or set(curves) != set(WARMUP_VARIANTS):
+meta, bands_by = experiment()
+if not bands_by or set(bands_by) != set(WARMUP_VARIANTS):
     st.info(t("concepts.warmup.experiment_missing"), icon=":material/hourglass_empty:")
     st.page_link(
         "pages/practice.py",
@@ -187,7 +192,7 @@ st.markdown(
 e1, e2 = st.columns(2)
 for col, norm in ((e1, "post"), (e2, "pre")):
     bands = {
-        t(f"concepts.warmup.variant.{variant}", w=w_exp): seed_band(curves[f"{norm}_{variant}"])
+        t(f"concepts.warmup.variant.{variant}", w=w_exp): bands_by[f"{norm}_{variant}"]
         for variant in ("warmup", "no_warmup")
     }
     plotly_chart(

@@ -8,7 +8,7 @@ import streamlit as st
 from practice import bugs
 from ui.frame import require_frame
 from ui.i18n import t, translated_widget
-from ui.practice import attention_map, cached_gallery, class_seed, say
+from ui.practice import attention_map, cached_bug_case, class_seed, say
 
 require_frame()
 
@@ -53,9 +53,8 @@ def measures(case: bugs.BugCase, kind: str) -> pd.DataFrame:
 st.title(t("bugs.title"))
 st.caption(t("bugs.intro"))
 seed = class_seed()
-with st.spinner(t("bugs.running")):
-    cases = cached_gallery(seed)
-case_names = {i: t("bugs.case_n", n=i + 1) for i in range(len(cases))}
+drawn = bugs.draws(seed)  # (bug, case seed) of each case, without running the model
+case_names = {i: t("bugs.case_n", n=i + 1) for i in range(len(drawn))}
 number = st.segmented_control(
     t("bugs.case"),
     list(case_names),
@@ -64,7 +63,8 @@ number = st.segmented_control(
     format_func=case_names.__getitem__,
 )
 number = 0 if number is None else number
-case = cases[number]
+with st.spinner(t("bugs.running")):
+    case = cached_bug_case(*drawn[number])
 st.markdown(t("bugs.case_text", source=" ".join(case.source.split())))
 kind_names = {k: t(f"bugs.kind.{k}") for k in KINDS}
 kind = st.segmented_control(

@@ -8,6 +8,7 @@ another session. With the correct pieces it equals the model's own forward (a te
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Callable
@@ -271,13 +272,20 @@ def _pad(rows: list[list[int]], pad: int) -> torch.Tensor:
     return torch.tensor([r + [pad] * (width - len(r)) for r in rows])
 
 
+@functools.cache
+def _test_pool() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(4..6 symbol, 10 or more symbol) test sequences: one fixed draw for the process (it
+    took thousands of draws each time, most of a case's cost)."""
+    pool = [s for s, _ in reverse.sample(200, 7, split="test")]
+    short = tuple(s for s in pool if 4 <= len(s.split()) <= 6)
+    return short, tuple(s for s in pool if len(s.split()) >= 10)
+
+
 def _sources(rng: random.Random) -> tuple[str, str]:
     """A 4..6 symbol test sequence, and a partner of 10 or more to pad it against (much
     padding, so a padding bug has room to show)."""
-    pool = [s for s, _ in reverse.sample(200, 7, split="test")]
-    short = rng.choice([s for s in pool if 4 <= len(s.split()) <= 6])
-    long = rng.choice([s for s in pool if len(s.split()) >= 10])
-    return short, long
+    shorts, longs = _test_pool()
+    return rng.choice(shorts), rng.choice(longs)
 
 
 def case(bug: str, seed: int) -> BugCase:

@@ -226,8 +226,11 @@ def _kept_json(fig: go.Figure) -> str | None:
     return kept["spec"] if not (kept["built"] or kept["layout"]) else None
 
 
-def framed_figure(fig: go.Figure, summary: str | None = None) -> tuple[str, go.Figure]:
-    """(the chart's summary, the figure with titles wrapped and the app's font).
+def framed_figure(
+    fig: go.Figure, summary: str | None = None, title: str | None = None
+) -> tuple[str, go.Figure]:
+    """(the chart's summary, the figure with titles wrapped and the app's font). ``title``
+    names, in a summary made from the traces, a chart whose title is written beside it.
 
     A kept figure handed out again (a warm revisit, a rerun that left the chart as it was)
     is framed once per content and language, kept in viz.memo's FIGURES beside it: opening
@@ -237,21 +240,21 @@ def framed_figure(fig: go.Figure, summary: str | None = None) -> tuple[str, go.F
     would mean serialising it once more: tens of ms for a 256 x 256 map after each Enter)."""
     spec = _kept_json(fig)
     if spec is None:
-        return _frame(fig, summary), fig
+        return _frame(fig, summary, title), fig
     digest = hashlib.blake2b(spec.encode("utf-8"), digest_size=16).digest()
-    key = ("ui.charts.framed_figure", digest, current_language(), summary)
+    key = ("ui.charts.framed_figure", digest, current_language(), summary, title)
     found = FIGURES.get(key)
     if found is None:
-        said = _frame(fig, summary)
+        said = _frame(fig, summary, title)
         found = (said, fig.to_json(validate=False))
         FIGURES.put(key, found, len(found[1]) + len(said))
     said, framed = found
     return said, KeptFigure(framed)
 
 
-def _frame(fig: go.Figure, summary: str | None) -> str:
+def _frame(fig: go.Figure, summary: str | None, title: str | None = None) -> str:
     """Wrap the titles, set the font; the summary (``summary``, else one from the traces)."""
-    said = summary or describe_figure(fig)
+    said = summary or describe_figure(fig, title)
     wrap_titles(fig)
     fig.update_layout(font_family=FONT_STACK)
     return said
@@ -264,6 +267,7 @@ def plotly_chart(
     where=st,
     config: dict | None = None,
     summary: str | None = None,
+    title: str | None = None,
     **kwargs,
 ) -> None:
     """st.plotly_chart with the app's font stack and toolbar, drawn in ``where`` (a column),
@@ -272,9 +276,13 @@ def plotly_chart(
     numbers. The expander comes first so that the keyboard, and a screen reader, meet the
     summary and the table before the chart's toolbar (the drawing itself says nothing).
 
+    ``title`` names a chart whose title is written beside it in the summary made from its
+    traces: passed here, not through describe_figure, so a kept figure (viz.memo) is
+    summarised once per content and language, not opened again on every run.
+
     ``key`` is required: a keyed chart keeps its zoom and selection across reruns.
     """
-    summary, fig = framed_figure(fig, summary)
+    summary, fig = framed_figure(fig, summary, title)
     render_table_disclosure(fig, summary, key=key, where=where)
     where.plotly_chart(
         fig, key=key, config={**chart_config(key), **(config or {})}, alt=summary, **kwargs

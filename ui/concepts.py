@@ -18,8 +18,10 @@ from model.analysis.concepts import (
 from model.analysis.walkthrough import Walkthrough, cross_walkthrough, record_inputs, walkthrough
 from model.runtime.lab import LabModel
 from model.runtime.types import ModelLoadError
+from model.trace import Recorder
 from ui.i18n import t
 from ui.models import (
+    TRACES,
     load_model,
     model_label,
     selected_device,
@@ -100,9 +102,20 @@ def cached_cross_walkthrough(name: str, device: str, text: str, layer: int) -> W
     return cross_walkthrough(load_model(name, device), text, layer)
 
 
+def layer_inputs(name: str, device: str, text: str) -> tuple[list[str], Recorder]:
+    """One traced pass over ``text`` that keeps every attention's and FFN's input, kept
+    beside the traces (ui.models.TRACES: bounded by bytes, read-only). The layer-norm page
+    reads the first attention's input and one FFN's from it: its first visit runs the model
+    once for both, and another FFN layer runs none."""
+    lm = load_model(name, device)
+    key = ("layer inputs", name, device, text, id(lm))
+    return TRACES.get_or_compute(key, lambda: record_inputs(lm, text))
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_feed_forward(name: str, device: str, text: str, layer: int) -> dict:
-    return feed_forward_walk(load_model(name, device), text, layer)
+    recorded = layer_inputs(name, device, text)
+    return feed_forward_walk(load_model(name, device), text, layer, recorded=recorded)
 
 
 def ffn_formula(ffn: dict) -> str:
@@ -129,7 +142,7 @@ def ffn_formula(ffn: dict) -> str:
 def cached_hidden(name: str, device: str, text: str, layer: int) -> tuple[list[str], np.ndarray]:
     """(tokens, [L, D]) the input of self-attention ``layer``."""
     lm = load_model(name, device)
-    tokens, rec = record_inputs(lm, text)
+    tokens, rec = layer_inputs(name, device, text)
     kind = "decoder" if lm.kind == "decoder" else "encoder"
     return tokens, rec.inputs[kind][layer]["query"][0].float().cpu().numpy()
 

@@ -464,12 +464,6 @@ DEFAULT_TRACE_CACHE_MB = 6144
 TRACES = ByteLRU(budget_bytes(TRACE_CACHE_ENV, DEFAULT_TRACE_CACHE_MB))
 
 
-# Tokens a real decoder-only model writes after the sentence where a page reads its own
-# continuation only to have more than a few tokens (the layer-norm page): its default of 64
-# costs seconds of CPU on a first visit.
-SHORT_CONTINUATION = 12
-
-
 def get_trace_by_name(name: str, text: str) -> Trace | None:
     """``get_trace`` through the model named ``name`` (compare mode's second model), loaded
     here; None, with the error shown, if it cannot load."""

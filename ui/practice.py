@@ -131,9 +131,11 @@ def cached_exercise(kind: str, seed: int) -> Exercise:
     return practice.make(kind, seed)
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def cached_gallery(seed: int) -> list[bugs.BugCase]:
-    return bugs.gallery(seed)
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_bug_case(bug: str, case_seed: int) -> bugs.BugCase:
+    """One case of a gallery (bugs.draws names them): a page runs the case it shows, not all
+    five of a fresh visitor's gallery."""
+    return bugs.case(bug, case_seed)
 
 
 def say(feedback: Feedback) -> str:

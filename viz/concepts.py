@@ -217,6 +217,7 @@ def compact_number(value: float) -> str:
     return f"{value:.3g}"
 
 
+@memo_figure
 def token_lines(
     x,
     series: dict[str, list[float]],
@@ -234,11 +235,7 @@ def token_lines(
     (``others_name``), each still named by its hover and in the chart's table. Where that
     peak is LOG_SPREAD times the median curve's (SmolLM2's first token: 24,101 against
     about 700), the y axis is logarithmic so the others are not flattened onto zero
-    (``log_y`` says so instead where the caller has measured it)."""
-    if len(series) <= MAX_NAMED_LINES:
-        return lines_figure(
-            x, series, x_title=x_title, y_title=y_title, markers=True, height=height
-        )
+    (``log_y`` says so instead where the caller has measured it), at any number of curves."""
     xs = np.asarray(list(x), dtype=np.float64)
     values = {name: np.asarray(y, dtype=np.float64) for name, y in series.items()}
     peaks = {name: np.nanmax(y) for name, y in values.items()}
@@ -246,7 +243,12 @@ def token_lines(
     positive = all(np.nanmin(y) > 0 for y in values.values())
     if log_y is None:
         log_y = peaks[top] > LOG_SPREAD * float(np.median(list(peaks.values())))
-    log_y = log_y and positive
+    log_y = bool(log_y and positive)
+    if len(series) <= MAX_NAMED_LINES:
+        fig = lines_figure(
+            xs, values, x_title=x_title, y_title=y_title, markers=True, log_y=log_y, height=height
+        )
+        return fig.update_yaxes(tickformat="~s") if log_y else fig  # 20k, not a bare "2"
     traces = [  # the named curve first, so the summary names it; zorder draws it on top
         {
             "type": "scatter",
@@ -466,6 +468,7 @@ def robust_bound(values, percentile: float = 99.0) -> float:
     return max(float(np.percentile(finite, percentile)), 1e-9)
 
 
+@memo_figure
 def band_figure(
     bands: dict[str, dict[str, list[float]]],
     *,
@@ -476,33 +479,40 @@ def band_figure(
 ) -> go.Figure:
     """One mean line per series with a shaded band from its ``min`` to ``max`` (over seeds).
 
-    ``bands[name]`` holds "step", "mean", "min" and "max" lists of equal length.
+    ``bands[name]`` holds "step", "mean", "min" and "max" lists (or arrays) of equal length.
     """
-    fig = go.Figure()
+    traces = []
     for i, (name, b) in enumerate(bands.items()):
         colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
         r, g, bl = (int(colour[j : j + 2], 16) for j in (1, 3, 5))
-        fig.add_trace(
-            go.Scatter(
-                x=list(b["step"]) + list(b["step"])[::-1],
-                y=list(b["max"]) + list(b["min"])[::-1],
-                fill="toself",
-                fillcolor=f"rgba({r},{g},{bl},0.18)",
-                line=dict(width=0),
-                hoverinfo="skip",
-                showlegend=False,
-                name=_esc(name),
-            )
+        step = np.asarray(b["step"], dtype=np.float64)
+        # plain dicts and float arrays, as lines_figure: no validating point by point
+        traces.append(
+            {
+                "type": "scatter",
+                "x": np.concatenate([step, step[::-1]]),
+                "y": np.concatenate(
+                    [np.asarray(b["max"], dtype=np.float64), np.asarray(b["min"], np.float64)[::-1]]
+                ),
+                "fill": "toself",
+                "fillcolor": f"rgba({r},{g},{bl},0.18)",
+                "line": {"width": 0},
+                "hoverinfo": "skip",
+                "showlegend": False,
+                "name": _esc(name),
+            }
         )
-        fig.add_trace(
-            go.Scatter(
-                x=list(b["step"]),
-                y=list(b["mean"]),
-                name=_esc(name),
-                mode="lines",
-                line=dict(color=colour),
-            )
+        traces.append(
+            {
+                "type": "scatter",
+                "x": step,
+                "y": np.asarray(b["mean"], dtype=np.float64),
+                "name": _esc(name),
+                "mode": "lines",
+                "line": {"color": colour},
+            }
         )
+    fig = go.Figure({"data": traces})
     fig.update_xaxes(title=_esc(x_title))
     fig.update_yaxes(title=_esc(y_title))
     # a training run's result is where its curve ends: the summary says each series' last value

@@ -58,6 +58,8 @@ def _key(value):
         return _digest(value)
     if value is None or isinstance(value, (str, bool, int, float, np.generic)):
         return value
+    if isinstance(value, range):  # the x of a curve over a vector's dimensions or a depth
+        return ("range", value.start, value.stop, value.step)
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(x, Number) and not isinstance(x, bool) for x in value):
             return _digest(np.asarray(value, dtype=float))  # long number lists: one digest

@@ -614,8 +614,9 @@ def _activation_key(fn, activations: dict) -> str:
 
 
 @torch.inference_mode()
-def feed_forward_walk(lm, text: str, layer: int) -> dict:
+def feed_forward_walk(lm, text: str, layer: int, recorded=None) -> dict:
     """What the FFN of ``layer`` (the first stack) read and made, checked position by position.
+    ``recorded``: ``record_inputs(lm, text)`` done before (its pass is not run again).
 
     Returns tokens, d_model, d_ff, the activation's name, ``gated`` (the gated form's
     name, "SwiGLU" for LLaMA and SmolLM2, "GeGLU" for Gemma, else None: a third matrix V
@@ -625,7 +626,7 @@ def feed_forward_walk(lm, text: str, layer: int) -> dict:
     from model.analysis.walkthrough import record_inputs, walkthrough_kind
 
     kind = walkthrough_kind(lm.kind)
-    tokens, rec = record_inputs(lm, text)
+    tokens, rec = recorded if recorded is not None else record_inputs(lm, text)
     seen = rec.inputs[f"{kind}_ffn"]
     if not 0 <= layer < len(seen):
         raise ValueError(f"layer {layer} out of range 0..{len(seen) - 1}")

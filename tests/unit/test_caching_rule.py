@@ -25,7 +25,8 @@ RESOURCES = {
     "ui/classroom.py:_room",
 }
 # functools caches: constants of the process (a catalog, the examples, plotly.js, byte
-# maps, positional tables of a model's sizes, the practice model and its 64 sentences)
+# maps, positional tables of a model's sizes, the practice model and its 64 sentences, the
+# find-the-bug cases' fixed pool of test sequences)
 CONSTANTS = {
     "model/positional.py:rope_table",
     "model/transformer.py:scale_in",
@@ -39,6 +40,7 @@ CONSTANTS = {
     "practice/lab.py:reverse_model",
     "practice/lab.py:reverse_trace",
     "practice/kinds/family.py:_pool",
+    "practice/bugs.py:_test_pool",
 }
 FUNCTOOLS = {"cache", "lru_cache"}
 # an object's own memo of what it derives of itself, living and dying with it: a Trace's

@@ -387,6 +387,13 @@ def test_a_sentences_residual_curves_keep_one_named_outlier_and_a_short_legend()
     few = token_lines(range(3), {"a": [1, 2, 3], "b": [3, 2, 1]}, x_title="l", y_title="n",
                       others_name="-")  # fmt: skip
     assert [d.name for d in few.data] == ["a", "b"] and few.layout.yaxis.type != "log"
+    # a short sentence with a massive activation (SmolLM2 on "I study math"): each token
+    # named, and the axis logarithmic all the same
+    short = {f"{i}: tok{i}": stream[:, i] for i in range(3)}
+    massive = token_lines(range(stream.shape[0]), short, x_title="layer", y_title="‖x‖",
+                          others_name="-")  # fmt: skip
+    assert [d.name for d in massive.data] == list(short) and massive.layout.yaxis.type == "log"
+    assert massive.layout.yaxis.tickformat == "~s"  # its ticks read 20k, 5k, not "2", "5"
 
 
 def test_compact_numbers_fit_a_label():
