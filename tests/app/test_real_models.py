@@ -27,6 +27,22 @@ def smollm2():
 
 
 @pytest.fixture(scope="module")
+def smollm2_continued(smollm2):
+    """SmolLM2's trace of a text with the pages' short continuation, computed once per text:
+    the layernorm page opens on the same sentence in English and Korean, and each language's
+    test traced it again (a 12-token greedy continuation through 30 layers)."""
+    from functools import cache
+
+    from ui.models import SHORT_CONTINUATION
+
+    @cache
+    def trace(text: str):
+        return smollm2.trace(text, max_new_tokens=SHORT_CONTINUATION)  # as the page reads it
+
+    return trace
+
+
+@pytest.fixture(scope="module")
 def gemma3():
     """One Gemma 3 for the module's own recomputations (1.4 s of CPU a load; four tests each
     loaded it again), apart from the instance the pages load for themselves."""
@@ -248,15 +264,14 @@ def test_the_fact_pairs_each_real_model_answers_right_come_first_in_english_and_
 
 @pytest.mark.slow  # 10-13 s on a quiet machine: make test runs it, make test-fast does not
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_the_layernorm_page_names_smollm2s_massive_activation_on_a_log_axis(smollm2, lang):
+def test_the_layernorm_page_names_smollm2s_massive_activation_on_a_log_axis(
+    smollm2, smollm2_continued, lang
+):
     from model.analysis.concepts import residual_peak
 
     at = open_page("concept_layernorm", lang=lang, model="smollm2")
     ok(at)
-    from ui.models import SHORT_CONTINUATION
-
-    text = at.text_input(key="ltext").value
-    trace = smollm2.trace(text, max_new_tokens=SHORT_CONTINUATION)  # as the page reads it
+    trace = smollm2_continued(at.text_input(key="ltext").value)
     tokens = trace.tgt_tokens
     peak = residual_peak(trace.residual_norms["decoder"])
     # SmolLM2's first token: 24,101 after layer 12, some 35 times the median token's peak
