@@ -310,16 +310,21 @@ def test_a_mistyped_link_falls_back_to_defaults_not_a_traceback(lang):
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 @pytest.mark.parametrize(
-    ("page", "label"),
+    ("page", "label", "query"),
     [
-        ("concept_positional", "modern.link.from_positional"),
-        ("decoding", "modern.link.from_decoding"),
+        ("concept_positional", "modern.link.from_positional", {}),
+        ("decoding", "modern.link.from_decoding", {"model": "sort"}),
     ],
 )
-def test_the_positional_and_decoding_pages_link_here(page, label, lang):
+def test_the_positional_and_decoding_pages_link_here(page, label, query, lang):
+    """The decoding page's link is its last element, drawn whatever decoder is chosen: the toy
+    sort model reaches it in a fraction of a second, where the default decoders (en2ko in
+    English, Gemma 3 in Korean) took 17 s and more to decode and force their sentence first
+    (those default pages are opened by tests/app/test_decoding.py and, for Gemma 3,
+    tests/app/test_real_models.py's Korean decoding test)."""
     at = AppTest.from_file(APP, default_timeout=300)
     at.switch_page(f"pages/{page}.py")
-    at.query_params.update(lang=lang)
+    at.query_params.update(lang=lang, **query)
     at.run()
     ok(at)
     links = {link.proto.label: link.proto.page for link in at.get("page_link")}

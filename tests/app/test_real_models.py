@@ -26,6 +26,15 @@ def smollm2():
     return load("smollm2", device="cpu")
 
 
+@pytest.fixture(scope="module")
+def gemma3():
+    """One Gemma 3 for the module's own recomputations (1.4 s of CPU a load; four tests each
+    loaded it again), apart from the instance the pages load for themselves."""
+    from model import load
+
+    return load("gemma3", device="cpu")
+
+
 @pytest.mark.parametrize(("lang", "model"), [("en", "smollm2"), ("ko", "gemma3")])
 def test_a_first_visit_opens_the_explorer_on_the_real_model_for_its_language(lang, model):
     at = open_page("explorer", lang=lang)
@@ -102,11 +111,10 @@ def test_smollm2s_patching_pairs_are_facts_it_answers_right_and_tokenizes_evenly
 
 
 @pytest.mark.parametrize("lang", ["ko", "en"])
-def test_the_modern_page_shows_gemmas_local_and_global_layers_and_the_cache_they_save(lang):
-    from model import load
+def test_the_modern_page_shows_gemmas_local_and_global_layers_and_the_cache_they_save(gemma3, lang):
     from model.analysis.concepts import window_cache_bytes, window_pattern
 
-    cfg = load("gemma3", device="cpu").config
+    cfg = gemma3.config
     pattern = window_pattern(cfg)
     # Gemma 3 270M: 18 layers, five local (window 512) then one global, three times over.
     assert pattern == ([512] * 5 + [None]) * 3
@@ -181,15 +189,12 @@ def test_gemmas_local_layer_weighs_nothing_beyond_its_window_on_1024_tokens():
     assert caption in [c.value for c in at.caption]
 
 
-def test_the_korean_stages_view_shows_gemmas_queries_and_keys_before_and_after_qk_norm():
-    from model import load
-
+def test_the_korean_stages_view_shows_gemmas_queries_and_keys_before_and_after_qk_norm(gemma3):
     text = "고양이가 매트 위에 앉았다."
     at = open_page("explorer", lang="ko", model="gemma3", text=text, view="stages", merge="none")
     ok(at)
     assert translate("explorer.qknorm.header", "ko") in [h.value for h in at.subheader]
-    lm = load("gemma3", device="cpu")
-    parts = lm.trace(text, stages=True, max_new_tokens=0).norm_stages("decoder", 0, 0)
+    parts = gemma3.trace(text, stages=True, max_new_tokens=0).norm_stages("decoder", 0, 0)
     spans = {
         name: f"{float(v.norm(dim=-1).min()):.1f}–{float(v.norm(dim=-1).max()):.1f}"
         for name, v in parts.items()
@@ -220,16 +225,17 @@ def test_gemmas_model_card_names_its_quantiser_and_offers_the_terms_shipped_with
 
 
 @pytest.mark.slow  # 10-13 s on a quiet machine: make test runs it, make test-fast does not
-def test_the_fact_pairs_each_real_model_answers_right_come_first_in_english_and_korean(smollm2):
+def test_the_fact_pairs_each_real_model_answers_right_come_first_in_english_and_korean(
+    smollm2, gemma3
+):
     """What the patching tab says of each model, recomputed: SmolLM2 knows the capitals in
     English; Gemma 3 270M answers "Paris is the capital of" → France, and in Korean only
     with one example given first (its bare "프랑스의 수도는" continues with a year)."""
-    from model import load
     from model.analysis.pairs import fact_pairs
 
     small = fact_pairs(smollm2)
     assert small[0] == ("The capital of France is", "The capital of Italy is", True)
-    gemma = {(c, d): right for c, d, right in fact_pairs(load("gemma3", device="cpu"))}
+    gemma = {(c, d): right for c, d, right in fact_pairs(gemma3)}
     assert gemma[("Paris is the capital of", "Rome is the capital of")]
     assert not gemma[("The capital of France is", "The capital of Italy is")]
     assert not gemma.get(("프랑스의 수도는", "이탈리아의 수도는"), False)
