@@ -158,37 +158,6 @@ def test_the_modern_page_shows_gemmas_local_and_global_layers_and_the_cache_they
     assert windows in [c.value for c in at.caption]
 
 
-@pytest.mark.slow  # 10-13 s on a quiet machine: make test runs it, make test-fast does not
-def test_gemmas_local_layer_weighs_nothing_beyond_its_window_on_1024_tokens():
-    at = open_page(
-        "modern",
-        lang="en",
-        model="gemma3",
-        tabs={"modern_tab": translate("tabs.modern.cache", "en")},
-    )
-    at.toggle(key="mwin").set_value(True).run()
-    ok(at)
-    maps = [f for f in figures(at) if "Layer" in str(f["layout"].get("title", ""))]
-    assert len(maps) == 2
-    from ui.modern import window_maps
-
-    found = window_maps("gemma3", "auto")
-    assert found.n_tokens == 1024 and found.layers == (0, 5)
-    assert found.reach[0] == 511  # the window: 512 keys, the query's own included
-    assert found.reach[1] > 511  # the global layer reaches past it
-    caption = translate(
-        "modern.window.caption",
-        "en",
-        n="1,024",
-        local=1,
-        reach_local="511",
-        window="512",
-        wide=6,
-        reach_wide=f"{found.reach[1]:,}",
-    )
-    assert caption in [c.value for c in at.caption]
-
-
 def test_the_korean_stages_view_shows_gemmas_queries_and_keys_before_and_after_qk_norm(gemma3):
     text = "고양이가 매트 위에 앉았다."
     at = open_page("explorer", lang="ko", model="gemma3", text=text, view="stages", merge="none")

@@ -366,6 +366,15 @@ def test_gemmas_sliding_window_layer_weighs_nothing_beyond_its_window_beside_a_g
         assert weight_beyond(charts[1], window) > 0.0  # the global layer reaches further back
         text = shown_text(tab)
         assert mojibake_in(text) == [] and "**" not in text
+        # the caption's numbers: the local layer's reach stops at the window, the global
+        # layer's goes past it (its exact reach is the server's; the maps pool it in blocks)
+        said = translate(
+            "modern.window.caption", lang, n="1,024", local=local + 1, reach_local=f"{window - 1}",
+            window=f"{window:,}", wide=wide + 1, reach_wide="\0",
+        )  # fmt: skip
+        found = re.search(re.escape(said).replace("\x00", r"([\d,]+)"), text)
+        assert found, f"no window caption in {lang}: {said}"
+        assert int(found[1].replace(",", "")) > window - 1
         screenshot(tab, f"gemma3-window-{lang}-1440.png")
         assert tab.problems == []
         assert on_a_phone(tab, f"gemma3-window-{lang}", screenshot) == []
