@@ -108,8 +108,14 @@ def test_type_a_sentence_and_reach_its_chart_summary_and_table(page, lang):
     sentence = "my friend read a book at the library yesterday"
     retype(page, sentence)
     page.keyboard.press("Enter")
+    # until the chart shows the new sentence (a rerun may start after settle's first look)
+    page.wait_for_function(
+        """(last) => [...document.querySelectorAll('[data-testid=stPlotlyChart] .xtick text')]
+                 .some(t => t.textContent === last)""",
+        arg=sentence.split()[-1],
+        timeout=TIMEOUT_MS,
+    )
     settle(page)
-    page.locator("[data-testid=stPlotlyChart] .main-svg").first.wait_for(timeout=TIMEOUT_MS)
 
     show_table = translate("a11y.show_table", lang)
     summary = tab_to(page, lambda f: f["expander"] and show_table in f["text"])
