@@ -11,6 +11,13 @@ from ui.i18n import translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
+
+@pytest.fixture
+def page(shared_page):
+    """A new tab of the module's one browser context: these pages keep no cookies."""
+    return shared_page
+
+
 TIMEOUT_MS = 90_000
 
 

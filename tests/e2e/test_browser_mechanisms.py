@@ -10,6 +10,15 @@ from ui.i18n import translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
+
+@pytest.fixture
+def page(shared_page):
+    """A new tab of the module's one browser context: this page keeps no cookies. (Not one
+    tab for both tests of a language: a tab left and opened again empties the patching
+    inputs, so the bad input would meet an empty clean box.)"""
+    return shared_page
+
+
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 TIMEOUT_MS = 120_000
 

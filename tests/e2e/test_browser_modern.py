@@ -1,6 +1,7 @@
 """ "Attention since 2017" in a real browser, English and Korean: every section drawn, the
 online-softmax stepper reaches ordinary attention, bad calculator input is explained.
-Screenshots in tests/artifacts/."""
+Screenshots in tests/artifacts/. One load a language (modern_tab): the Korean sweep and the
+stepper share theirs."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import time
 
 import pytest
 
+from tests.e2e.pagechecks import watch_problems
 from ui.i18n import translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
+
 
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 TIMEOUT_MS = 180_000
@@ -32,10 +35,42 @@ def wait_until_drawn(page, charts: int = 1) -> None:
     page.evaluate("document.fonts.ready")
 
 
+# What each language opens: the Korean link sets the FlashAttention tab's sliders (12 keys in
+# blocks of 5: three tiles), so its sweep and the last-tile test share one load.
+LINKS = {"en": "/modern?lang=en", "ko": "/modern?lang=ko&mfkeys=12&mfblock=5"}
+
+
+@pytest.fixture(scope="module")
+def modern_tab(shared_context, app_url):
+    """``modern_tab(lang)``: the page opened from LINKS[lang], once per module, in a tab of
+    the module's context that the tests in that language share."""
+    opened: dict = {}
+
+    def tab(lang: str):
+        if lang not in opened:
+            page = watch_problems(shared_context.new_page(), app_url)
+            page.goto(LINKS[lang])
+            page.locator("h1", has_text=translate("modern.title", lang)).wait_for(
+                timeout=TIMEOUT_MS
+            )
+            if "mfkeys" in LINKS[lang]:  # a link to a widget opens its tab
+                page.locator(
+                    "[role=tab][aria-selected=true]",
+                    has_text=translate("tabs.modern.flash", lang),
+                ).wait_for(timeout=TIMEOUT_MS)
+            opened[lang] = page
+        return opened[lang]
+
+    yield tab
+    for page in opened.values():
+        page.close()
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_every_section_is_drawn_in_both_languages(page, artifacts_dir, screenshot_whole_page, lang):
-    page.goto(f"/modern?lang={lang}")
-    page.locator("h1", has_text=translate("modern.title", lang)).wait_for(timeout=TIMEOUT_MS)
+def test_every_section_is_drawn_in_both_languages(
+    modern_tab, artifacts_dir, screenshot_whole_page, lang
+):
+    page = modern_tab(lang)
     text = ""
     for key, charts in TAB_CHARTS.items():  # one tab open at a time
         page.get_by_role("tab", name=translate(f"tabs.modern.{key}", lang)).click()
@@ -53,11 +88,15 @@ def test_every_section_is_drawn_in_both_languages(page, artifacts_dir, screensho
 
 
 def test_the_last_tile_equals_ordinary_attention_and_bad_shapes_are_explained(
-    page, artifacts_dir, screenshot_whole_page
+    modern_tab, artifacts_dir, screenshot_whole_page
 ):
-    page.goto("/modern?lang=ko&mfkeys=12&mfblock=5")  # the link opens the FlashAttention tab
-    page.locator("h1", has_text=translate("modern.title", "ko")).wait_for(timeout=TIMEOUT_MS)
+    """On the Korean page the sweep above drew (its link opens the FlashAttention tab with
+    12 keys in blocks of 5; the sweep left it on another tab)."""
+    page = modern_tab("ko")
+    page.get_by_role("tab", name=translate("tabs.modern.flash", "ko")).click()
     wait_until_drawn(page, TAB_CHARTS["flash"])
+    keys = page.get_by_test_id("stSlider").filter(has_text=translate("modern.flash.keys", "ko"))
+    assert keys.first.get_by_test_id("stSliderThumbValue").inner_text() == "12"  # the link's
     tiles = page.get_by_test_id("stSlider").filter(has_text=translate("modern.flash.tile", "ko"))
     thumb = tiles.get_by_role("slider")
     shown = tiles.get_by_test_id("stSliderThumbValue")

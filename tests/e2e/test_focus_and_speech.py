@@ -3,6 +3,12 @@
 - Focus stays on what is seen: with the sidebar collapsed (a phone, 200 % zoom) no Tab stop
   lies in it or off the screen; opening it moves the focus into it, Escape closes it and
   gives the focus back to its button.
+- A chart's region: Tab meets its summary and table before its toolbar, and Chromium's
+  accessibility tree reads them in that order (one explorer load per language serves both).
+
+The sidebar, Streamlit's own words and a chart's region are drawn by the same code on every
+page, so these checks use the toy's explorer (model=en2ko): a light page with Tab stops,
+help buttons and charts, where a real model's page would add only its model's run.
 - (At 200 % zoom every page reflows, every Tab stop is on the screen, every page has its
   own title and in Korean names nothing in English, and the focus ring is seen on every
   kind of control, in pixels: the one page sweep, tests/e2e/test_accessibility.py, checks
@@ -79,11 +85,18 @@ _FOCUS_JS = """() => {
 SMALL_SCREENS = {"phone": (390, 844, 1), "zoom200": (720, 450, 2)}
 
 
+# A light page with Tab stops in its body: the sidebar and its expand button are the app's
+# own, the same on every page (the toy's explorer, not a real model's decoding run).
+LIGHT_PAGE = "explorer?model=en2ko"
+
+
 @pytest.mark.parametrize("screen", list(SMALL_SCREENS))
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_a_collapsed_sidebar_takes_no_tab_stop_and_escape_closes_it(browser, app_url, lang, screen):
+    """On a phone and at 200 % zoom, on the toy's explorer (any page with Tab stops in its
+    body would do: the sidebar is the app's, the same on every page)."""
     width, height, scale = SMALL_SCREENS[screen]
-    context, tab = open_page(browser, app_url, "decoding", lang, width, height, scale)
+    context, tab = open_page(browser, app_url, LIGHT_PAGE, lang, width, height, scale)
     try:
         assert tab.get_attribute("[data-testid=stSidebar]", "data-collapsed") == "true"
         stops = []
@@ -196,40 +209,112 @@ def test_the_norm_panels_stack_where_they_would_be_narrow(browser, app_url, lang
 # --- what a screen reader hears in the explorer's chart region --------------------------------
 
 HEARD = ROOT / "tests" / "artifacts" / "explorer-chart-heard.md"
+# The toy's explorer: its chart region is drawn by the same code as a real model's (the one
+# page sweep, tests/e2e/test_accessibility.py, loads those), without a real model's run.
+EXPLORER = "explorer?model=en2ko"
 
 
-def test_the_explorers_chart_region_speaks_through_its_summary_and_table(browser, app_url):
+# Where the focus is in a chart's region: the "show as a table" disclosure, the table in
+# it, or the chart's toolbar; with the number of the chart it belongs to (the disclosure
+# and its table sit just before their chart).
+_CHART_STOP_JS = """() => {
+  const el = document.activeElement;
+  if (!el || el === document.body || el.closest('[data-testid=stSidebar]')) return null;
+  const charts = [...document.querySelectorAll('[data-testid=stPlotlyChart]')];
+  const chart = el.closest('[data-testid=stPlotlyChart]');
+  if (chart) return {part: el.closest('.modebar') ? 'toolbar' : 'chart', chart: charts.indexOf(chart)};
+  const expander = el.closest('[data-testid=stExpander]');
+  if (!expander) return null;
+  let next = expander.closest('[data-testid=stElementContainer], [data-testid=stLayoutWrapper]');
+  next = next && next.nextElementSibling;
+  const own = next && next.querySelector('[data-testid=stPlotlyChart]');
+  if (!own) return null;
+  const part = el.closest('summary') ? 'disclosure' : el.closest('[data-testid=stDataFrame]') ? 'table' : 'other';
+  return {part, chart: charts.indexOf(own)};
+}"""
+
+
+def walk_to_the_first_chart(context, tab, lang: str) -> dict:
+    """Tab from the top to the first chart's region, open its table with Enter, and Tab
+    on through the region: the stops met, in order, and where the focus was on the way."""
+    tab.locator("[data-testid=stPlotlyChart] .modebar-btn").first.wait_for(
+        state="attached", timeout=TIMEOUT_MS
+    )
+    first = None
+    for _ in range(80):  # through the sidebar and the explorer's controls
+        tab.keyboard.press("Tab")
+        first = tab.evaluate(_CHART_STOP_JS)
+        if first is not None:
+            break
+    walk = {"first": first, "label": tab.evaluate("document.activeElement.innerText")}
+    if first != {"part": "disclosure", "chart": 0}:
+        return walk
+    tab.keyboard.press("Enter")  # open the table, by keyboard
+    tab.locator("[data-testid=stExpander] [data-testid=stDataFrame]").first.wait_for(
+        timeout=TIMEOUT_MS
+    )
+    settle(tab)
+    walk["after_open"] = tab.evaluate(_CHART_STOP_JS)
+    parts = ["disclosure"]
+    for _ in range(30):
+        tab.keyboard.press("Tab")
+        now = tab.evaluate(_CHART_STOP_JS)
+        if now is None or now["chart"] != 0:
+            break
+        if parts[-1] != now["part"]:
+            parts.append(now["part"])
+    walk["parts"] = parts
+    return walk
+
+
+@pytest.fixture(scope="module")
+def explorer_walked(browser, app_url):
+    """``explorer_walked(lang)``: the explorer in ``lang``, once per module, after
+    walk_to_the_first_chart: (its context, its tab, the walk). The tests of the first
+    chart's region read it, so one load in each language serves them all."""
+    opened: dict = {}
+
+    def walked(lang: str):
+        if lang not in opened:
+            context, tab = open_page(browser, app_url, EXPLORER, lang, 1440, 900)
+            opened[lang] = (context, tab, walk_to_the_first_chart(context, tab, lang))
+        return opened[lang]
+
+    yield walked
+    for context, _, _ in opened.values():
+        context.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_tab_meets_a_charts_summary_and_table_before_its_toolbar(explorer_walked, lang):
+    """Item 4 of issue 37: the summary (the disclosure's label) and the table speak for
+    the chart, so the keyboard reaches them first and the chart's toolbar after them."""
+    _, _, walk = explorer_walked(lang)
+    first = walk["first"]
+    assert first == {"part": "disclosure", "chart": 0}, f"first stop in the chart: {first}"
+    assert translate("a11y.show_table", lang) in walk["label"], walk["label"]
+    assert walk["after_open"] == first, "the focus left the disclosure on open"
+    assert walk["parts"] == ["disclosure", "table", "toolbar"], walk["parts"]
+
+
+def test_the_explorers_chart_region_speaks_through_its_summary_and_table(explorer_walked):
     """Recorded from Chromium's accessibility tree: the summary ("show as a table") and the
     table that stand for the chart come first, then the chart as one named figure whose
-    drawing says nothing, and its toolbar."""
-    context, tab = open_page(browser, app_url, "explorer", "en", 1440, 900)
-    try:
-        chart = tab.locator("[data-testid=stPlotlyChart]").first
-        chart.wait_for(timeout=TIMEOUT_MS)
-        tab.wait_for_timeout(500)
-        # open "show as a table" below the first chart
-        expander = tab.locator("[data-testid=stExpander]", has=tab.locator("summary")).filter(
-            has_text=translate("a11y.show_table", "en")
-        )
-        expander.first.locator("summary").click()
-        settle(tab)
-        tab.locator("[data-testid=stExpander] [data-testid=stDataFrame]").first.wait_for(
-            timeout=TIMEOUT_MS
-        )
-        tab.wait_for_timeout(500)
-        heard = tab.evaluate(
-            """() => {
-              const chart = document.querySelector('[data-testid=stPlotlyChart]');
-              const svgs = [...chart.querySelectorAll('svg.main-svg')];
-              const frame = document.querySelector('[data-testid=stExpander] [data-testid=stDataFrame]');
-              return {figure: chart.getAttribute('aria-label'), role: chart.getAttribute('role'),
-                      hidden: svgs.every(s => s.getAttribute('aria-hidden') === 'true'),
-                      table: frame.getAttribute('aria-label')};
-            }"""
-        )
-        names = accessible_names(context, tab)
-    finally:
-        context.close()
+    drawing says nothing, and its toolbar. Read on the English explorer after the keyboard
+    walk opened the first chart's table."""
+    context, tab, walk = explorer_walked("en")
+    assert "parts" in walk, f"the walk never opened the first chart's table: {walk}"
+    heard = tab.evaluate(
+        """() => {
+          const chart = document.querySelector('[data-testid=stPlotlyChart]');
+          const svgs = [...chart.querySelectorAll('svg.main-svg')];
+          const frame = document.querySelector('[data-testid=stExpander] [data-testid=stDataFrame]');
+          return {figure: chart.getAttribute('aria-label'), role: chart.getAttribute('role'),
+                  hidden: svgs.every(s => s.getAttribute('aria-hidden') === 'true'),
+                  table: frame.getAttribute('aria-label')};
+        }"""
+    )
+    names = accessible_names(context, tab)
     assert heard["role"] == "figure" and heard["hidden"], heard
     assert heard["table"] == translate("a11y.table_name", "en", summary=heard["figure"])
     # no unnamed graphics: every image or graphics node a reader meets has a name
@@ -257,71 +342,16 @@ def test_the_explorers_chart_region_speaks_through_its_summary_and_table(browser
     HEARD.write_text("\n".join(region) + "\n")
 
 
-# Where the focus is in a chart's region: the "show as a table" disclosure, the table in
-# it, or the chart's toolbar; with the number of the chart it belongs to (the disclosure
-# and its table sit just before their chart).
-_CHART_STOP_JS = """() => {
-  const el = document.activeElement;
-  if (!el || el === document.body || el.closest('[data-testid=stSidebar]')) return null;
-  const charts = [...document.querySelectorAll('[data-testid=stPlotlyChart]')];
-  const chart = el.closest('[data-testid=stPlotlyChart]');
-  if (chart) return {part: el.closest('.modebar') ? 'toolbar' : 'chart', chart: charts.indexOf(chart)};
-  const expander = el.closest('[data-testid=stExpander]');
-  if (!expander) return null;
-  let next = expander.closest('[data-testid=stElementContainer], [data-testid=stLayoutWrapper]');
-  next = next && next.nextElementSibling;
-  const own = next && next.querySelector('[data-testid=stPlotlyChart]');
-  if (!own) return null;
-  const part = el.closest('summary') ? 'disclosure' : el.closest('[data-testid=stDataFrame]') ? 'table' : 'other';
-  return {part, chart: charts.indexOf(own)};
-}"""
-
-
-@pytest.mark.parametrize("lang", ["en", "ko"])
-def test_tab_meets_a_charts_summary_and_table_before_its_toolbar(browser, app_url, lang):
-    """Item 4 of issue 37: the summary (the disclosure's label) and the table speak for
-    the chart, so the keyboard reaches them first and the chart's toolbar after them."""
-    context, tab = open_page(browser, app_url, "explorer", lang, 1440, 900)
-    try:
-        tab.locator("[data-testid=stPlotlyChart] .modebar-btn").first.wait_for(
-            state="attached", timeout=TIMEOUT_MS
-        )
-        first = None
-        for _ in range(80):  # through the sidebar and the explorer's controls
-            tab.keyboard.press("Tab")
-            first = tab.evaluate(_CHART_STOP_JS)
-            if first is not None:
-                break
-        assert first == {"part": "disclosure", "chart": 0}, f"first stop in the chart: {first}"
-        label = tab.evaluate("document.activeElement.innerText")
-        assert translate("a11y.show_table", lang) in label, label
-        tab.keyboard.press("Enter")  # open the table, by keyboard
-        tab.locator("[data-testid=stExpander] [data-testid=stDataFrame]").first.wait_for(
-            timeout=TIMEOUT_MS
-        )
-        settle(tab)
-        assert tab.evaluate(_CHART_STOP_JS) == first, "the focus left the disclosure on open"
-        parts = ["disclosure"]
-        for _ in range(30):
-            tab.keyboard.press("Tab")
-            now = tab.evaluate(_CHART_STOP_JS)
-            if now is None or now["chart"] != 0:
-                break
-            if parts[-1] != now["part"]:
-                parts.append(now["part"])
-        assert parts == ["disclosure", "table", "toolbar"], parts
-    finally:
-        context.close()
-
-
 def test_switching_back_to_english_gives_streamlit_its_own_words_again(browser, app_url):
-    context, tab = open_page(browser, app_url, "decoding", "ko", 1440, 900)
+    """The sidebar's name and the help buttons' names (Streamlit's words, put into Korean by
+    the app's script) go back to English; on the toy's explorer, whose controls have help."""
+    context, tab = open_page(browser, app_url, LIGHT_PAGE, "ko", 1440, 900)
     try:
         assert tab.get_attribute("[data-testid=stSidebar]", "aria-label") == translate(
             "a11y.sr.sidebar", "ko"
         )
         tab.locator("[data-testid=stSidebar] button", has_text="English").click()
-        tab.locator("h1", has_text=translate("nav.decoding", "en")).first.wait_for(
+        tab.locator("h1", has_text=translate("explorer.title", "en")).first.wait_for(
             timeout=TIMEOUT_MS
         )
         settle(tab)
@@ -333,9 +363,10 @@ def test_switching_back_to_english_gives_streamlit_its_own_words_again(browser, 
             arg=korean,
             timeout=10_000,
         )
+        # the help icons' names (a button with a tooltip of its own is named by its text)
         helps = tab.evaluate(
             "[...document.querySelectorAll('[data-testid=stTooltipHoverTarget] button')]"
-            ".map(b => b.getAttribute('aria-label'))"
+            ".map(b => b.getAttribute('aria-label')).filter(Boolean)"
         )
         assert any(h.startswith("Help for ") for h in helps), helps
         assert not any(korean in h for h in helps), helps
