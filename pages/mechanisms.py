@@ -598,8 +598,11 @@ def patch_pair_inputs(lm, name: str) -> tuple[str, str]:
             help=t("mech.patch.pairs_help"),
         )
     c1, c2 = st.columns(2)
-    clean, _ = clean_text(c1.text_input(t("mech.patch.clean"), key="mclean"))
-    corrupted, _ = clean_text(c2.text_input(t("mech.patch.corrupted"), key="mcorrupt"))
+    # kept while another tab is open: Streamlit drops an undrawn widget's state, and the
+    # example is filled in only for a new model, so coming back found both boxes empty
+    kept = {"persist_state": "session"}
+    clean, _ = clean_text(c1.text_input(t("mech.patch.clean"), key="mclean", **kept))
+    corrupted, _ = clean_text(c2.text_input(t("mech.patch.corrupted"), key="mcorrupt", **kept))
     return clean, corrupted
 
 

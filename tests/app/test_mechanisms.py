@@ -107,6 +107,19 @@ def test_the_open_tab_stays_open_when_the_language_changes():
     assert chart(at, "mech_lens") is not None and chart(at, "mech_loss") is None
 
 
+def test_the_patching_boxes_keep_what_was_typed_while_another_tab_is_open():
+    """Streamlit drops an undrawn widget's state, and the example pair is filled in only for a
+    new model: without the boxes' kept state, coming back to the tab found both empty."""
+    at = open_page("patching")
+    at.text_input(key="mcorrupt").set_value("q w e r t y u q e").run()
+    helpers.open_tab(at, "mech_tab", translate("mech.tab.heads", "en"))
+    helpers.open_tab(at, "mech_tab", translate("mech.tab.patching", "en"))
+    ok(at)
+    assert at.text_input(key="mclean").value == "q w e r t y u q w"
+    assert at.text_input(key="mcorrupt").value == "q w e r t y u q e"
+    assert not at.warning and chart(at, "mech_patch_pos") is not None
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_patching_inputs_of_different_length_get_a_clear_message(lang):
     at = open_page("patching", lang=lang)
