@@ -36,17 +36,19 @@ def stepper(
 
     Encoder-decoder: ``ids`` is the source [B, Ls], encoded once; the decoder starts from
     <bos>. Decoder-only: ``ids`` is the prompt [B, Lp] (no padding), continued in place.
+    Only the last position goes through the output head: the prompt's other rows are unread.
     """
     if isinstance(network, EncoderDecoderModel):
         memory, src_valid = network.encode(ids, head_mask=head_mask)
 
         def step(new, rec, cache):
-            return network.decode(new, memory, src_valid, rec, cache, head_mask)[:, -1]
+            logits = network.decode(new, memory, src_valid, rec, cache, head_mask, last_only=True)
+            return logits[:, -1]
 
         return step, torch.full((ids.shape[0], 1), bos_id, dtype=torch.long, device=ids.device)
 
     def step(new, rec, cache):
-        return network.decode(new, rec, cache, head_mask)[:, -1]
+        return network.decode(new, rec, cache, head_mask, last_only=True)[:, -1]
 
     return step, ids
 
