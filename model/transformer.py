@@ -273,16 +273,19 @@ class EncoderDecoderModel(_Model):
         rec: Recorder | None = None,
         cache: dict | None = None,
         head_mask: HeadMask | None = None,
+        last_only: bool = False,
     ) -> torch.Tensor:
         """Decoder input ids [B, Lt] (shifted right, <bos> first) -> logits [B, Lt, vocab].
 
         With a cache, ``tgt_ids`` are only the new tokens; earlier keys/values are reused.
+        ``last_only``: the logits of the last position alone [B, 1, vocab], all a decoding
+        step reads (the output head is a large share of a step's work).
         """
         self_mask, cross_mask, offset = self._decoder_masks(tgt_ids, cache, src_valid, spec=True)
         y = self.decoder(
             self.tgt_embed(tgt_ids, offset), self_mask, memory, cross_mask, rec, cache, head_mask
         )
-        return self.generator(y)
+        return self.generator(y[:, -1:] if last_only else y)
 
     def forward(
         self,
@@ -353,11 +356,14 @@ class DecoderModel(_Model):
         rec: Recorder | None = None,
         cache: dict | None = None,
         head_mask: HeadMask | None = None,
+        last_only: bool = False,
     ) -> torch.Tensor:
-        """Ids [B, L] -> logits [B, L, vocab]; with a cache only the new ids are passed."""
+        """Ids [B, L] -> logits [B, L, vocab]; with a cache only the new ids are passed.
+        ``last_only``: the last position's logits alone [B, 1, vocab]: a prompt's other
+        positions through a 262k-token head (Gemma 3) cost a step's worth each, unread."""
         self_mask, _, offset = self._decoder_masks(ids, cache, None, spec=True)
         y = self.decoder(self.embed(ids, offset), self_mask, None, None, rec, cache, head_mask)
-        return self.head(y)
+        return self.head(y[:, -1:] if last_only else y)
 
     def forward(
         self,

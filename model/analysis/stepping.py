@@ -48,7 +48,13 @@ def top_candidates(after, chosen: int, k: int = 10) -> list[int]:
     """The ids the next-token chart shows: the k most likely after temperature and
     filtering, then the chosen one if it is not among them."""
     after = torch.as_tensor(after, dtype=torch.float32)
-    top = [int(i) for i in torch.argsort(after, descending=True, stable=True)[:k]]
+    # Ties keep the lower id first (a stable sort). Sorting only the ids at or above the
+    # k-th value gives the same order: a stable sort of all 262k of Gemma's ids was 25 ms,
+    # twice each step drawn.
+    kth = torch.topk(after, min(k, after.numel())).values[-1]
+    near = torch.nonzero(after >= kth).flatten()  # in id order
+    order = near[torch.argsort(after[near], descending=True, stable=True)]
+    top = [int(i) for i in order[:k]]
     return top if chosen in top else [*top, chosen]
 
 

@@ -9,11 +9,13 @@ training's evaluation (``greedy_decode``) and the pages' one-token-at-a-time dec
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
 
+from model.masks import MaskSpec
 from model.runtime.types import DecodeStep
 from model.trace import Recorder
 from model.transformer import DecoderModel, EncoderDecoderModel, HeadMask
@@ -36,17 +38,19 @@ def stepper(
 
     Encoder-decoder: ``ids`` is the source [B, Ls], encoded once; the decoder starts from
     <bos>. Decoder-only: ``ids`` is the prompt [B, Lp] (no padding), continued in place.
+    Only the last position goes through the output head: the prompt's other rows are unread.
     """
     if isinstance(network, EncoderDecoderModel):
         memory, src_valid = network.encode(ids, head_mask=head_mask)
 
         def step(new, rec, cache):
-            return network.decode(new, memory, src_valid, rec, cache, head_mask)[:, -1]
+            logits = network.decode(new, memory, src_valid, rec, cache, head_mask, last_only=True)
+            return logits[:, -1]
 
         return step, torch.full((ids.shape[0], 1), bos_id, dtype=torch.long, device=ids.device)
 
     def step(new, rec, cache):
-        return network.decode(new, rec, cache, head_mask)[:, -1]
+        return network.decode(new, rec, cache, head_mask, last_only=True)[:, -1]
 
     return step, ids
 
@@ -214,10 +218,37 @@ def last_rows(rec: Recorder) -> dict[str, torch.Tensor]:
     gives them, so every layer's row spans every key."""
     out = {}
     for kind, n in rec.layers.items():
-        rows = [rec.weights(kind, i, rows=[-1])[:, 0] for i in range(n)]
+        rows = [_newest_row(rec, kind, i) for i in range(n)]
         keys = max(r.shape[-1] for r in rows)
         out[kind] = torch.stack([F.pad(r, (keys - r.shape[-1], 0)) for r in rows]).cpu()
     return out
+
+
+def _newest_row(rec: Recorder, kind: str, layer: int) -> torch.Tensor:
+    """[heads, keys]: ``rec.weights(kind, layer, rows=[-1])[:, 0]``, to the bit. Where the
+    newest query sees every key (causal, no padding, no window cut, no ALiBi: every step of
+    a decoding run past the first, in every layer), the same arithmetic without rebuilding
+    the mask: the mask's bookkeeping was half the cost of a step's rows, once per layer."""
+    qk, mask = rec.qk[kind][layer], rec.mask_of(kind, layer)
+    q, k = qk.q[0], qk.k[0]  # [H, Lq, d_k], [G, Lk, d_k]
+    lq, lk = q.shape[-2], k.shape[-2]
+    sees_all = (
+        isinstance(mask, MaskSpec)
+        and not qk.alibi
+        and mask.query_valid is None
+        and mask.key_valid is None
+        and (mask.lq, mask.lk) == (lq, lk)
+        and mask.offset + lq == lk  # the newest query is the last key: causal hides none
+        and (mask.window is None or mask.window >= lk)
+    )
+    if not sees_all:
+        return rec.weights(kind, layer, rows=[-1])[:, 0]
+    heads = torch.arange(q.shape[-3], device=q.device)
+    qs = q.index_select(-3, heads).index_select(-2, heads.new_tensor([lq - 1])).float()
+    ks = k.index_select(-3, heads // (q.shape[-3] // k.shape[-3])).float()
+    scores = qs @ ks.transpose(-2, -1)  # [H, 1, Lk], as attention_weights computes it
+    scaled = scores.div_(math.sqrt(q.shape[-1])) if qk.scale is None else scores.mul_(qk.scale)
+    return torch.softmax(scaled, dim=-1)[:, 0]
 
 
 def filter_probs(probs: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from model import TransformerConfig, build_model
-from model.runtime.decoding import greedy_decode
+from model.runtime.decoding import greedy_decode, last_rows, stepper
+from model.trace import Recorder
 
 
 def make(kind, placement):
@@ -40,3 +41,31 @@ def test_feeding_tokens_in_chunks_through_the_cache_equals_one_full_pass(placeme
         ]
     torch.testing.assert_close(torch.cat(parts, dim=1), full, atol=1e-5, rtol=1e-5)
     assert cache["length"] == 6
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"n_kv_heads": 2, "positions": "rope"},  # grouped-query heads, as SmolLM2 and Gemma
+        {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
+        {"positions": "alibi"},  # a bias on the scores: the rows go the general way
+    ],
+)
+def test_each_steps_attention_rows_are_the_recorded_weights_to_the_bit(options):
+    """A decoding step's rows skip rebuilding the mask where the newest query sees every
+    key; they must still be exactly the weights the recorder recomputes for that row."""
+    torch.manual_seed(2)
+    # No padding id, as the real decoders run: a padded model's rows go the general way.
+    cfg = TransformerConfig(kind="decoder", n_decoder_layers=2, dropout=0.0, pad_id=None, **options)
+    model = build_model(cfg).eval()
+    step, new = stepper(model, torch.tensor([[5, 6, 7]]), None)
+    cache = model.new_cache()
+    with torch.inference_mode():
+        for _ in range(7):  # past the window: a sliding layer's cache then drops keys
+            rec = Recorder(statistics=False)
+            token = step(new, rec, cache).argmax(-1, keepdim=True)
+            rows = last_rows(rec)["decoder"]  # [layers, heads, keys]
+            for layer in range(2):
+                kept = rec.weights("decoder", layer, rows=[-1])[:, 0]
+                assert torch.equal(rows[layer, :, rows.shape[-1] - kept.shape[-1] :], kept)
+            new = token

@@ -141,6 +141,21 @@ def test_every_cached_step_equals_recomputing_the_whole_prefix():
             )
 
 
+def test_decoder_only_steps_read_the_same_logits_as_one_pass_over_prompt_and_output():
+    """Each step puts only the newest position through the output head: what it chose from
+    is still, to the float, the full pass's row at that position, so greedy is unchanged."""
+    lm = lab("decoder")
+    prompt = lm.encode("a b c d e").ids
+    steps = list(lm.decode("a b c d e"))
+    ids = prompt + [s.token_id for s in steps]
+    with torch.inference_mode():
+        full = lm.network(torch.tensor([ids])).logits[0]  # [L, vocab], every position
+    for step in steps:
+        row = full[len(prompt) - 1 + step.index]
+        torch.testing.assert_close(step.logits, row, atol=1e-5, rtol=1e-5)
+        assert step.token_id == int(row.argmax())
+
+
 @pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_beam_of_width_one_is_greedy():
     lm = lab("encoder-decoder")

@@ -4,7 +4,7 @@ read from the run's steps without Streamlit (model.analysis.stepping)."""
 import torch
 
 from model import load
-from model.analysis.stepping import distribution_before, growing_mask
+from model.analysis.stepping import distribution_before, growing_mask, top_candidates
 from model.masks import future_mask
 
 
@@ -37,3 +37,19 @@ def test_the_raw_distribution_is_the_softmax_of_the_logits_before_sampling_chang
     before = distribution_before(step)
     torch.testing.assert_close(before, step.logits.softmax(-1))
     assert (step.probs > 0).sum() <= 2 < (before > 0).sum()  # top-k cut what the model said
+
+
+def test_the_chart_shows_the_ten_most_likely_ties_lowest_id_first_then_the_chosen():
+    """The next-token chart's bars, in order: the same as a stable sort of the whole
+    vocabulary, ties included (top-k leaves most ids at exactly 0), chosen one last."""
+    torch.manual_seed(0)
+    probs = torch.softmax(torch.randn(5000) * 3, -1)
+    filtered = torch.zeros(5000).index_fill_(0, torch.tensor([4000, 7]), 0.5)  # top-k = 2
+    tied = torch.zeros(5000).index_fill_(0, torch.arange(30, 4030, 400), 0.1)  # ten equal
+    tied[4999] = 0.1  # an eleventh: the lower ids win
+    for after in (probs, filtered, tied):
+        whole = [int(i) for i in torch.argsort(after, descending=True, stable=True)[:10]]
+        assert top_candidates(after, whole[0]) == whole
+        assert top_candidates(after, 4998) == [*whole, 4998]  # the chosen one, drawn last
+    assert top_candidates(filtered, 4000)[:3] == [7, 4000, 0]
+    assert top_candidates(tied, 30)[-1] == 3630 and 4999 not in top_candidates(tied, 30)
