@@ -30,7 +30,7 @@ CHARTS = "[data-testid=stPlotlyChart]"
 @pytest.fixture(scope="module")
 def long_folder(tmp_path_factory):
     # 4,096 positions: today's loader reads half as input (2,048 tokens) and appends up to
-    # 64 generated ones, well past the 512 a side where the overview takes over.
+    # 32 generated ones, well past the 512 a side where the overview takes over.
     return build_long_folder(tmp_path_factory.mktemp("browser-long") / "long-llama", 4096)
 
 
