@@ -445,8 +445,9 @@ def attention_weights(
         slopes = alibi_slopes(n_heads).to(device)[head_idx]
         scaled = scaled - slopes[:, None, None] * dist
     if isinstance(mask, MaskSpec):
-        allowed = mask.dense(rows, None, device)
-        allowed = None if allowed is None else allowed[0, 0]
+        # rows that see every key are softmaxed as they are: the same numbers, without
+        # building and applying a mask that hides nothing (every decoding step's row)
+        allowed = None if mask.open_to(rows) else mask.dense(rows, None, device)[0, 0]
     elif mask is not None:
         allowed = torch.broadcast_to(mask.to(torch.bool), (*mask.shape[:-2], lq, lk))
         allowed = allowed.reshape(-1, lq, lk)[0]  # one sentence: [Lq, Lk]

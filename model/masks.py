@@ -102,6 +102,21 @@ class MaskSpec:
             and (self.window is None or self.window >= self.lk + self.offset)
         )
 
+    def open_to(self, rows=None) -> bool:
+        """True when no key is hidden from any of these query rows, so their weights need
+        no mask: no padding, the causal rule and the window reaching every key (a decoding
+        step's newest query, in every layer of a model without padding)."""
+        if self.trivial:
+            return True
+        if self.query_valid is not None or self.key_valid is not None:
+            return False
+        q_pos, _ = self.positions(rows, slice(0, 0), torch.device("cpu"))  # no GPU sync
+        if q_pos.numel() == 0:
+            return True
+        if self.causal and int(q_pos.min()) < self.lk - 1:
+            return False
+        return self.window is None or int(q_pos.max()) - self.window < 0
+
     def key_span(self, rows=None) -> tuple[int, int]:
         """(first, end) of the keys that any of these query rows may see under the causal
         rule and the window: every key outside is hidden from all of them, so a map of these

@@ -9,13 +9,11 @@ training's evaluation (``greedy_decode``) and the pages' one-token-at-a-time dec
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
 
-from model.masks import MaskSpec
 from model.runtime.types import DecodeStep
 from model.trace import Recorder
 from model.transformer import DecoderModel, EncoderDecoderModel, HeadMask
@@ -218,37 +216,10 @@ def last_rows(rec: Recorder) -> dict[str, torch.Tensor]:
     gives them, so every layer's row spans every key."""
     out = {}
     for kind, n in rec.layers.items():
-        rows = [_newest_row(rec, kind, i) for i in range(n)]
+        rows = [rec.weights(kind, i, rows=[-1])[:, 0] for i in range(n)]
         keys = max(r.shape[-1] for r in rows)
         out[kind] = torch.stack([F.pad(r, (keys - r.shape[-1], 0)) for r in rows]).cpu()
     return out
-
-
-def _newest_row(rec: Recorder, kind: str, layer: int) -> torch.Tensor:
-    """[heads, keys]: ``rec.weights(kind, layer, rows=[-1])[:, 0]``, to the bit. Where the
-    newest query sees every key (causal, no padding, no window cut, no ALiBi: every step of
-    a decoding run past the first, in every layer), the same arithmetic without rebuilding
-    the mask: the mask's bookkeeping was half the cost of a step's rows, once per layer."""
-    qk, mask = rec.qk[kind][layer], rec.mask_of(kind, layer)
-    q, k = qk.q[0], qk.k[0]  # [H, Lq, d_k], [G, Lk, d_k]
-    lq, lk = q.shape[-2], k.shape[-2]
-    sees_all = (
-        isinstance(mask, MaskSpec)
-        and not qk.alibi
-        and mask.query_valid is None
-        and mask.key_valid is None
-        and (mask.lq, mask.lk) == (lq, lk)
-        and mask.offset + lq == lk  # the newest query is the last key: causal hides none
-        and (mask.window is None or mask.window >= lk)
-    )
-    if not sees_all:
-        return rec.weights(kind, layer, rows=[-1])[:, 0]
-    heads = torch.arange(q.shape[-3], device=q.device)
-    qs = q.index_select(-3, heads).index_select(-2, heads.new_tensor([lq - 1])).float()
-    ks = k.index_select(-3, heads // (q.shape[-3] // k.shape[-3])).float()
-    scores = qs @ ks.transpose(-2, -1)  # [H, 1, Lk], as attention_weights computes it
-    scaled = scores.div_(math.sqrt(q.shape[-1])) if qk.scale is None else scores.mul_(qk.scale)
-    return torch.softmax(scaled, dim=-1)[:, 0]
 
 
 def filter_probs(probs: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:

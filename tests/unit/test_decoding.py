@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from model import TransformerConfig, build_model
+from model.attention import attention_weights
 from model.runtime.decoding import greedy_decode, last_rows, stepper
 from model.trace import Recorder
 
@@ -52,8 +53,8 @@ def test_feeding_tokens_in_chunks_through_the_cache_equals_one_full_pass(placeme
     ],
 )
 def test_each_steps_attention_rows_are_the_recorded_weights_to_the_bit(options):
-    """A decoding step's rows skip rebuilding the mask where the newest query sees every
-    key; they must still be exactly the weights the recorder recomputes for that row."""
+    """A decoding step's rows skip building the mask where the newest query sees every key
+    (MaskSpec.open_to); they must still be exactly the weights computed under that mask."""
     torch.manual_seed(2)
     # No padding id, as the real decoders run: a padded model's rows go the general way.
     cfg = TransformerConfig(kind="decoder", n_decoder_layers=2, dropout=0.0, pad_id=None, **options)
@@ -66,6 +67,10 @@ def test_each_steps_attention_rows_are_the_recorded_weights_to_the_bit(options):
             token = step(new, rec, cache).argmax(-1, keepdim=True)
             rows = last_rows(rec)["decoder"]  # [layers, heads, keys]
             for layer in range(2):
-                kept = rec.weights("decoder", layer, rows=[-1])[:, 0]
+                qk, spec = rec.qk["decoder"][layer], rec.mask_of("decoder", layer)
+                dense = spec.dense() if spec.dense() is not None else torch.ones(1, 1, 1, 1)
+                kept = attention_weights(  # a bool tensor: the mask applied, never skipped
+                    qk.q[0], qk.k[0], dense.bool(), alibi=qk.alibi, rows=[-1], scale=qk.scale
+                )[:, 0]
                 assert torch.equal(rows[layer, :, rows.shape[-1] - kept.shape[-1] :], kept)
             new = token

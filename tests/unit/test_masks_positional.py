@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from model.masks import attention_mask, causal_mask, padding_mask
+from model.masks import MaskSpec, attention_mask, causal_mask, padding_mask
 from model.positional import sinusoidal_encoding
 
 
@@ -71,3 +71,23 @@ def test_concatenated_layout_is_a_column_permutation_of_the_interleaved_one():
 def test_sinusoidal_encoding_rejects_nonsense_sizes():
     with pytest.raises(ValueError):
         sinusoidal_encoding(10, 0)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        MaskSpec(5, 5, causal=True),
+        MaskSpec(1, 9, causal=True, offset=8),  # a decoding step's newest query
+        MaskSpec(1, 9, causal=True, offset=8, window=4),  # its window hides the oldest keys
+        MaskSpec(1, 4, causal=True, offset=3, window=4),  # a window as wide as the keys
+        MaskSpec(3, 6, causal=True, offset=3, window=2),
+        MaskSpec(4, 4, key_valid=torch.tensor([[True, True, True, False]])),
+        MaskSpec(4, 4, window=8),
+    ],
+)
+def test_rows_open_to_every_key_are_exactly_those_the_mask_hides_nothing_from(spec):
+    """attention_weights skips the mask for such rows: open_to must never say open where
+    the mask would hide a key, nor shut where it would not."""
+    for rows in (None, [-1], [0], slice(1, 3)):
+        dense = spec.dense(rows)
+        assert spec.open_to(rows) == (dense is None or bool(dense.all())), (spec, rows)
