@@ -600,10 +600,9 @@ def patch_pair_inputs(lm, name: str) -> tuple[str, str]:
     c1, c2 = st.columns(2)
     # kept while another tab is open: Streamlit drops an undrawn widget's state, and the
     # example is filled in only for a new model, so coming back found both boxes empty
-    kept = {"persist_state": "session"}
-    clean, _ = clean_text(c1.text_input(t("mech.patch.clean"), key="mclean", **kept))
-    corrupted, _ = clean_text(c2.text_input(t("mech.patch.corrupted"), key="mcorrupt", **kept))
-    return clean, corrupted
+    clean = c1.text_input(t("mech.patch.clean"), key="mclean", persist_state="session")
+    corrupted = c2.text_input(t("mech.patch.corrupted"), key="mcorrupt", persist_state="session")
+    return clean_text(clean)[0], clean_text(corrupted)[0]
 
 
 def run_patch(name: str, clean: str, corrupted: str) -> Patching | None:
