@@ -94,18 +94,32 @@ def frame_imports(root: Path = ROOT) -> list[str]:
 
 def warm_imports(root: Path = ROOT) -> list[str]:
     """Import what every page's first run needs, and build one plotly figure (its first
-    costs ~0.2 s of validator set-up); returns what could not be imported."""
+    costs ~0.2 s of validator set-up); returns what could not be imported.
+
+    The collector is paused meanwhile and what was imported is then frozen out of its sight:
+    imports make modules and functions that live as long as the process, almost no garbage,
+    yet their allocations set off ~600 collections, four of them full (0.33 of 1.65 CPU-s
+    on the 2-core machine); frozen, a full collection during the first page's run takes
+    ~0 ms instead of 0.3-0.7 s (bench.scripttiming's gc_ms counted up to 2.5 s in a first run
+    under load). ui.preload freezes again once the models are in."""
     import importlib
 
     failed = []
-    for name in frame_imports(root):
-        try:
-            importlib.import_module(name)
-        except Exception:  # the page that imports it shows the error itself
-            failed.append(name)
-    import plotly.graph_objects as go
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for name in frame_imports(root):
+            try:
+                importlib.import_module(name)
+            except Exception:  # the page that imports it shows the error itself
+                failed.append(name)
+        import plotly.graph_objects as go
 
-    go.Figure(go.Heatmap(z=[[0.0, 1.0]]), layout={"title": {"text": "warm"}}).to_json()
+        go.Figure(go.Heatmap(z=[[0.0, 1.0]]), layout={"title": {"text": "warm"}}).to_json()
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
     return failed
 
 
@@ -126,12 +140,6 @@ def _server_started(timeout_s: float = 30.0) -> None:
 def _warm_and_report() -> None:
     _server_started()
     failed = warm_imports()
-    # What was just imported (torch, pandas, plotly: ~250,000 objects) lives as long as the
-    # process. Out of the collector's sight, a full collection during the first page's run
-    # takes ~0 ms instead of 0.3-0.7 s on the 2-core machine (bench.scripttiming's gc_ms
-    # counted up to 2.5 s in a first run under load). ui.preload freezes again once the
-    # models are in.
-    gc.freeze()
     if failed:  # the page that needs one says why, in the UI language
         log.warning("could not import ahead: %s", ", ".join(failed))
 
