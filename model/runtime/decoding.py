@@ -242,7 +242,7 @@ def filter_probs(probs: torch.Tensor, top_k: int | None, top_p: float | None) ->
 
 class DecodingRun:
     """One decoding run, decoded only as far as it has been read: step ``n`` costs ``n``
-    steps, not the whole continuation (SmolLM2's 32 steps were ~2 CPU-s before a page could
+    steps, not the whole continuation (SmolLM2's 30 steps were ~2 CPU-s before a page could
     draw step 0).
 
     ``steps`` is the generator ``LabModel.decode`` returns, the one source of the steps. It
@@ -255,6 +255,8 @@ class DecodingRun:
     ``budget``: the most steps the run may take; it ends sooner at ``eos_id``. ``total`` is
     None until the run has ended, so a page never states a length it does not know.
     ``changed(run)`` is called after the run grew or failed (its keeper counts it again).
+    A byte count of the run (``kept.nbytes``) sees its steps; an unfinished run's key/value
+    cache lives in the generator, uncounted, and goes when the run ends.
     """
 
     def __init__(
