@@ -14,6 +14,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from model.runtime.decoding import DecodingRun
 from model.runtime.folders import (
     ENCODER_TYPES,
     ENGINE_DECODER_TYPES,
@@ -33,7 +34,7 @@ from model.runtime.folders import (
 )
 from model.runtime.lab import LabModel
 from model.runtime.loading import CONTRAST, GGUF_MODELS, PRETRAINED, SHIPPED, load
-from model.runtime.types import DecodeStep, ForcedStep, ModelLoadError
+from model.runtime.types import ForcedStep, ModelLoadError
 from model.trace import Trace
 from ui.i18n import current_language, t, translated_widget
 from ui.model_card import show_model_card
@@ -496,24 +497,43 @@ def get_trace(
     return TRACES.get_or_compute(key, run)
 
 
-def _decode(name: str, device: str, text: str, options: tuple) -> list[DecodeStep]:
-    """Every step of one run, kept beside the traces, in the same byte budget (read-only)."""
+# A run this cheap (parameters x new tokens; en2ko's 63 tokens are 0.05e9, ~10 ms of CPU) is
+# decoded whole when it is first asked for, so the page can say its length at once; a real
+# model's (SmolLM2: 4.3e9, ~2 CPU-s) is decoded as far as it is read.
+WHOLE_RUN_MAX = 250_000_000
 
-    def run() -> list[DecodeStep]:
+
+def _decoding_run(name: str, device: str, text: str, options: tuple) -> DecodingRun:
+    """One run per (model, device, text, options), kept beside the traces in the same byte
+    budget, counted again as it grows; a run that failed is dropped, so a rerun tries again."""
+    key = ("decode", name, device, text, options)
+
+    def changed(run: DecodingRun) -> None:
+        if run.error is not None:
+            TRACES.discard(lambda kept: kept != key)
+        else:
+            TRACES.recount(key, run)
+
+    def start() -> DecodingRun:
         lm = load_model(name, device)
         kwargs = dict(options)
         head_off = kwargs.pop("head_off", ())
         if head_off:
             kwargs["head_mask"] = lm.head_mask(head_off)
-        return list(lm.decode(text, **kwargs))
+        budget = lm.new_token_budget(text, kwargs.get("max_new_tokens"))
+        run = DecodingRun(lm.decode(text, **kwargs), budget, lm.tgt_tokenizer.eos_id, changed)
+        if parameter_count(lm) * budget <= WHOLE_RUN_MAX:
+            run.all()
+        return run
 
-    return TRACES.get_or_compute(("decode", name, device, text, options), run)
+    return TRACES.get_or_compute(key, start)
 
 
-def get_decoding(text: str, **options) -> list[DecodeStep]:
-    """Every step of one decoding run, computed once and cached, so stepping back and forth
-    costs only the figures. ``head_off``: (kind, layer, head) triples switched off."""
-    return _decode(selected_model(), selected_device(), text, tuple(sorted(options.items())))
+def get_decoding(text: str, **options) -> DecodingRun:
+    """The session's model's decoding run of ``text``, shared by every session and decoded
+    as far as anyone has read it (``DecodingRun.upto``), so stepping back and forth costs
+    only the figures. ``head_off``: (kind, layer, head) triples switched off."""
+    return _decoding_run(selected_model(), selected_device(), text, tuple(sorted(options.items())))
 
 
 def _teacher_forcing(

@@ -8,6 +8,7 @@ each page inside ``script_run()``): it starts once the first page has been drawn
 between its items while a page is running. The page being opened computes what it needs
 itself, first, without a second thread competing for the interpreter; Streamlit's caches
 give a request that arrives mid-way the same result (one computation per key, others wait).
+The rest of a decoding run the page left half-read is decoded the same way (``decode_ahead``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 _runs = threading.Condition()
 _state = {"active": 0, "ended_at": None}  # script runs going on; when the last one ended
+_STOPPING = threading.Event()  # the interpreter is exiting: background work stops waiting
 
 
 @contextmanager
@@ -64,7 +66,7 @@ def yield_to_pages(limit_s: float | None = None) -> None:
     ``limit_s``, default ``MAX_YIELD_S``)."""
     deadline = time.monotonic() + (MAX_YIELD_S if limit_s is None else limit_s)
     with _runs:
-        while not _pages_quiet():
+        while not _pages_quiet() and not _STOPPING.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
                 return
@@ -102,6 +104,44 @@ def _work(device: str) -> None:
     # the middle of somebody's page; later garbage is collected as before.
     gc.freeze()
     log.info("preloaded in %.1f s", time.perf_counter() - started)
+
+
+def decode_ahead(run) -> None:
+    """Decode the rest of a ``model.runtime.decoding.DecodingRun`` that a page read only in
+    part, on a thread of its own, one step at a time while no page is running: the next
+    Step finds its token decoded, and the page can soon say how long the run is. One thread
+    per run (``take_ahead``); the steps are the run's own, whoever decodes them."""
+    if run.done or not run.take_ahead():
+        return
+    thread = threading.Thread(target=_ahead, args=(run,), name="decode-ahead", daemon=True)
+    _AHEAD.add(thread)
+    thread.start()
+
+
+def _ahead(run) -> None:
+    try:
+        while not _STOPPING.is_set():
+            yield_to_pages()
+            if _STOPPING.is_set() or not run.decode_next():
+                return
+    except Exception as err:  # the run is dropped (ui.models): the page's next read retries
+        log.warning("decoding ahead failed: %s", err)
+    finally:
+        _AHEAD.discard(threading.current_thread())
+
+
+_AHEAD: set[threading.Thread] = set()  # threads decoding ahead now
+
+
+@atexit.register
+def _stop_ahead() -> None:
+    """A thread killed mid-step at exit can abort the interpreter (as mid-load, above): each
+    finishes the step it is in."""
+    _STOPPING.set()
+    with _runs:
+        _runs.notify_all()
+    for thread in list(_AHEAD):
+        thread.join(5)
 
 
 def _real_defaults() -> tuple[str, ...]:

@@ -157,6 +157,10 @@ class HFLabModel:
             raise ValueError("the text is empty: type a sentence first")
         return enc
 
+    def new_token_budget(self, text: str, max_new_tokens: int | None = None) -> int:
+        """The most tokens ``decode(text, max_new_tokens=...)`` generates (LabModel's)."""
+        return self._budget(len(self._encoded(text).ids), max_new_tokens)
+
     def _budget(self, n_prompt: int, max_new_tokens: int | None) -> int:
         room = self.max_len - (n_prompt if self.kind == "decoder" else 1)
         return max(0, min(room, DEFAULT_NEW_TOKENS if max_new_tokens is None else max_new_tokens))

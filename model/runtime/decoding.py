@@ -4,11 +4,13 @@ Everything here drives a *step function*: new token ids in, the logits of the la
 out, with an optional Recorder (to collect the attention rows of the new query) and cache.
 ``stepper`` builds it for an encoder-decoder or a decoder-only network, batched or not, so
 training's evaluation (``greedy_decode``) and the pages' one-token-at-a-time decoding
-(``decode_steps``, ``beam_steps``) run the same code.
+(``decode_steps``, ``beam_steps``) run the same code. ``DecodingRun`` keeps one such run
+decoded only as far as somebody has read it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 
 import torch
@@ -236,3 +238,98 @@ def filter_probs(probs: torch.Tensor, top_k: int | None, top_p: float | None) ->
         keep &= torch.zeros_like(keep).scatter(0, order, keep_sorted)
     kept = probs * keep
     return kept / kept.sum()
+
+
+class DecodingRun:
+    """One decoding run, decoded only as far as it has been read: step ``n`` costs ``n``
+    steps, not the whole continuation (SmolLM2's 30 steps were ~2 CPU-s before a page could
+    draw step 0).
+
+    ``steps`` is the generator ``LabModel.decode`` returns, the one source of the steps. It
+    keeps the run's key/value cache and the sampler's seeded generator between reads, so
+    reading further continues the run where it stopped, and the steps are exactly those of
+    ``list(steps)``: the same tokens, probabilities and attention rows. Every reader shares
+    the run (two sessions on one sentence, a page and the thread decoding ahead): one of them
+    decodes at a time, under a lock, and what was decoded is kept for all.
+
+    ``budget``: the most steps the run may take; it ends sooner at ``eos_id``. ``total`` is
+    None until the run has ended, so a page never states a length it does not know.
+    ``changed(run)`` is called after the run grew or failed (its keeper counts it again).
+    A byte count of the run (``kept.nbytes``) sees its steps; an unfinished run's key/value
+    cache lives in the generator, uncounted, and goes when the run ends.
+    """
+
+    def __init__(
+        self,
+        steps: Iterator[DecodeStep],
+        budget: int,
+        eos_id: int | None,
+        changed: Callable[[DecodingRun], None] | None = None,
+    ):
+        self.budget = budget
+        self.eos_id = eos_id
+        self.changed = changed
+        self._source: Iterator[DecodeStep] | None = steps if budget > 0 else None
+        self._steps: list[DecodeStep] = []
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._ahead = False  # whether a thread has taken on decoding the rest
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has ended (at <eos> or its budget) and every step is decoded."""
+        return self._source is None and self.error is None
+
+    @property
+    def decoded(self) -> int:
+        return len(self._steps)
+
+    @property
+    def total(self) -> int | None:
+        """How many steps the run has: known once it has ended, None before."""
+        return len(self._steps) if self.done else None
+
+    def upto(self, n: int) -> list[DecodeStep]:
+        """The first ``n`` steps (all of them if the run ends sooner), decoding the missing
+        ones now. A failure is raised here and to every later reader: the run cannot resume."""
+        if n <= len(self._steps):  # decoded before: no wait for a reader decoding further
+            return self._steps[:n]
+        grew = False
+        try:
+            with self._lock:
+                if self.error is not None:
+                    raise self.error
+                while len(self._steps) < n and self._source is not None:
+                    try:
+                        step = next(self._source, None)
+                    except Exception as err:
+                        self.error, self._source, grew = err, None, True
+                        raise
+                    if step is not None:
+                        self._steps.append(step)
+                        grew = True
+                    if step is None or self._ended(step):
+                        self._source = None  # lets go of the cache: the run is whole
+                return self._steps[:n]
+        finally:
+            if grew and self.changed is not None:
+                self.changed(self)
+
+    def all(self) -> list[DecodeStep]:
+        """Every step of the run, decoding the rest now."""
+        return self.upto(self.budget)
+
+    def _ended(self, step: DecodeStep) -> bool:
+        # known without asking the generator for one more step (which returns at once)
+        return step.token_id == self.eos_id or len(self._steps) >= self.budget
+
+    def take_ahead(self) -> bool:
+        """True once, for the one thread that will decode the rest ahead of the readers."""
+        with self._lock:
+            taken, self._ahead = self._ahead, True
+        return not taken and not self.done and self.error is None
+
+    def decode_next(self) -> bool:
+        """Decode one more step; whether the run goes on after it."""
+        self.upto(self.decoded + 1)
+        return not self.done

@@ -100,21 +100,34 @@ class ByteLRU:
     def put(self, key, value, size: int) -> list:
         """Keep ``value`` (``size`` bytes), dropping the least recently used until the rest
         fits; returns the keys dropped."""
-        dropped = []
         with self._lock:
             self._forget_gone()
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.total -= old[1]
-            if size > self.budget and not self.keep_newest:
-                return dropped
-            self._items[key] = (value, size)
-            self.total += size
-            while self.total > self.budget and len(self._items) > 1:
-                gone, (_, gone_size) = self._items.popitem(last=False)
-                self.total -= gone_size
-                dropped.append(gone)
+            return self._put(key, value, size)
+
+    def _put(self, key, value, size: int) -> list:
+        dropped = []  # (lock held)
+        old = self._items.pop(key, None)
+        if old is not None:
+            self.total -= old[1]
+        if size > self.budget and not self.keep_newest:
+            return dropped
+        self._items[key] = (value, size)
+        self.total += size
+        while self.total > self.budget and len(self._items) > 1:
+            gone, (_, gone_size) = self._items.popitem(last=False)
+            self.total -= gone_size
+            dropped.append(gone)
         return dropped
+
+    def recount(self, key, value, size=nbytes) -> list:
+        """Count ``value`` again after it grew in place (a decoding run read further), if
+        ``key`` still holds this very object; returns the keys dropped to make room."""
+        counted = size(value)
+        with self._lock:
+            found = self._items.get(key)
+            if found is None or found[0] is not value:
+                return []
+            return self._put(key, value, counted)
 
     def get_or_compute(self, key, compute: Callable[[], object], size=nbytes):
         """The kept value of ``key``, else ``compute()`` kept with ``size(value)`` bytes."""

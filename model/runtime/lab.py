@@ -303,6 +303,12 @@ class LabModel:
             seed,
         )
 
+    def new_token_budget(self, text: str, max_new_tokens: int | None = None) -> int:
+        """The most tokens ``decode(text, max_new_tokens=...)`` generates (it stops sooner at
+        <eos>): known before decoding, so a page can say "up to" while the run goes on."""
+        n_prefix = 1 if self.kind == "encoder-decoder" else len(self.encode(text).ids)  # <bos>
+        return self._budget(n_prefix, max_new_tokens)
+
     def _budget(self, n_prefix: int, max_new_tokens: int | None) -> int:
         room = self.max_len - n_prefix
         if max_new_tokens is None:

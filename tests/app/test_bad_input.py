@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app.helpers import APP, figures
 from ui.i18n import load_catalog, translate
-from ui.models import _decode, get_trace, load_model
+from ui.models import _decoding_run, get_trace, load_model
 from ui.sentence import MAX_CHARS, clean_text, readable
 
 
@@ -164,7 +164,7 @@ def model_numbers_are_finite(page: Page, text: str) -> bool:
             ]
         )
     if page.path.endswith("decoding.py"):
-        steps = _decode(page.model, "auto", text, (("strategy", "greedy"),))
+        steps = _decoding_run(page.model, "auto", text, (("strategy", "greedy"),)).all()
         return all(
             all_finite([*s.attention.values(), s.probs, s.logits]) and s.probs.sum() > 0.99
             for s in steps

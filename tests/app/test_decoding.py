@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
 from model import load
+from model.runtime.decoding import DecodingRun
 from tests.app.helpers import APP, chart, open_page
 from ui.i18n import translate
+from ui.models import TRACES
 
 
 def decoding(**query: str) -> AppTest:
@@ -27,26 +30,87 @@ def output_tokens(at: AppTest) -> str:
     return line[len(prefix) :]
 
 
-def test_step_three_times_back_once_and_reset():
+@pytest.fixture
+def read_lazily(monkeypatch):
+    """Runs decoded only as far as the page reads them, as a real model's are (ui.models
+    decodes a toy's whole run at once), and no thread decoding ahead: what the page shows
+    is what it decoded itself. No run of an earlier test is kept."""
+    monkeypatch.setattr("ui.models.WHOLE_RUN_MAX", 0)
+    monkeypatch.setattr("ui.preload.decode_ahead", lambda run: None)
+    TRACES.discard(lambda key: not (isinstance(key, tuple) and key[0] == "decode"))
+
+
+def kept_run(text: str) -> DecodingRun:
+    (run,) = [
+        TRACES.get(k)
+        for k in TRACES.kept_keys()
+        if isinstance(k, tuple) and k[:4] == ("decode", "en2ko", "auto", text)
+    ]
+    return run
+
+
+def position(at: AppTest) -> str:
+    (bar,) = at.get("progress")
+    return bar.proto.text
+
+
+def test_step_three_times_back_once_and_reset(read_lazily):
+    """Read lazily: step 0 is drawn after one decoded step, each press decodes one more, and
+    until the run has ended the page says only how long it can be."""
     at = decoding(text="I study math at school")
     assert not at.exception and not at.error
     assert translate("decoding.intro", "en") in [c.value for c in at.caption]  # reads a source
+    run = kept_run("I study math at school")
+    assert run.decoded == 1 and run.total is None
+    upto = translate("decoding.total_upto", "en", n=run.budget)
+    assert position(at) == translate("decoding.position", "en", step=0, total=upto)
     press(at, "step", 3)
     assert at.session_state["step"] == 3 and at.query_params["step"] == "3"
+    assert run.decoded == 3
+    assert position(at) == translate("decoding.position", "en", step=3, total=upto)
     press(at, "back")
-    assert at.session_state["step"] == 2
+    assert at.session_state["step"] == 2 and run.decoded == 3
     assert output_tokens(at).split("` `")[0].strip("` ") == "나"
     press(at, "reset")
     assert at.session_state["step"] == 0
     assert translate("decoding.press_step", "en") in [i.value for i in at.info]
 
 
-def test_stepping_to_the_end_gives_exactly_the_translation():
+def test_stepping_to_the_end_gives_exactly_the_translation(read_lazily):
+    """A link to a step past the end, read lazily: the run is decoded to its end, the step
+    is the last one, and the length shown is the run's own."""
     at = decoding(text="I study math at school", step="40")
     steps = at.session_state["step"]
     shown = [tok.strip() for tok in output_tokens(at).split("`") if tok.strip()]
     expected = [s.token for s in load("en2ko").decode("I study math at school")]
     assert shown == expected and steps == len(expected)
+    assert position(at) == translate("decoding.position", "en", step=steps, total=steps)
+    press(at, "step")  # past the end: stays at the end
+    assert at.session_state["step"] == steps
+
+
+def test_the_rest_of_a_run_is_decoded_ahead_once_no_page_is_running(monkeypatch):
+    """ui.preload.decode_ahead: one thread per run, waiting for the pages (no quiet time
+    here), decodes the steps a whole run has, in the run every reader shares."""
+    from tests.unit.test_decoding_run import assert_same_steps
+    from ui import preload
+
+    torch.set_num_threads(1)  # bit-equal decodes (tests/unit/test_decoding_run.py: one_thread)
+    monkeypatch.setattr(preload, "QUIET_S", 0.0)
+    with preload.script_run():  # a page ran, and ended
+        pass
+    lm = load("en2ko")
+    text = "I study math at school"
+    run = DecodingRun(lm.decode(text), lm.new_token_budget(text), lm.tgt_tokenizer.eos_id)
+    run.upto(1)
+    preload.decode_ahead(run)
+    threads = list(preload._AHEAD)
+    preload.decode_ahead(run)  # already taken: no second thread
+    assert not run.take_ahead()
+    for thread in threads:
+        thread.join(60)
+    assert run.done
+    assert_same_steps(run.upto(run.total), list(lm.decode(text)))
 
 
 def test_the_mask_gains_a_row_per_step_and_the_future_stays_grey():
