@@ -132,7 +132,8 @@ def share_app_test_setup() -> None:
       page a test opened. The installed packages do not change during a run.
     - A server compiles app.py and each page once (its ScriptCache); AppTest builds a new
       ScriptCache for every run, parsing, rewriting (Streamlit's "magic") and compiling
-      app.py and the page again on every rerun. One cache is kept instead, and a script is
+      app.py and the page again on every rerun (the page through the PagesManager's cache,
+      app.py through the script runner's own). One cache is kept for both instead, and a script is
       compiled again when its file changes (modification time and size), as a server with
       a file watcher would.
     """
@@ -142,7 +143,7 @@ def share_app_test_setup() -> None:
     from streamlit import config
     from streamlit.components.v2 import manifest_scanner
     from streamlit.runtime.scriptrunner.script_cache import ScriptCache
-    from streamlit.testing.v1 import app_test
+    from streamlit.testing.v1 import app_test, local_script_runner
 
     if getattr(manifest_scanner.scan_component_manifests, "_scanned_once", False):
         return
@@ -177,7 +178,8 @@ def share_app_test_setup() -> None:
             return super().get_bytecode(path)
 
     shared = KeptScripts()
-    app_test.ScriptCache = lambda: shared
+    app_test.ScriptCache = lambda: shared  # the pages (PagesManager's cache)
+    local_script_runner.ScriptCache = lambda: shared  # app.py itself (the runner's own)
 
 
 @pytest.fixture(autouse=True)

@@ -144,20 +144,30 @@ def all_finite(tensors) -> bool:
     return all(bool(torch.isfinite(x).all()) for x in tensors if x is not None)
 
 
+def every_map(trace):
+    """Every layer's attention maps and every head's stages, read a layer or a head at a time
+    as the page reads them, not stacked into [layers, heads, queries, keys] copies first
+    (``trace.attention`` / ``trace.stages`` hold the same numbers, copied). "masked"
+    holds -inf where the mask forbids, by design; the other stages are finite."""
+    for kind in trace.kinds():
+        for layer in range(trace.shape(kind)[0]):
+            yield trace.attention_heads(kind, layer)
+    for kind in trace.stages:  # the kinds that have stages
+        layers, heads, _, _ = trace.shape(kind)
+        for layer in range(layers):
+            for head in range(heads):
+                stages = trace.attention_stages(kind, layer, head)
+                yield from (stages.scores, stages.scaled, stages.weights)
+
+
 def model_numbers_are_finite(page: Page, text: str) -> bool:
     """The numbers behind the page, from the same caches the page filled."""
     if page.path.endswith("explorer.py"):
         trace = get_trace(load_model(page.model, "auto"), text)
-        # "masked" holds -inf where the mask forbids, by design; the other stages are finite.
-        stages = [
-            x for kind in trace.stages.values() for name, x in kind.items() if name != "masked"
-        ]
         norms = [x for stats in trace.norms.values() for x in stats.values()]
         predictions = trace.predictions
-        return all_finite(
+        return all_finite(every_map(trace)) and all_finite(
             [
-                *trace.attention.values(),
-                *stages,
                 *norms,
                 *trace.residual_norms.values(),
                 None if predictions is None else predictions.top_probs,

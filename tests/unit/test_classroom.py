@@ -131,14 +131,19 @@ def _class_worker(url, code, names, n_items, barrier, results):
 
 
 def test_forty_students_from_two_processes_keep_every_answer_once(url, monkeypatch):
-    # A spawned child first re-runs this process's __main__; an AppTest earlier in the same
+    # A fresh child first re-runs this process's __main__; an AppTest earlier in the same
     # worker leaves app.py there, which has no business running in a store worker.
     monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     room = Classroom(url)
     n_items = 3
     code, teacher_key = room.create_class("Busy", seed=11, n_items=n_items)
     names = [f"s-{i}" for i in range(40)]
-    ctx = multiprocessing.get_context("spawn")
+    # Each worker is a process of its own with its own engine, forked from a fork server
+    # that imported this module (torch through ``practice``: 3 CPU-s) once for every run here,
+    # instead of each spawned child importing it again; the server runs no torch op and holds
+    # no connection, so a fork of it is as clean as a spawn.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
     barrier, results = ctx.Barrier(2), ctx.Queue()
     procs = [
         ctx.Process(target=_class_worker, args=(url, code, names[i::2], n_items, barrier, results))
