@@ -386,6 +386,7 @@ def test_a_killed_replica_is_dropped_and_chromium_and_a_class_on_it_move(
     other = {"r1": "r2", "r2": "r1"}[victim]
     result = out["result"]
     failover = result["failover"]
+    print(f"{victim} killed {failover['killed_at']:.1f} s into the class")
     assert failover["students_on_victim"] >= 1
     assert failover["reconnected"] == failover["students_on_victim"]
     assert failover["moved_to"] == [other]
