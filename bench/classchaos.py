@@ -146,8 +146,22 @@ class Student:
         self.settled()
 
 
-def new_student(browser, base_url: str, number: int, lang: str, width: int, key: str) -> Student:
-    context = browser.new_context(viewport={"width": width, "height": 900}, base_url=base_url)
+def new_student(
+    browser,
+    base_url: str,
+    number: int,
+    lang: str,
+    width: int,
+    key: str,
+    reduced_motion: bool = False,
+) -> Student:
+    """A student's own browser context and tab; ``reduced_motion``: the browser asks for it,
+    and the lab honours it (ui/a11y.py), so no animation is redrawn while the page waits."""
+    context = browser.new_context(
+        viewport={"width": width, "height": 900},
+        base_url=base_url,
+        reduced_motion="reduce" if reduced_motion else "no-preference",
+    )
     context.set_default_timeout(WAIT_S * 1000)
     context.add_init_script(_RECORD_SOCKETS)
     tab = context.new_page()

@@ -289,7 +289,11 @@ def test_a_killed_replica_is_dropped_and_chromium_and_a_class_on_it_move(
     victim move there, the others see nothing; HAProxy's health check marks it DOWN."""
     from playwright.sync_api import Error as PlaywrightError  # the browser fixture needs it
 
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=lab.url)
+    # Reduced motion, which the lab honours (ui/a11y.py): a page reconnecting on a busy
+    # machine redraws no animation frame by frame; what is checked does not move.
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900}, base_url=lab.url, reduced_motion="reduce"
+    )
     page = context.new_page()
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
