@@ -8,7 +8,8 @@ the class page, answering with answers that tell the presses apart, while faults
 
 - ``drop``: the tab's websocket is closed (no replica change); the next press is the first
   one its session sees after the reconnect;
-- ``kill``: the replica the student is on is SIGKILLed just after Check (restarted after);
+- ``kill``: the replica the student is on is SIGKILLed just after Check (started again
+  before the next fault);
 - ``kill_pending``: the same while the database is down, so the dead replica surely did not
   store it: the other replica either stores it (the page sends an unanswered press again,
   with its id) or tells the student it was not saved;
@@ -145,8 +146,22 @@ class Student:
         self.settled()
 
 
-def new_student(browser, base_url: str, number: int, lang: str, width: int, key: str) -> Student:
-    context = browser.new_context(viewport={"width": width, "height": 900}, base_url=base_url)
+def new_student(
+    browser,
+    base_url: str,
+    number: int,
+    lang: str,
+    width: int,
+    key: str,
+    reduced_motion: bool = False,
+) -> Student:
+    """A student's own browser context and tab; ``reduced_motion``: the browser asks for it,
+    and the lab honours it (ui/a11y.py), so no animation is redrawn while the page waits."""
+    context = browser.new_context(
+        viewport={"width": width, "height": 900},
+        base_url=base_url,
+        reduced_motion="reduce" if reduced_motion else "no-preference",
+    )
     context.set_default_timeout(WAIT_S * 1000)
     context.add_init_script(_RECORD_SOCKETS)
     tab = context.new_page()
@@ -219,8 +234,14 @@ def tally(students: list[Student], url: str) -> dict:
 
 def lesson(student: Student, lab, pg, url: str, faults: list[str], base: int) -> None:
     """One student's presses, one fault each (see the module docstring), every one answered
-    (stored or told) before the next; the typed answer checked in the box after each."""
+    (stored or told) before the next; the typed answer checked in the box after each. A
+    replica a fault killed is started again before the next fault, not right after its own:
+    after the class's last fault nobody needs it, and its start is a replica's whole start-up
+    (torch, the models) for nothing."""
     for n, fault in enumerate(faults):
+        for replica in lab.replicas:  # killed by this student's or an earlier one's fault
+            if not replica.alive():
+                restart_replica(lab, replica.name)
         answer = [1, 2, 3, base + n]  # wrong, and unique: the store tells the presses apart
         if fault == "drop":
             student.drop_socket()
@@ -257,8 +278,6 @@ def lesson(student: Student, lab, pg, url: str, faults: list[str], base: int) ->
         )
         shown = student.traceback_shown()
         assert not shown, f"traceback text after {fault}: {shown}"
-        if fault.startswith("kill"):
-            restart_replica(lab, victim)
 
 
 FAULTS = ["none", "drop", "kill", "db_submit", "db_load", "kill_pending"]

@@ -588,7 +588,9 @@ async def _class(
 
     async def killer() -> None:
         await asyncio.sleep(kill_after_s)
-        failover["victim"], failover["pid"] = kill()
+        # On a thread: the students go on meanwhile (a kill() may wait for its moment, and
+        # the replica's death takes a moment too).
+        failover["victim"], failover["pid"] = await asyncio.to_thread(kill)
         failover["killed_at"] = clock.since(time.perf_counter())
 
     tasks = [asyncio.create_task(arrive(s)) for s in students]

@@ -16,23 +16,12 @@ A wrong teacher key raises PermissionError, an unknown code or student key Looku
 
 from __future__ import annotations
 
-from classroom.core import (
-    RESULT_COLUMNS,
-    SOLUTION_POLICIES,
-    BadNameError,
-    ClassClosedError,
-    ClassInfo,
-    Classroom,
-    ItemState,
-    SolutionLockedError,
-    StoreUnavailableError,
-    StudentInfo,
-    answer_text,
-    as_stored,
-)
 from classroom.store import default_url, redacted
 
-__all__ = [
+# The rest comes from classroom.core on first use (PEP 562): core imports practice and with it
+# torch, and `make serve` migrating the store before its replicas start (classroom.store) need
+# not pay torch's import for that.
+_CORE = (
     "RESULT_COLUMNS",
     "SOLUTION_POLICIES",
     "BadNameError",
@@ -45,6 +34,14 @@ __all__ = [
     "StudentInfo",
     "answer_text",
     "as_stored",
-    "default_url",
-    "redacted",
-]
+)
+
+__all__ = [*_CORE, "default_url", "redacted"]
+
+
+def __getattr__(name: str):
+    if name in _CORE:
+        from classroom import core
+
+        return getattr(core, name)
+    raise AttributeError(f"module 'classroom' has no attribute {name!r}")

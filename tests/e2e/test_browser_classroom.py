@@ -33,7 +33,11 @@ def idle(tab) -> None:
 
 
 def new_tab(browser, url: str, width: int):
-    context = browser.new_context(viewport={"width": width, "height": 900}, base_url=url)
+    # Reduced motion, which the lab honours (ui/a11y.py): the dashboard's refreshes and the
+    # pages' waits redraw no animation frame by frame; nothing checked here moves.
+    context = browser.new_context(
+        viewport={"width": width, "height": 900}, base_url=url, reduced_motion="reduce"
+    )
     context.set_default_timeout(TIMEOUT_MS)  # a cold server on a busy machine
     tab = context.new_page()
     tab.problems = []

@@ -9,7 +9,11 @@ where a pass becomes a long one) into a deep, thin decoder from the root; while 
 more paste texts of their own, one reading the page in Korean and one in English, and each
 is told their place in the queue; a fourth student's short sentence is drawn meanwhile, with
 no queue at all. The queued ones cancel (the one behind moves up), and the first one too, so
-the pass stops at its next layer and no CPU is spent on the rest of it."""
+the pass stops at its next layer and no CPU is spent on the rest of it.
+
+The students' browsers ask for reduced motion, which the lab honours (ui/a11y.py): the
+running and loading animations of four pages waiting on a busy server were redrawn frame by
+frame (a fifth of this test's Chromium CPU-s) and show nothing about the queue."""
 
 from __future__ import annotations
 
@@ -81,7 +85,9 @@ def replica(tmp_path_factory):
 
 
 def student(browser, url: str, lang: str, model: str, text: str):
-    context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=url)
+    context = browser.new_context(
+        viewport={"width": 1440, "height": 900}, base_url=url, reduced_motion="reduce"
+    )
     tab = watch_problems(context.new_page(), url)
     tab.goto("/explorer?" + urlencode({"model": model, "lang": lang, "text": text}))
     return context, tab

@@ -5,7 +5,9 @@ The teacher's key in a real browser (Chromium, the shared class server of
 tests/e2e/conftest.py, started as `make run`): never in any history entry after creating a
 class or opening the teacher link (every entry read by going Back through all of them), and
 the session cookie's flags as the browser keeps them: HttpOnly (no script reads it),
-SameSite=Strict, hours long; a reload stays signed in, "Sign out" ends it."""
+SameSite=Strict, hours long; a reload stays signed in, "Sign out" ends it. The browser asks
+for reduced motion, which the lab honours (ui/a11y.py): no animation redrawn while a page
+waits, and neither the history nor the cookie moves with it."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def test_creating_a_class_leaves_no_key_in_history_and_a_strict_httponly_cookie(
     browser, class_server
 ):
     url, room = class_server.url, class_server.room
-    context = browser.new_context(base_url=url)
+    context = browser.new_context(base_url=url, reduced_motion="reduce")
     context.set_default_timeout(TIMEOUT_MS)
     tab = context.new_page()
     try:
@@ -96,7 +98,7 @@ def test_the_teacher_link_and_an_old_style_link_leave_no_key_in_history(browser,
             f"/lab/teacher?class={code}&key={urllib.parse.quote(key)}",
             f"/classroom?class={code}&teacher={urllib.parse.quote(key)}&lang=en",
         ):
-            context = browser.new_context(base_url=url)
+            context = browser.new_context(base_url=url, reduced_motion="reduce")
             contexts.append(context)
             context.set_default_timeout(TIMEOUT_MS)
             tab = context.new_page()
