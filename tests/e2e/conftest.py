@@ -12,8 +12,8 @@ models, the token cost: the pages whose real-model runs they share through the s
 caches) and ``app-server-b``, named by hand in the other modules. Measured back to back
 under -n 0, the group of them all kept about half a core busy (277 s of CPU in a 1,691 s
 run), so one worker for all of it was the suite's critical path; a second server costs
-about 3 s of CPU to start and 8 s to preload the models. Its script-run log and its
-streamlit log are its own (named after the worker).
+about 3 s of CPU to start (``app-server-b``'s, without the preload: NO_PRELOAD_GROUP). Its
+script-run log and its streamlit log are its own (named after the worker).
 """
 
 from __future__ import annotations
@@ -49,15 +49,35 @@ def script_runs_log(artifacts_dir: Path) -> Path:
     return artifacts_dir / f"script-runs{_WORKER}.jsonl"
 
 
+# The group whose server needs no background preload (ui.preload: SmolLM2, Gemma 3, MiniLM,
+# the toy and the concept pages' numbers): its pages run the toys, MiniLM and folders, never a
+# real model or the attention page's numbers, and would pay ~5 s of the server's CPU for them.
+NO_PRELOAD_GROUP = "app-server-b"
+
+
+def _needs_preload(request) -> bool:
+    """Whether the test that starts this worker's server is outside NO_PRELOAD_GROUP. A
+    worker that runs both groups and starts with NO_PRELOAD_GROUP's loads the real models
+    when a page first asks (the page waits for them as a first visit after `make run` can)."""
+    item = getattr(request, "_pyfuncitem", None)
+    mark = item.get_closest_marker("xdist_group") if item is not None else None
+    return not (mark and mark.args and mark.args[0] == NO_PRELOAD_GROUP)
+
+
 @pytest.fixture(scope="session")
-def app_url(artifacts_dir: Path, script_runs_log: Path):
+def app_url(request, artifacts_dir: Path, script_runs_log: Path):
     """Base URL of the app served by a real streamlit process, stopped after the session."""
     log_path = artifacts_dir / f"streamlit{_WORKER}.log"
     script_runs_log.unlink(missing_ok=True)
     with contextlib.ExitStack() as stack:
         try:
             url, _ = stack.enter_context(
-                serve(log_path, startup_s=STARTUP_SECONDS, timing_log=script_runs_log)
+                serve(
+                    log_path,
+                    startup_s=STARTUP_SECONDS,
+                    timing_log=script_runs_log,
+                    preload=_needs_preload(request),
+                )
             )
         except RuntimeError as err:  # it did not start: show why
             pytest.fail(f"{err}:\n{log_path.read_text()}")

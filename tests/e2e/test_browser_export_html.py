@@ -7,18 +7,40 @@ import re
 
 import pytest
 
-from ui.i18n import translate
+from tests.e2e.pagechecks import watch_problems
+from ui.i18n import LANGUAGES, translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 
-@pytest.fixture
-def page(shared_page):
-    """A new tab of the module's one browser context: these pages keep no cookies."""
-    return shared_page
-
-
 TIMEOUT_MS = 90_000
+ADDRESS = "/explorer?model=minilm&layer=1&head=2"
+
+
+@pytest.fixture(scope="module")
+def explorer_in(shared_context, app_url):
+    """``explorer_in(lang)``: the explorer at ADDRESS in ``lang``, in one tab: loaded in the
+    first language asked for, then switched in place by the sidebar's language control (a
+    rerun of the same session, as a reader switches; what is checked is the file, which the
+    page writes in its language either way)."""
+    opened: dict = {}
+
+    def tab(lang: str):
+        if "page" not in opened:
+            opened["page"] = watch_problems(shared_context.new_page(), app_url)
+            opened["page"].goto(f"{ADDRESS}&lang={lang}")
+        elif opened["lang"] != lang:
+            opened["page"].get_by_test_id("stSidebar").get_by_text(
+                LANGUAGES[lang], exact=True
+            ).click()
+        opened["lang"] = lang
+        page = opened["page"]
+        page.locator("h1", has_text=translate("explorer.title", lang)).wait_for(timeout=TIMEOUT_MS)
+        return page
+
+    yield tab
+    if "page" in opened:
+        opened["page"].close()
 
 
 def page_summary(page, lang: str) -> str:
@@ -37,9 +59,9 @@ def page_summary(page, lang: str) -> str:
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_the_heatmap_as_html_opens_offline_with_the_pages_top_weight(
-    page, browser, lang, artifacts_dir
+    explorer_in, browser, lang, artifacts_dir
 ):
-    page.goto(f"/explorer?model=minilm&lang={lang}&layer=1&head=2")
+    page = explorer_in(lang)
     page.get_by_test_id("stPlotlyChart").first.locator(".xtick text").first.wait_for(
         timeout=TIMEOUT_MS
     )

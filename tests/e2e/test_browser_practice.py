@@ -13,8 +13,8 @@ import re
 import pytest
 
 import practice
-from tests.e2e.pagechecks import live_text, mark_unseen
-from ui.i18n import translate
+from tests.e2e.pagechecks import live_text, mark_unseen, watch_problems
+from ui.i18n import LANGUAGES, translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
@@ -77,15 +77,16 @@ def wrong_twice_is_said(tab, lang: str, ex) -> None:
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_a_class_set_link_gives_two_students_the_same_exercise_and_feedback(
-    browser, app_url, artifacts_dir, screenshot_whole_page, page, lang
+    shared_context, artifacts_dir, screenshot_whole_page, page, lang
 ):
+    """The second student is a tab of the same browser context: a Streamlit session of its
+    own (the practice pages keep no cookies or storage), without a context's start-up."""
     link = f"/practice?seed={SEED}&topic={TOPIC}&lang={lang}"
     page.goto(link)
     first = wait_for_exercise(page, lang)
     ex = practice.make(*practice.item(SEED, TOPIC, 0))
-    other = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=app_url)
+    tab = shared_context.new_page()
     try:
-        tab = other.new_page()
         tab.goto(link)
         assert wait_for_exercise(tab, lang) == first
         prompt = translate("practice.layernorm.prompt", lang, x="", gamma="", beta="", d="")[:12]
@@ -94,7 +95,7 @@ def test_a_class_set_link_gives_two_students_the_same_exercise_and_feedback(
         )
         wrong_twice_is_said(tab, lang, ex)  # the second student, heard by a screen reader
     finally:
-        other.close()
+        tab.close()
 
     assert translate(f"practice.kind.{ex.kind}", lang) in first
     # A wrong answer (the unbiased variance) first: its own hint.
@@ -119,15 +120,41 @@ def test_a_class_set_link_gives_two_students_the_same_exercise_and_feedback(
     assert page.problems == []
 
 
+@pytest.fixture(scope="module")
+def bugs_in(shared_context, app_url):
+    """``bugs_in(lang)``: "Find the bug" (seed 4) in ``lang``, in one tab: loaded in the first
+    language asked for, then switched in place by the sidebar's language control (a rerun of
+    the same session that draws both runs again in the new language)."""
+    opened: dict = {}
+
+    def tab(lang: str):
+        if "page" not in opened:
+            opened["page"] = watch_problems(shared_context.new_page(), app_url)
+            opened["page"].goto(f"/find_the_bug?seed=4&lang={lang}")
+        elif opened["lang"] != lang:
+            opened["page"].get_by_test_id("stSidebar").get_by_text(
+                LANGUAGES[lang], exact=True
+            ).click()
+        opened["lang"] = lang
+        return opened["page"]
+
+    yield tab
+    if "page" in opened:
+        opened["page"].close()
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_find_the_bug_draws_both_runs(page, artifacts_dir, screenshot_whole_page, lang):
-    page.goto(f"/find_the_bug?seed=4&lang={lang}")
+def test_find_the_bug_draws_both_runs(bugs_in, artifacts_dir, screenshot_whole_page, lang):
+    page = bugs_in(lang)
     page.locator("h1", has_text=translate("bugs.title", lang)).wait_for(timeout=TIMEOUT_MS)
     page.get_by_test_id("stPlotlyChart").nth(1).locator(".main-svg").first.wait_for(
         timeout=TIMEOUT_MS
     )
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT_MS
+    page.wait_for_function(  # the run that drew this language's page has ended
+        """() => !document.querySelector('[data-testid=stStatusWidget]')
+            && document.querySelector('[data-testid=stApp]')
+                ?.getAttribute('data-test-script-state') === 'notRunning'""",
+        timeout=TIMEOUT_MS,
     )
     page.evaluate("document.fonts.ready")
     screenshot_whole_page(page, artifacts_dir / f"find_the_bug-{lang}.png")

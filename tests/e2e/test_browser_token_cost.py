@@ -31,7 +31,9 @@ def cost_table(page, lang: str):
     return table
 
 
-def test_the_real_decoders_show_syllables_and_their_byte_parts(page, artifacts_dir):
+def test_the_real_decoders_show_syllables_and_their_byte_parts(
+    page, artifacts_dir, screenshot_whole_page
+):
     """SmolLM2 splits 안 into three byte tokens, shown as its parts; Gemma 3 keeps 저는 whole.
     Skipped where their wheels are not installed."""
     gguf_cache = pytest.importorskip("model.runtime.gguf_cache")
@@ -47,11 +49,10 @@ def test_the_real_decoders_show_syllables_and_their_byte_parts(page, artifacts_d
     text = table.inner_text()
     assert "안 · 1/3 | 안 · 2/3 | 안 · 3/3" in text and "␣저는" in text
     assert mojibake_in(page.get_by_test_id("stMain").inner_text()) == []
-    page.screenshot(path=artifacts_dir / "token-cost-real-ko.png", full_page=True)
+    screenshot_whole_page(page, artifacts_dir / "token-cost-real-ko.png")  # for a person
     # The same table on a phone: the tab narrowed, not loaded again (the columns reflow).
     page.set_viewport_size({"width": 390, "height": 844})
     page.wait_for_timeout(600)
     assert table.inner_text() == text
     assert phone_problems(page) == []
-    table.scroll_into_view_if_needed()
-    page.screenshot(path=artifacts_dir / "token-cost-real-ko-390.png")
+    screenshot_whole_page(page, artifacts_dir / "token-cost-real-ko-390.png")

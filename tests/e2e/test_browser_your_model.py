@@ -77,7 +77,9 @@ def test_a_root_folder_in_the_explorer_and_mechanisms_and_its_link_in_a_new_cont
     box.press("Enter")
     page.locator(".xtick text", has_text="⁺").first.wait_for(timeout=TIMEOUT_MS)
     settled(page)
-    on_a_phone(page, artifacts_dir / f"your-model-explorer-390-{layout}-{lang}.png")
+    on_a_phone(
+        page, screenshot_whole_page, artifacts_dir / f"your-model-explorer-390-{layout}-{lang}.png"
+    )
 
     page.set_viewport_size({"width": 1440, "height": 900})
     page.goto(f"/mechanisms?model=folder:tiny-{layout}&lang={lang}")
@@ -88,7 +90,11 @@ def test_a_root_folder_in_the_explorer_and_mechanisms_and_its_link_in_a_new_cont
     selected = page.get_by_role("tab", selected=True).inner_text()
     assert selected.strip() == translate("mech.tab.scan", lang)
     screenshot_whole_page(page, artifacts_dir / f"your-model-mechanisms-{layout}-{lang}.png")
-    on_a_phone(page, artifacts_dir / f"your-model-mechanisms-390-{layout}-{lang}.png")
+    on_a_phone(
+        page,
+        screenshot_whole_page,
+        artifacts_dir / f"your-model-mechanisms-390-{layout}-{lang}.png",
+    )
     context.close()
 
 
@@ -100,15 +106,16 @@ _DRAWN_NARROW_JS = """() => {
 }"""
 
 
-def on_a_phone(page, shot) -> None:
+def on_a_phone(page, screenshot_whole_page, shot) -> None:
     """The page as it is, narrowed to 390 px: its chart or table drawn again at that width,
-    the whole page saved as ``shot``. Streamlit's layout is CSS and it folds the sidebar on a
-    resize as on a phone's first load, so a narrowed tab shows what a phone opens (the page
-    sweep, tests/e2e/test_accessibility.py, lays out every page so, in both languages)."""
+    the whole page saved as ``shot`` for a person to look at (screenshot_whole_page: only
+    with LAB_SCREENSHOTS=1). Streamlit's layout is CSS and it folds the sidebar on a resize
+    as on a phone's first load, so a narrowed tab shows what a phone opens (the page sweep,
+    tests/e2e/test_accessibility.py, lays out every page so, in both languages)."""
     page.set_viewport_size({"width": 390, "height": 900})
     page.wait_for_function(_DRAWN_NARROW_JS, timeout=TIMEOUT_MS)
     settled(page)
-    page.screenshot(path=shot, full_page=True)
+    screenshot_whole_page(page, shot)
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])

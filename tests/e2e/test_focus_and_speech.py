@@ -4,11 +4,13 @@
   lies in it or off the screen; opening it moves the focus into it, Escape closes it and
   gives the focus back to its button.
 - A chart's region: Tab meets its summary and table before its toolbar, and Chromium's
-  accessibility tree reads them in that order (one explorer load per language serves both).
+  accessibility tree reads them in that order (one explorer load per language serves both,
+  and the Korean one then the switch back to English: Streamlit's own words in English again).
 
 The sidebar, Streamlit's own words and a chart's region are drawn by the same code on every
 page, so these checks use the toy's explorer (model=en2ko): a light page with Tab stops,
-help buttons and charts, where a real model's page would add only its model's run.
+help buttons and charts, where a real model's page would add only its model's run; the
+collapsed sidebar's checks, which need no chart, an exercise (no chart at all).
 - (At 200 % zoom every page reflows, every Tab stop is on the screen, every page has its
   own title and in Korean names nothing in English, and the focus ring is seen on every
   kind of control, in pixels: the one page sweep, tests/e2e/test_accessibility.py, checks
@@ -86,15 +88,16 @@ SMALL_SCREENS = {"phone": (390, 844, 1), "zoom200": (720, 450, 2)}
 
 
 # A light page with Tab stops in its body: the sidebar and its expand button are the app's
-# own, the same on every page (the toy's explorer, not a real model's decoding run).
-LIGHT_PAGE = "explorer?model=en2ko"
+# own, the same on every page (an exercise's boxes and buttons: no chart to lay out again at
+# every screen size, the explorer's heatmaps would add only Chromium's work).
+LIGHT_PAGE = "practice?seed=2026&topic=layernorm"
 
 
 @pytest.mark.parametrize("screen", list(SMALL_SCREENS))
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_a_collapsed_sidebar_takes_no_tab_stop_and_escape_closes_it(browser, app_url, lang, screen):
-    """On a phone and at 200 % zoom, on the toy's explorer (any page with Tab stops in its
-    body would do: the sidebar is the app's, the same on every page)."""
+    """On a phone and at 200 % zoom, on an exercise (LIGHT_PAGE: any page with Tab stops in
+    its body would do: the sidebar is the app's, the same on every page)."""
     width, height, scale = SMALL_SCREENS[screen]
     context, tab = open_page(browser, app_url, LIGHT_PAGE, lang, width, height, scale)
     try:
@@ -342,33 +345,29 @@ def test_the_explorers_chart_region_speaks_through_its_summary_and_table(explore
     HEARD.write_text("\n".join(region) + "\n")
 
 
-def test_switching_back_to_english_gives_streamlit_its_own_words_again(browser, app_url):
+def test_switching_back_to_english_gives_streamlit_its_own_words_again(explorer_walked):
     """The sidebar's name and the help buttons' names (Streamlit's words, put into Korean by
-    the app's script) go back to English; on the toy's explorer, whose controls have help."""
-    context, tab = open_page(browser, app_url, LIGHT_PAGE, "ko", 1440, 900)
-    try:
-        assert tab.get_attribute("[data-testid=stSidebar]", "aria-label") == translate(
-            "a11y.sr.sidebar", "ko"
-        )
-        tab.locator("[data-testid=stSidebar] button", has_text="English").click()
-        tab.locator("h1", has_text=translate("explorer.title", "en")).first.wait_for(
-            timeout=TIMEOUT_MS
-        )
-        settle(tab)
-        assert tab.get_attribute("[data-testid=stSidebar]", "aria-label") == "Sidebar"
-        korean = translate("a11y.sr.help_for", "ko").replace("$1", "").strip()
-        tab.wait_for_function(  # the script re-applies on the next frames after React's redraw
-            """(korean) => ![...document.querySelectorAll('[data-testid=stTooltipHoverTarget] button')]
-                 .some(b => (b.getAttribute('aria-label') || '').includes(korean))""",
-            arg=korean,
-            timeout=10_000,
-        )
-        # the help icons' names (a button with a tooltip of its own is named by its text)
-        helps = tab.evaluate(
-            "[...document.querySelectorAll('[data-testid=stTooltipHoverTarget] button')]"
-            ".map(b => b.getAttribute('aria-label')).filter(Boolean)"
-        )
-        assert any(h.startswith("Help for ") for h in helps), helps
-        assert not any(korean in h for h in helps), helps
-    finally:
-        context.close()
+    the app's script) go back to English; on the toy's Korean explorer, whose controls have
+    help: the load the chart region's tests walked (explorer_walked), switched in place."""
+    _, tab, _ = explorer_walked("ko")
+    assert tab.get_attribute("[data-testid=stSidebar]", "aria-label") == translate(
+        "a11y.sr.sidebar", "ko"
+    )
+    tab.locator("[data-testid=stSidebar] button", has_text="English").click()
+    tab.locator("h1", has_text=translate("explorer.title", "en")).first.wait_for(timeout=TIMEOUT_MS)
+    settle(tab)
+    assert tab.get_attribute("[data-testid=stSidebar]", "aria-label") == "Sidebar"
+    korean = translate("a11y.sr.help_for", "ko").replace("$1", "").strip()
+    tab.wait_for_function(  # the script re-applies on the next frames after React's redraw
+        """(korean) => ![...document.querySelectorAll('[data-testid=stTooltipHoverTarget] button')]
+             .some(b => (b.getAttribute('aria-label') || '').includes(korean))""",
+        arg=korean,
+        timeout=10_000,
+    )
+    # the help icons' names (a button with a tooltip of its own is named by its text)
+    helps = tab.evaluate(
+        "[...document.querySelectorAll('[data-testid=stTooltipHoverTarget] button')]"
+        ".map(b => b.getAttribute('aria-label')).filter(Boolean)"
+    )
+    assert any(h.startswith("Help for ") for h in helps), helps
+    assert not any(korean in h for h in helps), helps
