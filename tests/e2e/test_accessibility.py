@@ -96,11 +96,34 @@ def settle(tab) -> None:
     tab.evaluate(_NEXT_FRAMES_JS)
 
 
+# Which charts fill their box (plotly sized to its column; a hidden one has no box).
+_FILLED_JS = """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')].map(c => {
+  const svg = c.querySelector('.main-svg'), box = c.getBoundingClientRect().width;
+  return box > 0 && !!svg && Math.abs(svg.getBoundingClientRect().width - box) < 1;
+})"""
+# Reflowed: every chart that filled its box before the resize fills its new box again
+# (Streamlit hands plotly the new width a few frames after the column changed, and plotly
+# redraws), and no transition is under way (the sidebar sliding shut below its breakpoint).
+_REFLOWED_JS = """(filled) => {
+  const charts = [...document.querySelectorAll('[data-testid=stPlotlyChart]')];
+  const redrawn = charts.every((c, i) => {
+    if (!filled[i]) return true;
+    const svg = c.querySelector('.main-svg'), box = c.getBoundingClientRect().width;
+    return !box || (!!svg && Math.abs(svg.getBoundingClientRect().width - Math.max(box, 150)) < 1);
+  });
+  const moving = document.getAnimations().some(a => a.playState === 'running'
+    && a.effect && a.effect.getComputedTiming().endTime !== Infinity);
+  return redrawn && !moving;
+}"""
+
+
 def narrow(tab, viewport: dict) -> None:
     """The tab at another width: columns and charts reflow (CSS and plotly's own resize, no
-    script run), then the page is settled again."""
+    script run); waited for by what the reflow ends in, then the page is settled again."""
+    filled = tab.evaluate(_FILLED_JS)
     tab.set_viewport_size(viewport)
-    tab.wait_for_timeout(400)  # plotly redraws a chart a moment after its box changed
+    tab.evaluate(_NEXT_FRAMES_JS)  # the resize seen by the page's observers
+    tab.wait_for_function(_REFLOWED_JS, arg=filled, timeout=TIMEOUT_MS)
     settle(tab)
 
 
