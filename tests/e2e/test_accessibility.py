@@ -12,11 +12,11 @@ page loaded once per language and every per-page check run on that load.
 - The page's chrome at 1440 and 1024 px (what tests/e2e/test_browser_chrome.py checked):
   drawn without a traceback, its title in its language, in Korean no English title and none
   of Streamlit's own English, no control or formula cut off; the training page's uploader,
-  the explorer's chart toolbar and the home page's early plotly.js. Screenshots (the first
-  screen) in tests/artifacts/chrome-<page>-<lang>-<width>.png.
+  the explorer's chart toolbar and the home page's early plotly.js. With LAB_SCREENSHOTS=1
+  (`make screenshots`), the first screen in tests/artifacts/chrome-<page>-<lang>-<width>.png.
 - The family page's token-cost table at 1440 px and on a phone: a Korean sentence's tokens
-  read as Korean (MiniLM's jamo), no byte stand-ins on the page; the table in
-  tests/artifacts/token-cost-<lang>-<width>.png.
+  read as Korean (MiniLM's jamo), no byte stand-ins on the page; with LAB_SCREENSHOTS=1,
+  the table in tests/artifacts/token-cost-<lang>-<width>.png.
 - The focus ring is seen on every kind of control (pagechecks.CONTROLS, on the English desk
   visit of the page that has it): a screenshot of the control focused differs from one
   unfocused by a ring at least 2 px wide, at 3:1 or more against what was there before.
@@ -31,6 +31,9 @@ a narrowed tab draws what a phone's first load draws, without the page's second 
 run; tests/e2e/test_focus_and_speech.py opens a page on a phone and at 200 % from the start
 (the sidebar collapsed from the first frame).
 
+No check reads a screenshot, so a plain run takes none (each is a raster of the screen,
+0.1-0.2 CPU-s); a failed test keeps its tab as it was in tests/artifacts/failed-<test>.png.
+
 The checks themselves are in tests/e2e/pagechecks.py. A new check of every page goes there
 and into a visit below, never into a new loop over the pages (see the README's Tests).
 """
@@ -40,6 +43,7 @@ from __future__ import annotations
 import pytest
 
 from bench.browser import app_pages
+from tests.e2e.conftest import SCREENSHOTS, keep_if_failed
 from tests.e2e.pagechecks import (
     CHROME_ADDRESSES,
     PAGE_CHECKS,
@@ -140,6 +144,14 @@ def desk(browser, app_url):
     context, tab = _tab(browser, app_url, DESK)
     yield context, tab
     context.close()
+
+
+@pytest.fixture
+def kept(request, desk, artifacts_dir):
+    """The sweep's tab for one test; if the test fails, the tab as it was is kept in
+    tests/artifacts/failed-<test>.png (keep_if_failed), as the ``page`` fixture keeps its own."""
+    yield desk
+    keep_if_failed(request, desk[1], artifacts_dir)
 
 
 @pytest.fixture(scope="module")
@@ -244,7 +256,8 @@ def chrome_problems(tab, path: str, lang: str, clipped, name: str, artifacts_dir
         if viewport is NARROW_DESK:
             narrow(tab, viewport)
         width = viewport["width"]
-        tab.screenshot(path=artifacts_dir / f"chrome-{name}-{lang}-{width}.png")
+        if SCREENSHOTS:  # the first screen, for a person to look at (`make screenshots`)
+            tab.screenshot(path=artifacts_dir / f"chrome-{name}-{lang}-{width}.png")
         found += [f"cut at {width} px: {c}" for c in clipped(tab)]
     if path in PAGE_CHECKS:  # last: a hovered chart shows its toolbar
         found += PAGE_CHECKS[path](tab, lang)
@@ -255,13 +268,13 @@ def chrome_problems(tab, path: str, lang: str, clipped, name: str, artifacts_dir
 @pytest.mark.parametrize("lang", list(LANGUAGES))
 @pytest.mark.parametrize(("path", "query"), CASES, ids=IDS)
 def test_every_page_in_both_languages_on_every_screen(
-    desk, axe, report, titles, clipped_controls, clipped_formulas, artifacts_dir,
+    kept, axe, report, titles, clipped_controls, clipped_formulas, artifacts_dir,
     path, query, lang,
 ):  # fmt: skip
     plain = not query
     name = IDS[CASES.index((path, query))]
     found: dict[str, list[str]] = {}
-    context, tab = desk
+    context, tab = kept
     tab.set_viewport_size(DESK)
     tab.problems.clear()
     tab.goto(f"/{path}?{query + '&' if query else ''}lang={lang}")
@@ -278,7 +291,7 @@ def test_every_page_in_both_languages_on_every_screen(
             found["focus ring"] = focus_ring_problems(tab, path)
     token_cost = plain and path == "concept_family"
     if token_cost:
-        shot = artifacts_dir / f"token-cost-{lang}-{DESK['width']}.png"
+        shot = artifacts_dir / f"token-cost-{lang}-{DESK['width']}.png" if SCREENSHOTS else None
         found["token cost"] = token_cost_problems(tab, lang, shot)
     if path == "explorer" and query:  # a mean of heads: the head list is disabled
         found["disabled label"] = disabled_label_problems(tab, axe)
@@ -292,7 +305,9 @@ def test_every_page_in_both_languages_on_every_screen(
         found["axe on a phone"] = axe_problems(tab, axe, report, path, lang)
         found["phone"] = phone_problems(tab)
         if token_cost:
-            shot = artifacts_dir / f"token-cost-{lang}-{PHONE['width']}.png"
+            shot = (
+                artifacts_dir / f"token-cost-{lang}-{PHONE['width']}.png" if SCREENSHOTS else None
+            )
             found["token cost"] += token_cost_problems(tab, lang, shot)
         narrow(tab, ZOOM200)
         found["200 % zoom"] = zoom_problems(tab)
