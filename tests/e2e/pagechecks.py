@@ -487,9 +487,9 @@ def mojibake_in(text: str) -> list[str]:
     return sorted({c for c in re.sub(r" · \d+/\d+", "", text) if c in MOJIBAKE})
 
 
-def token_cost_problems(page, lang: str, shot: Path) -> list[str]:
+def token_cost_problems(page, lang: str, shot: Path | None) -> list[str]:
     """The family page's token-cost table: a Korean sentence's tokens read as Korean (MiniLM's
-    jamo for 안), never as byte stand-ins; the table saved as ``shot``."""
+    jamo for 안), never as byte stand-ins; the table saved as ``shot`` (none: not saved)."""
     table = page.get_by_test_id("stTable").filter(
         has_text=translate("tokens.cost.col.korean", lang)
     )
@@ -498,8 +498,9 @@ def token_cost_problems(page, lang: str, shot: Path) -> list[str]:
     found += [
         f"byte stand-in {c!r}" for c in mojibake_in(page.get_by_test_id("stMain").inner_text())
     ]
-    table.scroll_into_view_if_needed()
-    table.screenshot(path=shot)
+    if shot:
+        table.scroll_into_view_if_needed()
+        table.screenshot(path=shot)
     return found
 
 

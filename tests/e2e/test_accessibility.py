@@ -12,11 +12,11 @@ page loaded once per language and every per-page check run on that load.
 - The page's chrome at 1440 and 1024 px (what tests/e2e/test_browser_chrome.py checked):
   drawn without a traceback, its title in its language, in Korean no English title and none
   of Streamlit's own English, no control or formula cut off; the training page's uploader,
-  the explorer's chart toolbar and the home page's early plotly.js. Screenshots (the first
-  screen) in tests/artifacts/chrome-<page>-<lang>-<width>.png.
+  the explorer's chart toolbar and the home page's early plotly.js. With LAB_SCREENSHOTS=1
+  (`make screenshots`), the first screen in tests/artifacts/chrome-<page>-<lang>-<width>.png.
 - The family page's token-cost table at 1440 px and on a phone: a Korean sentence's tokens
-  read as Korean (MiniLM's jamo), no byte stand-ins on the page; the table in
-  tests/artifacts/token-cost-<lang>-<width>.png.
+  read as Korean (MiniLM's jamo), no byte stand-ins on the page; with LAB_SCREENSHOTS=1,
+  the table in tests/artifacts/token-cost-<lang>-<width>.png.
 - The focus ring is seen on every kind of control (pagechecks.CONTROLS, on the English desk
   visit of the page that has it): a screenshot of the control focused differs from one
   unfocused by a ring at least 2 px wide, at 3:1 or more against what was there before.
@@ -31,6 +31,9 @@ a narrowed tab draws what a phone's first load draws, without the page's second 
 run; tests/e2e/test_focus_and_speech.py opens a page on a phone and at 200 % from the start
 (the sidebar collapsed from the first frame).
 
+No check reads a screenshot, so a plain run takes none (each is a raster of the screen,
+0.1-0.2 CPU-s); a failed test keeps its tab as it was in tests/artifacts/failed-<test>.png.
+
 The checks themselves are in tests/e2e/pagechecks.py. A new check of every page goes there
 and into a visit below, never into a new loop over the pages (see the README's Tests).
 """
@@ -40,6 +43,7 @@ from __future__ import annotations
 import pytest
 
 from bench.browser import app_pages
+from tests.e2e.conftest import SCREENSHOTS, keep_if_failed
 from tests.e2e.pagechecks import (
     CHROME_ADDRESSES,
     PAGE_CHECKS,
@@ -96,11 +100,34 @@ def settle(tab) -> None:
     tab.evaluate(_NEXT_FRAMES_JS)
 
 
+# Which charts fill their box (plotly sized to its column; a hidden one has no box).
+_FILLED_JS = """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')].map(c => {
+  const svg = c.querySelector('.main-svg'), box = c.getBoundingClientRect().width;
+  return box > 0 && !!svg && Math.abs(svg.getBoundingClientRect().width - box) < 1;
+})"""
+# Reflowed: every chart that filled its box before the resize fills its new box again
+# (Streamlit hands plotly the new width a few frames after the column changed, and plotly
+# redraws), and no transition is under way (the sidebar sliding shut below its breakpoint).
+_REFLOWED_JS = """(filled) => {
+  const charts = [...document.querySelectorAll('[data-testid=stPlotlyChart]')];
+  const redrawn = charts.every((c, i) => {
+    if (!filled[i]) return true;
+    const svg = c.querySelector('.main-svg'), box = c.getBoundingClientRect().width;
+    return !box || (!!svg && Math.abs(svg.getBoundingClientRect().width - Math.max(box, 150)) < 1);
+  });
+  const moving = document.getAnimations().some(a => a.playState === 'running'
+    && a.effect && a.effect.getComputedTiming().endTime !== Infinity);
+  return redrawn && !moving;
+}"""
+
+
 def narrow(tab, viewport: dict) -> None:
     """The tab at another width: columns and charts reflow (CSS and plotly's own resize, no
-    script run), then the page is settled again."""
+    script run); waited for by what the reflow ends in, then the page is settled again."""
+    filled = tab.evaluate(_FILLED_JS)
     tab.set_viewport_size(viewport)
-    tab.wait_for_timeout(400)  # plotly redraws a chart a moment after its box changed
+    tab.evaluate(_NEXT_FRAMES_JS)  # the resize seen by the page's observers
+    tab.wait_for_function(_REFLOWED_JS, arg=filled, timeout=TIMEOUT_MS)
     settle(tab)
 
 
@@ -117,6 +144,14 @@ def desk(browser, app_url):
     context, tab = _tab(browser, app_url, DESK)
     yield context, tab
     context.close()
+
+
+@pytest.fixture
+def kept(request, desk, artifacts_dir):
+    """The sweep's tab for one test; if the test fails, the tab as it was is kept in
+    tests/artifacts/failed-<test>.png (keep_if_failed), as the ``page`` fixture keeps its own."""
+    yield desk
+    keep_if_failed(request, desk[1], artifacts_dir)
 
 
 @pytest.fixture(scope="module")
@@ -179,18 +214,22 @@ def describe(v: dict) -> str:
     return f"{v['id']} ({v['impact']}, {len(v['nodes'])} nodes): {v['help']}\n{nodes}"
 
 
+def run_axe(tab, axe, options: dict) -> list[dict]:
+    """axe-core's violations on the page as it is now. Its script (0.5 MB) goes into a page
+    once: the phone run finds it there from the desk run on the same load. Only violations
+    are asked for, so axe keeps no node lists of what passed."""
+    if not tab.evaluate("typeof window.axe !== 'undefined'"):
+        tab.evaluate(axe.axe_script)
+    options = {**options, "resultTypes": ["violations"]}
+    return tab.evaluate("(options) => axe.run(document, options)", options)["violations"]
+
+
 def axe_problems(tab, axe, report, path: str, lang: str) -> list[str]:
     """axe-core on the page as it is now; minor findings to the report, the rest returned."""
     width = tab.viewport_size["width"]
-    result = axe.run(
-        tab,
-        options={
-            "runOnly": {"type": "tag", "values": TAGS},
-            "rules": EXTRA_RULES,
-            "resultTypes": ["violations"],
-        },
+    violations = run_axe(
+        tab, axe, {"runOnly": {"type": "tag", "values": TAGS}, "rules": EXTRA_RULES}
     )
-    violations = result.response["violations"]
     report.append((path, lang, width, [v for v in violations if v["impact"] not in FAILING]))
     return [f"{width} px: {describe(v)}" for v in violations if v["impact"] in FAILING]
 
@@ -201,8 +240,8 @@ def disabled_label_problems(tab, axe) -> list[str]:
     contrast failure (the label is not on the plain address's page, so axe there misses it)."""
     if not tab.locator("[data-testid=stSelectbox] input:disabled").count():
         return ["no disabled head list with a mean of heads"]
-    result = axe.run(tab, options={"runOnly": {"type": "rule", "values": ["color-contrast"]}})
-    return [describe(v) for v in result.response["violations"]]
+    violations = run_axe(tab, axe, {"runOnly": {"type": "rule", "values": ["color-contrast"]}})
+    return [describe(v) for v in violations]
 
 
 def chrome_problems(tab, path: str, lang: str, clipped, name: str, artifacts_dir) -> list[str]:
@@ -217,7 +256,8 @@ def chrome_problems(tab, path: str, lang: str, clipped, name: str, artifacts_dir
         if viewport is NARROW_DESK:
             narrow(tab, viewport)
         width = viewport["width"]
-        tab.screenshot(path=artifacts_dir / f"chrome-{name}-{lang}-{width}.png")
+        if SCREENSHOTS:  # the first screen, for a person to look at (`make screenshots`)
+            tab.screenshot(path=artifacts_dir / f"chrome-{name}-{lang}-{width}.png")
         found += [f"cut at {width} px: {c}" for c in clipped(tab)]
     if path in PAGE_CHECKS:  # last: a hovered chart shows its toolbar
         found += PAGE_CHECKS[path](tab, lang)
@@ -228,13 +268,15 @@ def chrome_problems(tab, path: str, lang: str, clipped, name: str, artifacts_dir
 @pytest.mark.parametrize("lang", list(LANGUAGES))
 @pytest.mark.parametrize(("path", "query"), CASES, ids=IDS)
 def test_every_page_in_both_languages_on_every_screen(
-    desk, axe, report, titles, clipped_controls, clipped_formulas, artifacts_dir,
+    kept, axe, report, titles, clipped_controls, clipped_formulas, artifacts_dir,
     path, query, lang,
 ):  # fmt: skip
     plain = not query
     name = IDS[CASES.index((path, query))]
     found: dict[str, list[str]] = {}
-    context, tab = desk
+    context, tab = kept
+    # the last page left first: widened on screen, it would re-lay out and redraw its charts
+    tab.goto("about:blank")
     tab.set_viewport_size(DESK)
     tab.problems.clear()
     tab.goto(f"/{path}?{query + '&' if query else ''}lang={lang}")
@@ -251,7 +293,7 @@ def test_every_page_in_both_languages_on_every_screen(
             found["focus ring"] = focus_ring_problems(tab, path)
     token_cost = plain and path == "concept_family"
     if token_cost:
-        shot = artifacts_dir / f"token-cost-{lang}-{DESK['width']}.png"
+        shot = artifacts_dir / f"token-cost-{lang}-{DESK['width']}.png" if SCREENSHOTS else None
         found["token cost"] = token_cost_problems(tab, lang, shot)
     if path == "explorer" and query:  # a mean of heads: the head list is disabled
         found["disabled label"] = disabled_label_problems(tab, axe)
@@ -265,7 +307,9 @@ def test_every_page_in_both_languages_on_every_screen(
         found["axe on a phone"] = axe_problems(tab, axe, report, path, lang)
         found["phone"] = phone_problems(tab)
         if token_cost:
-            shot = artifacts_dir / f"token-cost-{lang}-{PHONE['width']}.png"
+            shot = (
+                artifacts_dir / f"token-cost-{lang}-{PHONE['width']}.png" if SCREENSHOTS else None
+            )
             found["token cost"] += token_cost_problems(tab, lang, shot)
         narrow(tab, ZOOM200)
         found["200 % zoom"] = zoom_problems(tab)
