@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -82,3 +84,22 @@ def ok(at: AppTest) -> None:
     """No exception and no error box on the page."""
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
+
+
+@contextmanager
+def shelf_set_aside() -> Iterator[None]:
+    """An empty model shelf (ui.models.MODELS) for the block, then the models it held put
+    back, the least recently used first: a test that must see loads from nothing does not
+    make the worker's later tests load their models (and recompute what is kept per model)
+    again. What the block loaded is let go."""
+    from ui.model_shelf import model_bytes
+    from ui.models import MODELS
+
+    kept = [(key, MODELS.get(key)) for key in MODELS.kept_keys()]
+    MODELS.clear()
+    try:
+        yield
+    finally:
+        MODELS.clear()
+        for key, lm in kept:
+            MODELS.put(key, lm, model_bytes(lm))

@@ -140,19 +140,17 @@ def test_layernorm_page_lists_every_norm_and_its_statistics():
 
 def test_a_missing_toy_checkpoint_falls_back_to_minilm_with_a_note(tmp_path, monkeypatch):
     import model.runtime.loading
-    from ui.models import load_model
 
     monkeypatch.setattr(model.runtime.loading, "CHECKPOINTS", tmp_path)  # no checkpoints at all
-    load_model.clear()  # models loaded by earlier tests must not hide the missing files
-    try:
+    # Models loaded by earlier tests must not hide the missing files, and the stand-ins
+    # loaded here must not leak into later tests: the shelf is emptied, then put back.
+    with helpers.shelf_set_aside():
         at = open_page("concept_layernorm", model="sort")
         ok(at)
         note = translate("concepts.fallback", "en", name=translate("model.name.sort", "en"))
         assert note in [i.value for i in at.info]
         at = open_page("concept_family")
         ok(at)
-    finally:
-        load_model.clear()  # and the stand-ins loaded here must not leak into later tests
 
 
 def test_warmup_sliders_and_presets():

@@ -21,7 +21,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui.models
-from tests.app.helpers import APP
+from tests.app.helpers import APP, shelf_set_aside
 from ui.i18n import translate
 
 RERUNS = 100  # per page, measured after the warm-up
@@ -86,8 +86,16 @@ def decoding_rerun(at: AppTest, i: int) -> None:
     assert not at.exception, at.exception[0].value
 
 
+@pytest.fixture
+def empty_shelf():
+    """No model loaded yet, so the test sees every load from the first; the worker's models
+    put back after it, so its later tests do not load them again."""
+    with shelf_set_aside():
+        yield
+
+
 @pytest.mark.slow
-def test_reruns_keep_memory_flat_and_load_each_model_once(monkeypatch):
+def test_reruns_keep_memory_flat_and_load_each_model_once(monkeypatch, empty_shelf):
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     loads: Counter = Counter()
     real_load = ui.models.load
@@ -97,7 +105,6 @@ def test_reruns_keep_memory_flat_and_load_each_model_once(monkeypatch):
         return real_load(name, device)
 
     monkeypatch.setattr(ui.models, "load", counting_load)
-    ui.models.load_model.clear()  # so this test sees every load, from the first
 
     explorer = open_page("pages/explorer.py", "minilm", EXPLORER_TEXTS[0])
     decoding = open_page("pages/decoding.py", "en2ko", DECODING_TEXTS[0])
