@@ -12,18 +12,18 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import streamlit as st
 
-from classroom import (
-    RESULT_COLUMNS,
-    ClassClosedError,
-    Classroom,
-    StoreUnavailableError,
-    redacted,
-)
+# classroom.store alone: the rest of `classroom` (classroom.core) imports practice and with it
+# torch, and is imported where a page first uses the store, so a page that needs only this
+# module's helpers (ui.teacher_session, a replica's address check) starts without torch.
+from classroom import redacted
 from ui.i18n import t
+
+if TYPE_CHECKING:
+    from classroom import Classroom
 
 PAGE_PATH = "classroom"
 # The teacher's session-cookie route (ui.teacher_session.ROUTE, named again here: that module
@@ -56,6 +56,8 @@ def patient(call: Callable[..., T], *args: Any, saving: bool = False, **kwargs: 
     """``call(*args, **kwargs)`` on the store, tried again while the database is away, with
     "trying again (n of N)" on the page; StoreGaveUp after the last try. Only a lost
     connection is retried (the store's StoreUnavailableError): other errors go up at once."""
+    from classroom import StoreUnavailableError
+
     notice = st.empty()
     for attempt in range(STORE_TRIES):
         try:
@@ -92,12 +94,16 @@ def trouble(err: BaseException, *, key: str = "class_try_again") -> None:
 
 @st.cache_resource(show_spinner=False)
 def _room() -> Classroom:
+    from classroom import Classroom
+
     return Classroom()
 
 
 def _opened_room() -> Classroom:
     """The cached Classroom; a database that refuses the first connection is retry-able."""
     from sqlalchemy.exc import OperationalError
+
+    from classroom import StoreUnavailableError
 
     try:
         return _room()
@@ -189,6 +195,8 @@ def save_answer(room: Classroom, student_key: str, index: int, answer, submissio
     """Store the answer (committed) and return its feedback, retrying while the database is
     away and saying so; None, with a plain "not saved, press again" message, when it could
     not be stored (the same submission id makes pressing again safe)."""
+    from classroom import ClassClosedError
+
     try:
         return patient(
             room.submit, student_key, index, answer, submission_id, saving=True, client=client()
@@ -446,7 +454,13 @@ def draft_html(code, student_key, index, holder, stored, attempts, nonce: str) -
 # ---- the results as a file a spreadsheet opens safely ---------------------------------------
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-CSV_COLUMNS = tuple(RESULT_COLUMNS)  # the English headers, for scripts
+
+
+def csv_columns() -> tuple[str, ...]:
+    """The CSV's English headers, the stable names for scripts (classroom.RESULT_COLUMNS)."""
+    from classroom import RESULT_COLUMNS
+
+    return tuple(RESULT_COLUMNS)
 
 
 def neutralised(value: object) -> object:
@@ -463,11 +477,12 @@ def results_csv(results, lang: str, english_headers: bool = False) -> bytes:
     UTF-8 with a BOM so spreadsheets read Korean names."""
     from ui.i18n import translate
 
-    table = results[list(CSV_COLUMNS)].copy()
+    columns = csv_columns()
+    table = results[list(columns)].copy()
     table["index"] = table["index"] + 1
     table["kind"] = [translate(f"practice.kind.{k}", lang) for k in table["kind"]]
     if not english_headers:
-        table.columns = [translate(f"classroom.csv.{c}", lang) for c in CSV_COLUMNS]
+        table.columns = [translate(f"classroom.csv.{c}", lang) for c in columns]
     table = table.map(neutralised)
     return table.to_csv(index=False).encode("utf-8-sig")
 

@@ -210,18 +210,6 @@ def test_cookieless_clients_spread_and_the_cookie_keeps_one_on_its_replica(lab):
         assert "SERVERID" not in again  # a valid cookie is kept, not reissued
 
 
-def test_websocket_sessions_stay_on_their_replica_with_xsrf_on(lab):
-    # Two students speaking Streamlit's protocol: page, health (XSRF cookie), websocket with
-    # the token, then their first round of explorer reruns (a round, once begun, is finished:
-    # two reruns 3-6 s apart, so a class of 5 s is that round alone).
-    result = classsim.run_class(lab.url, students=2, duration_s=5, seed=7, arrival_s=0.5)
-    assert result["errors"] == []
-    assert result["crosstalk"] == []
-    assert sorted(result["replicas"]) == ["r1", "r2"]
-    assert all(len(path) == 1 for path in result["served_by"])  # never moved
-    assert result["actions"]["explorer"]["n"] >= 2
-
-
 def put_file(url: str, cookies: dict[str, str], token: str | None) -> tuple[int, str, str]:
     """PUT one small file the way st.file_uploader does: (status, replica, error detail)."""
     boundary = "lab-test-boundary"
@@ -286,7 +274,11 @@ def test_a_killed_replica_is_dropped_and_chromium_and_a_class_on_it_move(
     soonest, and a round begun is finished), when Chromium presses Step and its replica is
     killed right away, the chart perhaps still loading. The page reconnects to the other
     replica, comes back from its URL, works and shows no error; the class's students on the
-    victim move there, the others see nothing; HAProxy's health check marks it DOWN."""
+    victim move there, the others see nothing; HAProxy's health check marks it DOWN.
+
+    The same class holds the websocket sessions to their replicas: its students speak
+    Streamlit's protocol through HAProxy with the XSRF token on, spread over both replicas
+    (round robin) and, but for the victim's, never move (this was a class of its own)."""
     from playwright.sync_api import Error as PlaywrightError  # the browser fixture needs it
 
     # Reduced motion, which the lab honours (ui/a11y.py): a page reconnecting on a busy
@@ -398,6 +390,12 @@ def test_a_killed_replica_is_dropped_and_chromium_and_a_class_on_it_move(
     assert failover["errors_elsewhere"] == []  # the other replica's students saw nothing
     assert failover["reconnects_elsewhere"] == 0
     assert result["crosstalk"] == []
+    # the sessions: every student served without an error (XSRF on), both replicas took
+    # students, each spared one stayed on its own, and the explorer reran for them
+    assert result["errors"] == []
+    assert sorted(result["replicas"]) == ["r1", "r2"]
+    assert all(path == [other] for path in result["served_by"] if path[:1] != [victim])
+    assert result["actions"]["explorer"]["n"] >= 2
     deadline, states = time.monotonic() + 10, {}
     while not states.get(victim, "").startswith("DOWN"):
         assert time.monotonic() < deadline, f"{victim} still {states} after its death"
