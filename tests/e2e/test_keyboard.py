@@ -3,13 +3,14 @@
 Four flows a student must be able to do without a mouse: type a sentence in the explorer and
 reach its chart's summary (and the table behind it); step through decoding, each step said
 by the live region with the token it chose; answer an exercise and read its feedback;
-switch the language (there and back, on one load). At every stop the focus is visible (a
+switch the language (there and back, on one load: the English exercise's). At every stop the focus is visible (a
 ring of at least 2 px), and nothing traps it: Tab leaves the head view's frame again.
 
 The explorer and decoding are the toy's (model=en2ko): the controls, the live region and
 the head view's frame are the pages' own, the same for a real model, without its run. The
 tests share one browser context, a new tab each (the pages keep no cookies), but for the
-explorer's two of a language, which share one load (explorer_tab).
+explorer's two of a language, which share one load (explorer_tab), and the English exercise
+and the language switch, which share one too (practice_tab).
 """
 
 from __future__ import annotations
@@ -221,11 +222,33 @@ def test_step_through_decoding_and_hear_each_steps_token(page, lang):
     assert page.problems == []
 
 
+SEED, TOPIC = 2026, "layernorm"  # set 2026 opens on the layernorm kind (numbers)
+
+
+@pytest.fixture(scope="module")
+def practice_tab(shared_context, app_url):
+    """``practice_tab(lang)``: class set SEED's exercise in ``lang``, loaded once per language
+    in a tab of the module's context: the answering test's, then (English) the language
+    switch's, whose sidebar control is the same on every page."""
+    opened: dict = {}
+
+    def tab(lang: str):
+        if lang not in opened:
+            page = watch_problems(shared_context.new_page(), app_url)
+            page.goto(f"/practice?seed={SEED}&topic={TOPIC}&lang={lang}")
+            settle(page)
+            opened[lang] = page
+        return opened[lang]
+
+    yield tab
+    for page in opened.values():
+        page.close()
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_answer_an_exercise_and_read_the_feedback(page, lang):
-    seed, topic = 2026, "layernorm"  # set 2026 opens on the layernorm kind (numbers)
-    page.goto(f"/practice?seed={seed}&topic={topic}&lang={lang}")
-    settle(page)
+def test_answer_an_exercise_and_read_the_feedback(practice_tab, lang):
+    page = practice_tab(lang)
+    seed, topic = SEED, TOPIC
     ex = practice.make(*practice.item(seed, topic, 0))
     field = translate("practice.field.out", lang, step="").strip()
     tab_to(page, lambda f: f["tag"] == "INPUT" and f["label"].startswith(field[:8]))
@@ -244,10 +267,11 @@ def test_answer_an_exercise_and_read_the_feedback(page, lang):
     assert page.problems == []
 
 
-def test_switch_the_language_there_and_back(page):
-    """English to Korean (the arrow to the right) and back (to the left), on one load."""
-    page.goto("/?lang=en")
-    settle(page)
+def test_switch_the_language_there_and_back(practice_tab):
+    """English to Korean (the arrow to the right) and back (to the left), on one load: the
+    English exercise's (practice_tab), answered or not (the switch is the sidebar's, the
+    same on every page)."""
+    page = practice_tab("en")
     assert page.evaluate("document.documentElement.lang") == "en"
     names = {"en": "English", "ko": "한국어"}
 
@@ -266,7 +290,7 @@ def test_switch_the_language_there_and_back(page):
             )
             tab_to(page, lambda f, other=other: f["text"] == names[other], key=arrow, limit=3)
         page.keyboard.press("Enter")
-        page.locator("h1", has_text=translate("home.title", other)).wait_for(timeout=TIMEOUT_MS)
+        page.locator("h1", has_text=translate("practice.title", other)).wait_for(timeout=TIMEOUT_MS)
         page.wait_for_function(
             f"() => document.documentElement.lang === '{other}'", timeout=TIMEOUT_MS
         )
