@@ -9,8 +9,9 @@ ring of at least 2 px), and nothing traps it: Tab leaves the head view's frame a
 The explorer and decoding are the toy's (model=en2ko): the controls, the live region and
 the head view's frame are the pages' own, the same for a real model, without its run. The
 tests share one browser context, a new tab each (the pages keep no cookies), but for the
-explorer's two of a language, which share one load (explorer_tab), and the English exercise
-and the language switch, which share one too (practice_tab).
+explorer's two of a language, which share one load (explorer_tab), the English exercise
+and the language switch, which share one too (practice_tab), and decoding, one load switched
+in place from English to Korean (decoding_in).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 
 import practice
 from tests.e2e.pagechecks import live_text, mark_unseen, watch_problems
-from ui.i18n import translate
+from ui.i18n import LANGUAGES, translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
@@ -196,29 +197,55 @@ def heard_step(page, lang: str, step: int) -> None:
     assert match.group(1) in shown, (match.group(1), shown)
 
 
+@pytest.fixture(scope="module")
+def decoding_in(shared_context, app_url):
+    """``decoding_in(lang)``: the toy's decoding in one tab, loaded in the first language
+    asked for, then switched in place by the sidebar's language control (a rerun of the
+    same session: the steps taken stay, each test counts its own from where it starts)."""
+    opened: dict = {}
+
+    def tab(lang: str):
+        if "page" not in opened:
+            opened["page"] = watch_problems(shared_context.new_page(), app_url)
+            opened["page"].goto(f"/decoding?lang={lang}&model=en2ko")
+        elif opened["lang"] != lang:
+            opened["page"].get_by_test_id("stSidebar").get_by_text(
+                LANGUAGES[lang], exact=True
+            ).click()
+        opened["lang"] = lang
+        page = opened["page"]
+        page.locator("h1", has_text=translate("decoding.title", lang)).wait_for(timeout=TIMEOUT_MS)
+        settle(page)
+        return page
+
+    yield tab
+    if "page" in opened:
+        opened["page"].close()
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_step_through_decoding_and_hear_each_steps_token(page, lang):
+def test_step_through_decoding_and_hear_each_steps_token(decoding_in, lang):
     # the toy's decoding: Step, its focus and the live region are the page's own, the same
     # for a real model's run (whose tokens tests/e2e/test_browser_real_models.py reads)
-    page.goto(f"/decoding?lang={lang}&model=en2ko")
-    settle(page)
+    page = decoding_in(lang)
     assert page.locator("#lab-live[aria-live=polite]").count() == 1
     step = translate("decoding.step", lang)
     tab_to(page, text_is(step))
     progress = page.get_by_test_id("stProgress")
     first = progress.inner_text()
+    taken = int(re.findall(r"\d+", first)[0])  # steps taken before (0 on a fresh load)
     mark_unseen(page)
     page.keyboard.press("Enter")
-    heard_step(page, lang, 1)
+    heard_step(page, lang, taken + 1)
     assert progress.inner_text() != first
     # the focus stays on Step, so Space takes the next step
     if not text_is(step)(focused(page)):
         tab_to(page, text_is(step))
     mark_unseen(page)
     page.keyboard.press("Space")
-    heard_step(page, lang, 2)
+    heard_step(page, lang, taken + 2)
     numbers = [int(n) for n in re.findall(r"\d+", progress.inner_text())[:1]]
-    assert numbers and numbers[0] == int(re.findall(r"\d+", first)[0]) + 2
+    assert numbers and numbers[0] == taken + 2
     assert page.problems == []
 
 
