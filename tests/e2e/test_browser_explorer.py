@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from tests.e2e.pagechecks import watch_problems
 from ui.i18n import translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
@@ -15,6 +16,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # s
 def page(shared_page):
     """A new tab of the module's one browser context: these pages keep no cookies."""
     return shared_page
+
+
+@pytest.fixture(scope="module")
+def minilm_tab(shared_context, app_url):
+    """One tab for the module's MiniLM explorer: loaded by the language-switch test, then
+    typed into by the markup test (which loads it only when run alone)."""
+    tab = watch_problems(shared_context.new_page(), app_url)
+    yield tab
+    tab.close()
 
 
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
@@ -29,12 +39,13 @@ def heatmap_ticks(page) -> list[str]:
 
 
 def test_a_typed_sentence_and_the_chosen_layer_survive_both_language_switches(
-    page, artifacts_dir, screenshot_whole_page
+    minilm_tab, artifacts_dir, screenshot_whole_page
 ):
     """Typed, then switched to Korean and back: the sentence and the chosen layer stay, every
     drop-down is relabelled, and the chart's camera saves the chart as PNG, then as SVG,
     named in Korean (one load for all of it: each check reads the page as the switches and
     the typing leave it)."""
+    page = minilm_tab
     page.goto("/explorer?model=minilm&layer=2")
     page.locator("h1", has_text=translate("explorer.title", "en")).wait_for(timeout=TIMEOUT_MS)
     assert "school" in heatmap_ticks(page)  # the first example
@@ -88,10 +99,29 @@ def test_a_typed_sentence_and_the_chosen_layer_survive_both_language_switches(
     assert page.problems == []
 
 
-def test_typed_markup_stays_text_in_every_view(page, artifacts_dir, screenshot_whole_page):
-    page.goto("/explorer?model=minilm&view=lines&text=%3Cb%3Ebold%3C%2Fb%3E+%3Cimg+src%3Dx%3E")
-    frame = page.frame_locator("iframe").first
-    frame.locator("text").first.wait_for(timeout=TIMEOUT_MS)
+def test_typed_markup_stays_text_in_every_view(minilm_tab, artifacts_dir, screenshot_whole_page):
+    """Typed into the MiniLM explorer the language-switch test left in English (minilm_tab),
+    drawn as text by the heatmap, then by the head view picked by a click."""
+    page = minilm_tab
+    if "/explorer" not in page.url:  # run alone
+        page.goto("/explorer?model=minilm")
+    page.locator("h1", has_text=translate("explorer.title", "en")).wait_for(timeout=TIMEOUT_MS)
+    box = page.get_by_label(translate("input.label", "en"), exact=True).and_(
+        page.get_by_role("textbox")
+    )
+    box.fill("<b>bold</b> <img src=x>")
+    box.press("Enter")
+    page.wait_for_function(  # the heatmap's keys: the pieces of "<b>" as characters
+        """() => [...document.querySelectorAll('[data-testid=stPlotlyChart] .xtick text')]
+                 .some(t => t.textContent === 'bold')""",
+        timeout=TIMEOUT_MS,
+    )
+    assert "<" in heatmap_ticks(page)
+    page.get_by_test_id("stMain").locator(
+        "button", has_text=translate("explorer.view.lines", "en")
+    ).first.click()
+    frame = page.frame_locator("[data-testid=stMain] iframe").first
+    frame.locator("text", has_text="bold").first.wait_for(timeout=TIMEOUT_MS)
     labels = frame.locator("text").all_text_contents()
     assert "<" in labels and ">" in labels  # the pieces of "<b>" are shown as characters
     assert frame.locator("img").count() == 0 and frame.locator("b").count() == 0

@@ -93,63 +93,76 @@ SMALL_SCREENS = {"phone": (390, 844, 1), "zoom200": (720, 450, 2)}
 LIGHT_PAGE = "practice?seed=2026&topic=layernorm"
 
 
+@pytest.fixture(scope="module")
+def light_page(browser, app_url):
+    """``light_page(lang, screen)``: LIGHT_PAGE in ``lang`` on SMALL_SCREENS[screen], opened
+    once per module (its own context: the screen's pixel ratio is the context's), so the
+    live region's test reads the Korean phone's exercise the sidebar's test opened."""
+    opened: dict = {}
+
+    def page(lang: str, screen: str):
+        if (lang, screen) not in opened:
+            width, height, scale = SMALL_SCREENS[screen]
+            opened[lang, screen] = open_page(
+                browser, app_url, LIGHT_PAGE, lang, width, height, scale
+            )
+        return opened[lang, screen][1]
+
+    yield page
+    for context, _ in opened.values():
+        context.close()
+
+
 @pytest.mark.parametrize("screen", list(SMALL_SCREENS))
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_a_collapsed_sidebar_takes_no_tab_stop_and_escape_closes_it(browser, app_url, lang, screen):
+def test_a_collapsed_sidebar_takes_no_tab_stop_and_escape_closes_it(light_page, lang, screen):
     """On a phone and at 200 % zoom, on an exercise (LIGHT_PAGE: any page with Tab stops in
     its body would do: the sidebar is the app's, the same on every page)."""
-    width, height, scale = SMALL_SCREENS[screen]
-    context, tab = open_page(browser, app_url, LIGHT_PAGE, lang, width, height, scale)
-    try:
-        assert tab.get_attribute("[data-testid=stSidebar]", "data-collapsed") == "true"
-        stops = []
-        for _ in range(25):  # past the header and well into the page
-            tab.keyboard.press("Tab")
-            now = tab.evaluate(_FOCUS_JS)
-            if now is None:
-                continue
-            stops.append(now)
-            assert not now["inSidebar"], f"Tab stopped in the collapsed sidebar: {now}"
-        expand = [s for s in stops if s["expand"]]
-        assert expand, f"the expand button was never reached: {stops}"
-
-        tab.focus("[data-testid=stExpandSidebarButton]")
-        tab.keyboard.press("Enter")
-        tab.wait_for_function(
-            "document.querySelector('[data-testid=stSidebar]').dataset.collapsed === 'false'"
-        )
-        tab.wait_for_timeout(400)
-        now = tab.evaluate(_FOCUS_JS)
-        assert now and now["inSidebar"] and now["seen"], f"focus not in the open sidebar: {now}"
+    tab = light_page(lang, screen)
+    assert tab.get_attribute("[data-testid=stSidebar]", "data-collapsed") == "true"
+    stops = []
+    for _ in range(25):  # past the header and well into the page
         tab.keyboard.press("Tab")
         now = tab.evaluate(_FOCUS_JS)
-        assert now and now["inSidebar"], f"the next Tab left the open sidebar: {now}"
+        if now is None:
+            continue
+        stops.append(now)
+        assert not now["inSidebar"], f"Tab stopped in the collapsed sidebar: {now}"
+    expand = [s for s in stops if s["expand"]]
+    assert expand, f"the expand button was never reached: {stops}"
 
-        tab.keyboard.press("Escape")
-        tab.wait_for_function(
-            "document.querySelector('[data-testid=stSidebar]').dataset.collapsed === 'true'"
-        )
-        tab.wait_for_timeout(400)
-        now = tab.evaluate(_FOCUS_JS)
-        assert now and now["expand"], f"Escape did not give the focus back to its button: {now}"
-        assert tab.evaluate(
-            "document.querySelector('[data-testid=stSidebar]').hasAttribute('inert')"
-        )
-    finally:
-        context.close()
+    tab.focus("[data-testid=stExpandSidebarButton]")
+    tab.keyboard.press("Enter")
+    tab.wait_for_function(
+        "document.querySelector('[data-testid=stSidebar]').dataset.collapsed === 'false'"
+    )
+    tab.wait_for_timeout(400)
+    now = tab.evaluate(_FOCUS_JS)
+    assert now and now["inSidebar"] and now["seen"], f"focus not in the open sidebar: {now}"
+    tab.keyboard.press("Tab")
+    now = tab.evaluate(_FOCUS_JS)
+    assert now and now["inSidebar"], f"the next Tab left the open sidebar: {now}"
+
+    tab.keyboard.press("Escape")
+    tab.wait_for_function(
+        "document.querySelector('[data-testid=stSidebar]').dataset.collapsed === 'true'"
+    )
+    tab.wait_for_timeout(400)
+    now = tab.evaluate(_FOCUS_JS)
+    assert now and now["expand"], f"Escape did not give the focus back to its button: {now}"
+    assert tab.evaluate("document.querySelector('[data-testid=stSidebar]').hasAttribute('inert')")
 
 
 # --- what a screen reader hears ----------------------------------------------------------------
 
 
-def test_asking_for_the_solution_is_said(browser, app_url):
-    context, tab = open_page(browser, app_url, "practice", "ko", 1440, 900)
-    try:
-        mark_unseen(tab)
-        tab.get_by_role("button", name=translate("practice.show_solution", "ko")).click()
-        assert live_text(tab) == translate("practice.solution_shown", "ko")
-    finally:
-        context.close()
+def test_asking_for_the_solution_is_said(light_page):
+    """On the Korean phone's exercise (light_page, the collapsed sidebar's test's load:
+    every exercise has the button, the live region is the app's)."""
+    tab = light_page("ko", "phone")
+    mark_unseen(tab)
+    tab.get_by_role("button", name=translate("practice.show_solution", "ko")).click()
+    assert live_text(tab) == translate("practice.solution_shown", "ko")
 
 
 # The layer-norm page's three panels (input, LayerNorm, BatchNorm): where they stand, how
@@ -183,20 +196,33 @@ def norm_panels(tab, width: int) -> list[dict]:
     return tab.evaluate(_NORM_PANELS_JS)
 
 
-@pytest.mark.parametrize(("lang", "widths"), [("en", (1440, 1024, 390)), ("ko", (390,))])
-def test_the_norm_panels_stack_where_they_would_be_narrow(browser, app_url, lang, widths):
+def in_korean(tab) -> None:
+    """The sidebar's language control pressed on the page as it is (a rerun of the same
+    session, not a new load): on a phone its folded sidebar is opened first."""
+    if tab.get_attribute("[data-testid=stSidebar]", "data-collapsed") == "true":
+        tab.get_by_test_id("stExpandSidebarButton").click()
+    tab.get_by_test_id("stSidebar").get_by_text("한국어", exact=True).click()
+    tab.locator(
+        "[data-testid=stMain] h1", has_text=translate("concepts.layernorm.title", "ko")
+    ).wait_for(timeout=TIMEOUT_MS)
+    settle(tab)
+
+
+def test_the_norm_panels_stack_where_they_would_be_narrow(browser, app_url):
     """Layer norm vs batch norm: three panels side by side on a wide screen; on a phone, and
     beside the sidebar at 1024 px, one under the other as wide as the page, each with the
     numbers in its cells (three panels in one figure were too crowded at 390 px). English
-    is opened at 1440 px and narrowed; Korean is opened on a phone."""
-    context, tab = open_page(
-        browser, app_url, "concept_layernorm?model=en2ko", lang, widths[0], 900
-    )
+    is opened at 1440 px and narrowed; Korean is that phone's page switched in place by the
+    sidebar's language control (the panels' layout is CSS, the words the language's), not
+    a load of its own."""
+    context, tab = open_page(browser, app_url, "concept_layernorm?model=en2ko", "en", 1440, 900)
     try:
-        seen = {width: norm_panels(tab, width) for width in widths}
+        seen = {("en", width): norm_panels(tab, width) for width in (1440, 1024, 390)}
+        in_korean(tab)
+        seen["ko", 390] = norm_panels(tab, 390)
     finally:
         context.close()
-    for width, panels in seen.items():
+    for (_, width), panels in seen.items():
         tops = [p["top"] for p in panels]
         if SIDE_BY_SIDE[width]:
             assert len({p["left"] for p in panels}) == 3 and max(tops) - min(tops) < 2, (

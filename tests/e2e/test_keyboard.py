@@ -3,13 +3,15 @@
 Four flows a student must be able to do without a mouse: type a sentence in the explorer and
 reach its chart's summary (and the table behind it); step through decoding, each step said
 by the live region with the token it chose; answer an exercise and read its feedback;
-switch the language (there and back, on one load). At every stop the focus is visible (a
+switch the language (there and back, on one load: the English exercise's). At every stop the focus is visible (a
 ring of at least 2 px), and nothing traps it: Tab leaves the head view's frame again.
 
 The explorer and decoding are the toy's (model=en2ko): the controls, the live region and
 the head view's frame are the pages' own, the same for a real model, without its run. The
 tests share one browser context, a new tab each (the pages keep no cookies), but for the
-explorer's two of a language, which share one load (explorer_tab).
+explorer's two of a language, which share one load (explorer_tab), the English exercise
+and the language switch, which share one too (practice_tab), and decoding, one load switched
+in place from English to Korean (decoding_in).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 
 import practice
 from tests.e2e.pagechecks import live_text, mark_unseen, watch_problems
-from ui.i18n import translate
+from ui.i18n import LANGUAGES, translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
@@ -195,37 +197,85 @@ def heard_step(page, lang: str, step: int) -> None:
     assert match.group(1) in shown, (match.group(1), shown)
 
 
+@pytest.fixture(scope="module")
+def decoding_in(shared_context, app_url):
+    """``decoding_in(lang)``: the toy's decoding in one tab, loaded in the first language
+    asked for, then switched in place by the sidebar's language control (a rerun of the
+    same session: the steps taken stay, each test counts its own from where it starts)."""
+    opened: dict = {}
+
+    def tab(lang: str):
+        if "page" not in opened:
+            opened["page"] = watch_problems(shared_context.new_page(), app_url)
+            opened["page"].goto(f"/decoding?lang={lang}&model=en2ko")
+        elif opened["lang"] != lang:
+            opened["page"].get_by_test_id("stSidebar").get_by_text(
+                LANGUAGES[lang], exact=True
+            ).click()
+        opened["lang"] = lang
+        page = opened["page"]
+        page.locator("h1", has_text=translate("decoding.title", lang)).wait_for(timeout=TIMEOUT_MS)
+        settle(page)
+        return page
+
+    yield tab
+    if "page" in opened:
+        opened["page"].close()
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_step_through_decoding_and_hear_each_steps_token(page, lang):
+def test_step_through_decoding_and_hear_each_steps_token(decoding_in, lang):
     # the toy's decoding: Step, its focus and the live region are the page's own, the same
     # for a real model's run (whose tokens tests/e2e/test_browser_real_models.py reads)
-    page.goto(f"/decoding?lang={lang}&model=en2ko")
-    settle(page)
+    page = decoding_in(lang)
     assert page.locator("#lab-live[aria-live=polite]").count() == 1
     step = translate("decoding.step", lang)
     tab_to(page, text_is(step))
     progress = page.get_by_test_id("stProgress")
     first = progress.inner_text()
+    taken = int(re.findall(r"\d+", first)[0])  # steps taken before (0 on a fresh load)
     mark_unseen(page)
     page.keyboard.press("Enter")
-    heard_step(page, lang, 1)
+    heard_step(page, lang, taken + 1)
     assert progress.inner_text() != first
     # the focus stays on Step, so Space takes the next step
     if not text_is(step)(focused(page)):
         tab_to(page, text_is(step))
     mark_unseen(page)
     page.keyboard.press("Space")
-    heard_step(page, lang, 2)
+    heard_step(page, lang, taken + 2)
     numbers = [int(n) for n in re.findall(r"\d+", progress.inner_text())[:1]]
-    assert numbers and numbers[0] == int(re.findall(r"\d+", first)[0]) + 2
+    assert numbers and numbers[0] == taken + 2
     assert page.problems == []
 
 
+SEED, TOPIC = 2026, "layernorm"  # set 2026 opens on the layernorm kind (numbers)
+
+
+@pytest.fixture(scope="module")
+def practice_tab(shared_context, app_url):
+    """``practice_tab(lang)``: class set SEED's exercise in ``lang``, loaded once per language
+    in a tab of the module's context: the answering test's, then (English) the language
+    switch's, whose sidebar control is the same on every page."""
+    opened: dict = {}
+
+    def tab(lang: str):
+        if lang not in opened:
+            page = watch_problems(shared_context.new_page(), app_url)
+            page.goto(f"/practice?seed={SEED}&topic={TOPIC}&lang={lang}")
+            settle(page)
+            opened[lang] = page
+        return opened[lang]
+
+    yield tab
+    for page in opened.values():
+        page.close()
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
-def test_answer_an_exercise_and_read_the_feedback(page, lang):
-    seed, topic = 2026, "layernorm"  # set 2026 opens on the layernorm kind (numbers)
-    page.goto(f"/practice?seed={seed}&topic={topic}&lang={lang}")
-    settle(page)
+def test_answer_an_exercise_and_read_the_feedback(practice_tab, lang):
+    page = practice_tab(lang)
+    seed, topic = SEED, TOPIC
     ex = practice.make(*practice.item(seed, topic, 0))
     field = translate("practice.field.out", lang, step="").strip()
     tab_to(page, lambda f: f["tag"] == "INPUT" and f["label"].startswith(field[:8]))
@@ -244,10 +294,11 @@ def test_answer_an_exercise_and_read_the_feedback(page, lang):
     assert page.problems == []
 
 
-def test_switch_the_language_there_and_back(page):
-    """English to Korean (the arrow to the right) and back (to the left), on one load."""
-    page.goto("/?lang=en")
-    settle(page)
+def test_switch_the_language_there_and_back(practice_tab):
+    """English to Korean (the arrow to the right) and back (to the left), on one load: the
+    English exercise's (practice_tab), answered or not (the switch is the sidebar's, the
+    same on every page)."""
+    page = practice_tab("en")
     assert page.evaluate("document.documentElement.lang") == "en"
     names = {"en": "English", "ko": "한국어"}
 
@@ -266,7 +317,7 @@ def test_switch_the_language_there_and_back(page):
             )
             tab_to(page, lambda f, other=other: f["text"] == names[other], key=arrow, limit=3)
         page.keyboard.press("Enter")
-        page.locator("h1", has_text=translate("home.title", other)).wait_for(timeout=TIMEOUT_MS)
+        page.locator("h1", has_text=translate("practice.title", other)).wait_for(timeout=TIMEOUT_MS)
         page.wait_for_function(
             f"() => document.documentElement.lang === '{other}'", timeout=TIMEOUT_MS
         )
