@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from model.hf.pieces import _bytes_to_unicode
-from ui.i18n import load_catalog, translate
+from ui.i18n import LANGUAGES, load_catalog, translate
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_MS = 120_000
@@ -88,6 +88,35 @@ def watch_problems(tab, app_url: str):
         lambda req: _offsite(req.url, app_url) and tab.problems.append(f"off-site: {req.url}"),
     )
     return tab
+
+
+class LanguageTab:
+    """``tab(lang)``: one tab at ``address`` (a path with its query), loaded in the first
+    language asked for, then switched in place by the sidebar's language control: a rerun of
+    the same session, as a reader switches, not a second load. ``close()`` closes it."""
+
+    def __init__(self, context, app_url: str, address: str):
+        self.context, self.app_url, self.address = context, app_url, address
+        self.page = None
+        self.lang: str | None = None
+
+    def __call__(self, lang: str):
+        if self.page is None:
+            self.page = watch_problems(self.context.new_page(), self.app_url)
+            self.page.goto(f"{self.address}&lang={lang}")
+        elif self.lang != lang:
+            switch_language(self.page, lang)
+        self.lang = lang
+        return self.page
+
+    def close(self) -> None:
+        if self.page is not None:
+            self.page.close()
+
+
+def switch_language(tab, lang: str) -> None:
+    """The sidebar's language control pressed on the page as it is."""
+    tab.get_by_test_id("stSidebar").get_by_text(LANGUAGES[lang], exact=True).click()
 
 
 # --- small screens: a phone, and 200 % zoom ---------------------------------------------

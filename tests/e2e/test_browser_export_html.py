@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from tests.e2e.pagechecks import watch_problems
-from ui.i18n import LANGUAGES, translate
+from tests.e2e.pagechecks import LanguageTab
+from ui.i18n import translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
@@ -23,24 +23,15 @@ def explorer_in(shared_context, app_url):
     first language asked for, then switched in place by the sidebar's language control (a
     rerun of the same session, as a reader switches; what is checked is the file, which the
     page writes in its language either way)."""
-    opened: dict = {}
+    opened = LanguageTab(shared_context, app_url, ADDRESS)
 
     def tab(lang: str):
-        if "page" not in opened:
-            opened["page"] = watch_problems(shared_context.new_page(), app_url)
-            opened["page"].goto(f"{ADDRESS}&lang={lang}")
-        elif opened["lang"] != lang:
-            opened["page"].get_by_test_id("stSidebar").get_by_text(
-                LANGUAGES[lang], exact=True
-            ).click()
-        opened["lang"] = lang
-        page = opened["page"]
+        page = opened(lang)
         page.locator("h1", has_text=translate("explorer.title", lang)).wait_for(timeout=TIMEOUT_MS)
         return page
 
     yield tab
-    if "page" in opened:
-        opened["page"].close()
+    opened.close()
 
 
 def page_summary(page, lang: str) -> str:

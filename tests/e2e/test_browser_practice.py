@@ -13,8 +13,8 @@ import re
 import pytest
 
 import practice
-from tests.e2e.pagechecks import live_text, mark_unseen, watch_problems
-from ui.i18n import LANGUAGES, translate
+from tests.e2e.pagechecks import LanguageTab, live_text, mark_unseen
+from ui.i18n import translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
@@ -125,22 +125,9 @@ def bugs_in(shared_context, app_url):
     """``bugs_in(lang)``: "Find the bug" (seed 4) in ``lang``, in one tab: loaded in the first
     language asked for, then switched in place by the sidebar's language control (a rerun of
     the same session that draws both runs again in the new language)."""
-    opened: dict = {}
-
-    def tab(lang: str):
-        if "page" not in opened:
-            opened["page"] = watch_problems(shared_context.new_page(), app_url)
-            opened["page"].goto(f"/find_the_bug?seed=4&lang={lang}")
-        elif opened["lang"] != lang:
-            opened["page"].get_by_test_id("stSidebar").get_by_text(
-                LANGUAGES[lang], exact=True
-            ).click()
-        opened["lang"] = lang
-        return opened["page"]
-
+    tab = LanguageTab(shared_context, app_url, "/find_the_bug?seed=4")
     yield tab
-    if "page" in opened:
-        opened["page"].close()
+    tab.close()
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])

@@ -29,8 +29,8 @@ import pytest
 
 from model.analysis.heads import default_length, scan_heads
 from model.hf.pieces import _bytes_to_unicode
-from tests.e2e.pagechecks import REFLOW_JS, phone_problems, watch_problems
-from ui.i18n import LANGUAGES, translate
+from tests.e2e.pagechecks import REFLOW_JS, phone_problems, switch_language, watch_problems
+from ui.i18n import translate
 
 pytestmark = pytest.mark.browser
 
@@ -332,7 +332,7 @@ def in_language(tab, lang: str) -> None:
     if tab.get_attribute("[data-testid=stSidebar]", "data-collapsed") == "true":
         tab.get_by_test_id("stExpandSidebarButton").click()
     tab.problems.clear()
-    tab.get_by_test_id("stSidebar").get_by_text(LANGUAGES[lang], exact=True).click()
+    switch_language(tab, lang)
     tab.locator("[data-testid=stMain] h1", has_text=translate("modern.title", lang)).wait_for()
 
 

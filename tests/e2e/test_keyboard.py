@@ -21,8 +21,8 @@ import re
 import pytest
 
 import practice
-from tests.e2e.pagechecks import live_text, mark_unseen, watch_problems
-from ui.i18n import LANGUAGES, translate
+from tests.e2e.pagechecks import LanguageTab, live_text, mark_unseen, watch_problems
+from ui.i18n import translate
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
@@ -72,19 +72,29 @@ def explorer_tab(shared_context, app_url):
     """``explorer_tab(lang)``: the toy's explorer in ``lang``, loaded once per language in a
     tab of the module's context, for its two tests in their written order: the typed
     sentence's, then the head view's (a view picked on the same load)."""
-    opened: dict = {}
+    tabs = TabPerLanguage(shared_context, app_url, "/explorer?model=en2ko")  # the sentence's words
+    yield tabs
+    tabs.close()
 
-    def tab(lang: str):
-        if lang not in opened:
-            page = watch_problems(shared_context.new_page(), app_url)
-            page.goto(f"/explorer?lang={lang}&model=en2ko")  # the English sentence's own words
-            settle(page)
-            opened[lang] = page
-        return opened[lang]
 
-    yield tab
-    for page in opened.values():
-        page.close()
+class TabPerLanguage(dict):
+    """``tabs(lang)``: a tab of ``context`` at ``address`` in ``lang``, loaded and settled
+    the first time that language is asked for, the same tab after."""
+
+    def __init__(self, context, app_url: str, address: str):
+        super().__init__()
+        self.context, self.app_url, self.address = context, app_url, address
+
+    def __call__(self, lang: str):
+        if lang not in self:
+            self[lang] = watch_problems(self.context.new_page(), self.app_url)
+            self[lang].goto(f"{self.address}&lang={lang}")
+            settle(self[lang])
+        return self[lang]
+
+    def close(self) -> None:
+        for page in self.values():
+            page.close()
 
 
 def settle(tab) -> None:
@@ -202,25 +212,16 @@ def decoding_in(shared_context, app_url):
     """``decoding_in(lang)``: the toy's decoding in one tab, loaded in the first language
     asked for, then switched in place by the sidebar's language control (a rerun of the
     same session: the steps taken stay, each test counts its own from where it starts)."""
-    opened: dict = {}
+    opened = LanguageTab(shared_context, app_url, "/decoding?model=en2ko")
 
     def tab(lang: str):
-        if "page" not in opened:
-            opened["page"] = watch_problems(shared_context.new_page(), app_url)
-            opened["page"].goto(f"/decoding?lang={lang}&model=en2ko")
-        elif opened["lang"] != lang:
-            opened["page"].get_by_test_id("stSidebar").get_by_text(
-                LANGUAGES[lang], exact=True
-            ).click()
-        opened["lang"] = lang
-        page = opened["page"]
+        page = opened(lang)
         page.locator("h1", has_text=translate("decoding.title", lang)).wait_for(timeout=TIMEOUT_MS)
         settle(page)
         return page
 
     yield tab
-    if "page" in opened:
-        opened["page"].close()
+    opened.close()
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
@@ -257,19 +258,9 @@ def practice_tab(shared_context, app_url):
     """``practice_tab(lang)``: class set SEED's exercise in ``lang``, loaded once per language
     in a tab of the module's context: the answering test's, then (English) the language
     switch's, whose sidebar control is the same on every page."""
-    opened: dict = {}
-
-    def tab(lang: str):
-        if lang not in opened:
-            page = watch_problems(shared_context.new_page(), app_url)
-            page.goto(f"/practice?seed={SEED}&topic={TOPIC}&lang={lang}")
-            settle(page)
-            opened[lang] = page
-        return opened[lang]
-
-    yield tab
-    for page in opened.values():
-        page.close()
+    tabs = TabPerLanguage(shared_context, app_url, f"/practice?seed={SEED}&topic={TOPIC}")
+    yield tabs
+    tabs.close()
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
