@@ -276,7 +276,6 @@ def load_model(name: str, device: str) -> LabModel:
     return lm
 
 
-load_model.clear = MODELS.clear  # for tests that count loads
 _UNLOADED = threading.local()  # what this thread's last load pushed out, until said
 
 
