@@ -249,12 +249,20 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared_context(browser, app_url):
-    """One browser context for a whole module (1440 × 900): its tests open tabs in it
-    (shared_page). A tab is a Streamlit session of its own, so no page state passes between
-    them; cookies and storage do, so a test that needs its own takes ``page``."""
+    """One browser context for the worker's app server (1440 × 900): every module's tests
+    open tabs in it (shared_page) and close them. A tab is a Streamlit session of its own, so
+    no page state passes between them; cookies and storage do (the app server's pages keep
+    none: only the class pages do, on the class server), so a test that needs its own takes
+    ``page``.
+
+    An anchor tab on the server's health address stays open all along: with one renderer
+    per site (TEST_ONLY_ARGS) the next tab joins that warm process and finds the app's
+    scripts compiled, 1.9 instead of 3.6-4.4 CPU-s a page; without the anchor the process
+    ends with the last tab and every test's tab starts a cold one."""
     context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=app_url)
+    context.new_page().goto("/_stcore/health")
     yield context
     context.close()
 
