@@ -55,17 +55,39 @@ def settle(tab, pressed: bool = True) -> None:
     tab.evaluate(_NEXT_FRAMES_JS)
 
 
-def open_page(browser, app_url, path: str, lang: str, width: int, height: int, scale: float = 1):
-    context = browser.new_context(
-        viewport={"width": width, "height": height},
-        device_scale_factor=scale,
-        base_url=app_url,
-    )
-    context.set_default_navigation_timeout(TIMEOUT_MS)
-    tab = context.new_page()
+def open_page(
+    browser,
+    shared_context,
+    app_url,
+    path: str,
+    lang: str,
+    width: int,
+    height: int,
+    scale: float = 1,
+):
+    """The page in ``lang`` on a ``width`` × ``height`` screen: at a pixel ratio of 1 a tab of
+    the worker's shared context (its renderer is warm: tests/e2e/conftest.py), at another
+    ratio a context of its own (the ratio is the context's). Closed by ``close_page``."""
+    if scale == 1:
+        context, tab = shared_context, shared_context.new_page()
+        tab.set_viewport_size({"width": width, "height": height})
+    else:
+        context = browser.new_context(
+            viewport={"width": width, "height": height},
+            device_scale_factor=scale,
+            base_url=app_url,
+        )
+        tab = context.new_page()
+    tab.own_context = context is not shared_context
+    tab.set_default_navigation_timeout(TIMEOUT_MS)
     tab.goto(f"/{path}{'&' if '?' in path else '?'}lang={lang}")
     settle(tab, pressed=False)  # a load: its script run is under way once the h1 is drawn
     return context, tab
+
+
+def close_page(context, tab) -> None:
+    """What open_page opened: its context, or its tab of the shared context."""
+    (context if tab.own_context else tab).close()
 
 
 # --- focus on what is seen -------------------------------------------------------------------
@@ -94,23 +116,24 @@ LIGHT_PAGE = "practice?seed=2026&topic=layernorm"
 
 
 @pytest.fixture(scope="module")
-def light_page(browser, app_url):
+def light_page(browser, shared_context, app_url):
     """``light_page(lang, screen)``: LIGHT_PAGE in ``lang`` on SMALL_SCREENS[screen], opened
-    once per module (its own context: the screen's pixel ratio is the context's), so the
-    live region's test reads the Korean phone's exercise the sidebar's test opened."""
+    once per module (open_page: 200 % zoom in a context of its own, as its pixel ratio is the
+    context's), so the live region's test reads the Korean phone's exercise the sidebar's
+    test opened."""
     opened: dict = {}
 
     def page(lang: str, screen: str):
         if (lang, screen) not in opened:
             width, height, scale = SMALL_SCREENS[screen]
             opened[lang, screen] = open_page(
-                browser, app_url, LIGHT_PAGE, lang, width, height, scale
+                browser, shared_context, app_url, LIGHT_PAGE, lang, width, height, scale
             )
         return opened[lang, screen][1]
 
     yield page
-    for context, _ in opened.values():
-        context.close()
+    for context, tab in opened.values():
+        close_page(context, tab)
 
 
 @pytest.mark.parametrize("screen", list(SMALL_SCREENS))
@@ -208,20 +231,21 @@ def in_korean(tab) -> None:
     settle(tab)
 
 
-def test_the_norm_panels_stack_where_they_would_be_narrow(browser, app_url):
+def test_the_norm_panels_stack_where_they_would_be_narrow(browser, shared_context, app_url):
     """Layer norm vs batch norm: three panels side by side on a wide screen; on a phone, and
     beside the sidebar at 1024 px, one under the other as wide as the page, each with the
     numbers in its cells (three panels in one figure were too crowded at 390 px). English
     is opened at 1440 px and narrowed; Korean is that phone's page switched in place by the
     sidebar's language control (the panels' layout is CSS, the words the language's), not
     a load of its own."""
-    context, tab = open_page(browser, app_url, "concept_layernorm?model=en2ko", "en", 1440, 900)
+    address = "concept_layernorm?model=en2ko"
+    context, tab = open_page(browser, shared_context, app_url, address, "en", 1440, 900)
     try:
         seen = {("en", width): norm_panels(tab, width) for width in (1440, 1024, 390)}
         in_korean(tab)
         seen["ko", 390] = norm_panels(tab, 390)
     finally:
-        context.close()
+        close_page(context, tab)
     for (_, width), panels in seen.items():
         tops = [p["top"] for p in panels]
         if SIDE_BY_SIDE[width]:
@@ -297,7 +321,7 @@ def walk_to_the_first_chart(context, tab, lang: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def explorer_walked(browser, app_url):
+def explorer_walked(browser, shared_context, app_url):
     """``explorer_walked(lang)``: the explorer in ``lang``, once per module, after
     walk_to_the_first_chart: (its context, its tab, the walk). The tests of the first
     chart's region read it, so one load in each language serves them all."""
@@ -305,13 +329,13 @@ def explorer_walked(browser, app_url):
 
     def walked(lang: str):
         if lang not in opened:
-            context, tab = open_page(browser, app_url, EXPLORER, lang, 1440, 900)
+            context, tab = open_page(browser, shared_context, app_url, EXPLORER, lang, 1440, 900)
             opened[lang] = (context, tab, walk_to_the_first_chart(context, tab, lang))
         return opened[lang]
 
     yield walked
-    for context, _, _ in opened.values():
-        context.close()
+    for context, tab, _ in opened.values():
+        close_page(context, tab)
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
