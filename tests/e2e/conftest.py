@@ -269,7 +269,7 @@ def shared_context(browser, app_url):
 
 @pytest.fixture
 def shared_page(request, shared_context, app_url, artifacts_dir):
-    """A fresh tab in the module's shared_context, watched and kept on a failure as ``page``
+    """A fresh tab in the worker's shared_context, watched and kept on a failure as ``page``
     is (with TEST_ONLY_ARGS a new tab costs Chromium about half what a new context does)."""
     tab = watch_problems(shared_context.new_page(), app_url)
     yield tab

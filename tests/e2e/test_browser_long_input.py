@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # s
 
 @pytest.fixture
 def page(shared_page):
-    """A new tab of the module's one browser context: these pages keep no cookies."""
+    """A new tab of the worker's shared browser context: these pages keep no cookies."""
     return shared_page
 
 

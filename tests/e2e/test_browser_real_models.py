@@ -117,13 +117,15 @@ def qk_spans(models) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def tab(browser, app_url, installed):
-    """One tab for the module: each test opens its page at 1440 px, then narrows it."""
-    context = browser.new_context(viewport=DESK, base_url=app_url)
-    context.set_default_timeout(TIMEOUT_MS)
-    context.set_default_navigation_timeout(TIMEOUT_MS)
-    yield watch_problems(context.new_page(), app_url)
-    context.close()
+def tab(shared_context, app_url, installed):
+    """One tab for the module (of the worker's shared context): each test opens its page at
+    1440 px, then narrows it."""
+    tab = shared_context.new_page()
+    tab.set_viewport_size(DESK)
+    tab.set_default_timeout(TIMEOUT_MS)
+    tab.set_default_navigation_timeout(TIMEOUT_MS)
+    yield watch_problems(tab, app_url)
+    tab.close()
 
 
 def settle(tab) -> None:

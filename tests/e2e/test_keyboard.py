@@ -63,14 +63,14 @@ _FOCUSED_JS = """() => {
 
 @pytest.fixture
 def page(shared_page):
-    """A new tab of the module's one browser context: these pages keep no cookies."""
+    """A new tab of the worker's shared browser context: these pages keep no cookies."""
     return shared_page
 
 
 @pytest.fixture(scope="module")
 def explorer_tab(shared_context, app_url):
     """``explorer_tab(lang)``: the toy's explorer in ``lang``, loaded once per language in a
-    tab of the module's context, for its two tests in their written order: the typed
+    tab of the shared context, for its two tests in their written order: the typed
     sentence's, then the head view's (a view picked on the same load)."""
     tabs = TabPerLanguage(shared_context, app_url, "/explorer?model=en2ko")  # the sentence's words
     yield tabs
@@ -256,7 +256,7 @@ SEED, TOPIC = 2026, "layernorm"  # set 2026 opens on the layernorm kind (numbers
 @pytest.fixture(scope="module")
 def practice_tab(shared_context, app_url):
     """``practice_tab(lang)``: class set SEED's exercise in ``lang``, loaded once per language
-    in a tab of the module's context: the answering test's, then (English) the language
+    in a tab of the shared context: the answering test's, then (English) the language
     switch's, whose sidebar control is the same on every page."""
     tabs = TabPerLanguage(shared_context, app_url, f"/practice?seed={SEED}&topic={TOPIC}")
     yield tabs
