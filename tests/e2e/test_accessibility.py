@@ -131,19 +131,15 @@ def narrow(tab, viewport: dict) -> None:
     settle(tab)
 
 
-def _tab(browser, app_url, viewport: dict):
-    context = browser.new_context(viewport=viewport, base_url=app_url)
-    context.set_default_navigation_timeout(TIMEOUT_MS)  # a busy 2-core machine loads slowly
-    return context, watch_problems(context.new_page(), app_url)
-
-
 @pytest.fixture(scope="module")
-def desk(browser, app_url):
-    """One tab for the whole sweep: each page opened at 1440 px, then narrowed to 1024, 390
-    and 720; pages and languages change, the tab stays."""
-    context, tab = _tab(browser, app_url, DESK)
-    yield context, tab
-    context.close()
+def desk(shared_context, app_url):
+    """One tab for the whole sweep (of the worker's shared context): each page opened at
+    1440 px, then narrowed to 1024, 390 and 720; pages and languages change, the tab stays."""
+    tab = shared_context.new_page()
+    tab.set_viewport_size(DESK)
+    tab.set_default_navigation_timeout(TIMEOUT_MS)  # a busy 2-core machine loads slowly
+    yield shared_context, watch_problems(tab, app_url)
+    tab.close()
 
 
 @pytest.fixture
