@@ -95,6 +95,10 @@ def test_a_class_from_the_teachers_link_to_the_csv(
         own_link.click()  # the key, drawn only while its panel is open
         link = teacher.get_by_test_id("stCode").filter(has_text="/lab/teacher?").inner_text()
         teacher_key = dict(p.split("=", 1) for p in link.strip().split("?", 1)[1].split("&"))["key"]
+        # the rerun that drew the key is over: until then the panel's old copy may still be
+        # on the page beside the new one (the layout above it changed), and a click on the
+        # label would find two
+        idle(teacher)
         own_link.click()
         teacher.get_by_test_id("stCode").filter(has_text="/lab/teacher?").wait_for(state="detached")
         idle(teacher)
