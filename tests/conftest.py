@@ -26,9 +26,19 @@ sees only its own process without xdist; without ``-n`` nothing here changes any
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 
 import pytest
+
+# Python's bytecode cache on for the suite, whatever the environment says
+# (PYTHONDONTWRITEBYTECODE=1 is set on some machines, this one included): the suite starts
+# about 80 Python processes (workers, servers, replicas, trainers), and each would compile the
+# lab's modules from source again, and each worker rewrite every test module's asserts. The
+# caches go to __pycache__/ folders, which git ignores. Set here, before the workers and
+# servers start (they inherit the environment).
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    sys.dont_write_bytecode = False
 
 # Under xdist each worker gets its share of the cores for torch (and the servers it starts),
 # so two workers on two cores do not run four threads. Set before any test imports torch.
