@@ -191,6 +191,7 @@ def test_the_shipped_warmup_experiment_has_every_curve_and_its_exact_command():
         meta["lr_factor"],
         tuple(meta["seeds"]),
     )
+    assert set(args.variants) == set(meta["variants"]) == set(WARMUP_VARIANTS)
     for name, runs in curves.items():
         norm, warmup = WARMUP_VARIANTS[name]
         assert set(runs) == set(meta["seeds"])
@@ -231,8 +232,9 @@ def warmup_main_parser_defaults():
 
     seen = {}
 
-    def grab(out, steps, seeds, d_model, layers, factor, jobs):
+    def grab(out, steps, seeds, d_model, layers, factor, jobs, variants):
         seen.update(steps=steps, seeds=seeds, d_model=d_model, layers=layers, lr_factor=factor)
+        seen.update(variants=variants)
         return {"variants": {}}
 
     original = warmup.run_warmup
