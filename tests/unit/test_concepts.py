@@ -224,6 +224,15 @@ def test_the_shipped_warmup_result_is_what_the_page_says():
         assert v[name]["exact_match_min"] > 0.5 and v[name]["final_loss_max"] < 1.2
 
 
+def test_a_misspelt_warmup_variant_is_refused_before_anything_trains(capsys):
+    from model.training import warmup
+
+    with pytest.raises(SystemExit):
+        warmup.main(["--variants", "pre_no_warmup,pre_nowarmup", "--out", "unused"])
+    assert "pre_nowarmup" in capsys.readouterr().err
+    assert warmup.parse_variants("pre_no_warmup") == ("pre_no_warmup",)
+
+
 def warmup_main_parser_defaults():
     """The defaults of ``python -m model.training.warmup`` (what a bare re-run trains)."""
     import argparse
