@@ -5,6 +5,13 @@ Re-run the shipped result (four variants × three seeds of the reverse task)::
     python -m model.training.warmup --out assets/experiments/warmup --steps 600 --d-model 64 \
         --layers 4 --lr-factor 0.125 --seeds 0,1,2
 
+and the shipped factor-0.5 runs of pre-LN without warm-up (its first 150 steps: the Noam rate
+depends on the step alone, so they are the first steps of a full run), which show that pre-LN
+fails without warm-up too at a larger rate::
+
+    python -m model.training.warmup --out assets/experiments/warmup/factor_half --steps 150 \
+        --d-model 64 --layers 4 --lr-factor 0.5 --seeds 0,1,2 --variants pre_no_warmup
+
 Every setting that shapes the result is passed to ``python -m model.train`` explicitly, so a
 change of the trainer's per-task defaults cannot change what this command re-creates.
 """
@@ -32,7 +39,7 @@ WARMUP_DIR = ROOT / "assets" / "experiments" / "warmup"
 # Factor 0.125 at d_model 64: without warm-up the rate starts at 0.0156 and is 0.00128 at step
 # 150, the warmed-up peak. Explored on this task (4 and 6 layers, factors 0.0625 to 1, 2 seeds):
 # at factor 0.5 and above pre-LN fails without warm-up too (at 0.25 it lags); at 0.125 only
-# post-LN does, in every seed tried.
+# post-LN does, in every seed tried. Factor 0.5's first 150 steps ship in warmup/factor_half/.
 WARMUP_STEPS = 600
 WARMUP_W = 150
 WARMUP_D_MODEL = 64
@@ -105,16 +112,25 @@ def curve_file(name: str, seed: int) -> str:
 
 
 def rerun_command(
-    out: Path, steps: int, d_model: int, layers: int, factor: float, seeds: tuple[int, ...]
+    out: Path,
+    steps: int,
+    d_model: int,
+    layers: int,
+    factor: float,
+    seeds: tuple[int, ...],
+    variants: tuple[str, ...] = tuple(WARMUP_VARIANTS),
 ) -> str:
     """The one command that re-creates ``out`` (relative to the repository when inside it)."""
     out = Path(out).resolve()
     shown = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
-    return (
+    command = (
         f"python -m model.training.warmup --out {shown.as_posix()} --steps {steps} "
         f"--d-model {d_model} --layers {layers} --lr-factor {factor:g} "
         f"--seeds {','.join(str(s) for s in seeds)}"
     )
+    if set(variants) != set(WARMUP_VARIANTS):
+        command += f" --variants {','.join(variants)}"
+    return command
 
 
 def run_warmup(
@@ -125,9 +141,12 @@ def run_warmup(
     layers: int = WARMUP_LAYERS,
     factor: float = WARMUP_FACTOR,
     jobs: int = 1,
+    variants: tuple[str, ...] = tuple(WARMUP_VARIANTS),
 ) -> dict:
-    """Train every variant once per seed with ``python -m model.train``; write
-    <variant>_seed<k>.csv and metadata.json into ``out``. Returns the metadata."""
+    """Train each of ``variants`` (every one by default) once per seed with
+    ``python -m model.train``; write <variant>_seed<k>.csv and metadata.json into ``out``.
+    Returns the metadata."""
+    chosen = {name: WARMUP_VARIANTS[name] for name in variants}
     from model.training.trainer import main as train_main
 
     out = Path(out)
@@ -153,7 +172,7 @@ def run_warmup(
             (name, seed): warmup_argv(
                 norm, warmup, Path(tmp) / f"{name}_{seed}", steps, seed, d_model, layers, factor
             )
-            for name, (norm, warmup) in WARMUP_VARIANTS.items()
+            for name, (norm, warmup) in chosen.items()
             for seed in seeds
         }
         for (name, seed), argv in jobs_argv.items():
@@ -165,7 +184,7 @@ def run_warmup(
                 done = dict(zip(jobs_argv, pool.map(train_main, jobs_argv.values())))
         else:
             done = {job: train_main(argv) for job, argv in jobs_argv.items()}
-        for name, (norm, warmup) in WARMUP_VARIANTS.items():
+        for name, (norm, warmup) in chosen.items():
             runs = []
             for seed in seeds:
                 metrics = done[(name, seed)] or {}
@@ -190,7 +209,7 @@ def run_warmup(
                 **{f"{key}_min": min(r[key] for r in runs) for key in SUMMARY},
                 **{f"{key}_max": max(r[key] for r in runs) for key in SUMMARY},
             }
-    meta["rerun"] = rerun_command(out, steps, d_model, layers, factor, tuple(seeds))
+    meta["rerun"] = rerun_command(out, steps, d_model, layers, factor, tuple(seeds), tuple(chosen))
     (out / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return meta
 
@@ -248,6 +267,16 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     return seeds
 
 
+def parse_variants(text: str) -> tuple[str, ...]:
+    variants = tuple(v.strip() for v in text.split(",") if v.strip())
+    unknown = [v for v in variants if v not in WARMUP_VARIANTS]
+    if unknown or not variants:
+        raise argparse.ArgumentTypeError(
+            f"variants must be some of {','.join(WARMUP_VARIANTS)}, separated by commas: {text}"
+        )
+    return variants
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m model.training.warmup", description=__doc__)
     parser.add_argument("--out", type=Path, default=WARMUP_DIR)
@@ -257,6 +286,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr-factor", type=float, default=WARMUP_FACTOR)
     parser.add_argument(
         "--seeds", type=parse_seeds, default=WARMUP_SEEDS, help="comma-separated, e.g. 0,1,2"
+    )
+    parser.add_argument(
+        "--variants",
+        type=parse_variants,
+        default=tuple(WARMUP_VARIANTS),
+        help=f"comma-separated, some of {','.join(WARMUP_VARIANTS)} (default: all four)",
     )
     parser.add_argument(
         "--jobs",
@@ -273,6 +308,7 @@ def main(argv: list[str] | None = None) -> None:
         args.layers,
         args.lr_factor,
         max(1, args.jobs),
+        args.variants,
     )
     for name, info in meta["variants"].items():
         print(

@@ -191,6 +191,7 @@ def test_the_shipped_warmup_experiment_has_every_curve_and_its_exact_command():
         meta["lr_factor"],
         tuple(meta["seeds"]),
     )
+    assert set(args.variants) == set(meta["variants"]) == set(WARMUP_VARIANTS)
     for name, runs in curves.items():
         norm, warmup = WARMUP_VARIANTS[name]
         assert set(runs) == set(meta["seeds"])
@@ -223,6 +224,15 @@ def test_the_shipped_warmup_result_is_what_the_page_says():
         assert v[name]["exact_match_min"] > 0.5 and v[name]["final_loss_max"] < 1.2
 
 
+def test_a_misspelt_warmup_variant_is_refused_before_anything_trains(capsys):
+    from model.training import warmup
+
+    with pytest.raises(SystemExit):
+        warmup.main(["--variants", "pre_no_warmup,pre_nowarmup", "--out", "unused"])
+    assert "pre_nowarmup" in capsys.readouterr().err
+    assert warmup.parse_variants("pre_no_warmup") == ("pre_no_warmup",)
+
+
 def warmup_main_parser_defaults():
     """The defaults of ``python -m model.training.warmup`` (what a bare re-run trains)."""
     import argparse
@@ -231,8 +241,9 @@ def warmup_main_parser_defaults():
 
     seen = {}
 
-    def grab(out, steps, seeds, d_model, layers, factor, jobs):
+    def grab(out, steps, seeds, d_model, layers, factor, jobs, variants):
         seen.update(steps=steps, seeds=seeds, d_model=d_model, layers=layers, lr_factor=factor)
+        seen.update(variants=variants)
         return {"variants": {}}
 
     original = warmup.run_warmup
