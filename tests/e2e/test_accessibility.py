@@ -33,7 +33,8 @@ pages (the session keeps the language; the address must still say it). That skip
 frontend's boot, about 1 CPU-s of Chromium a page. The page left is hidden while the tab
 widens from 720 px, so its charts are not redrawn for nothing, and the checks wait for the
 new page's title and the end of its run (Streamlit keeps the old page's elements until
-then). After a failed test the next page is loaded at its address again.
+then). After a test that broke off before its last step (a timeout, a crash), the next
+page is loaded at its address again.
 
 The app knows nothing of the window's width (its layout is
 CSS, and Streamlit collapses the sidebar below its breakpoint on a resize as on a load), so
@@ -144,7 +145,7 @@ def reach(tab, path: str, query: str, lang: str) -> None:
     """The page at 1440 px, settled: reached in-app, by its sidebar link pressed with the
     keyboard, when the last test left a page of this language settled on this tab (the
     session keeps the language); else (the first page of a language, an address with a query,
-    after a failed test) loaded at its address. A key, not the pointer: no pointer pressed
+    after a test that broke off before its last step) loaded at its address. A key, not the pointer: no pointer pressed
     in the page, a focused control shows :focus-visible (the focus ring check)."""
     came_from, tab.left_settled = getattr(tab, "left_settled", None), None
     link = tab.locator(f'[data-testid=stSidebarNav] a[href$="/{path}"]')
