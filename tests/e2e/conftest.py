@@ -252,10 +252,10 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(scope="session")
 def shared_context(browser, app_url):
     """One browser context for the worker's app server (1440 × 900): every module's tests
-    open tabs in it (shared_page) and close them. A tab is a Streamlit session of its own, so
+    open tabs in it (``page``) and close them. A tab is a Streamlit session of its own, so
     no page state passes between them; cookies and storage do (the app server's pages keep
-    none: only the class pages do, on the class server), so a test that needs its own takes
-    ``page``.
+    none: only the class pages do, on the class server), so a test that needs its own makes a
+    context of its own.
 
     An anchor tab on the server's health address stays open all along: with one renderer
     per site (TEST_ONLY_ARGS) the next tab joins that warm process and finds the app's
@@ -268,25 +268,17 @@ def shared_context(browser, app_url):
 
 
 @pytest.fixture
-def shared_page(request, shared_context, app_url, artifacts_dir):
-    """A fresh tab in the worker's shared_context, watched and kept on a failure as ``page``
-    is (with TEST_ONLY_ARGS a new tab costs Chromium about half what a new context does)."""
+def page(request, shared_context, app_url, artifacts_dir):
+    """A fresh tab of the worker's shared_context (the app server's pages keep no cookies or
+    storage; a test that needs its own makes a context, as the class tests do).
+    `page.problems` collects console errors, uncaught exceptions and any request that leaves
+    the app's own server (watch_problems). If the test fails, the tab as it was is kept in
+    tests/artifacts/failed-<test>.png (keep_if_failed). With TEST_ONLY_ARGS a new tab costs
+    Chromium about half what a new context does."""
     tab = watch_problems(shared_context.new_page(), app_url)
     yield tab
     keep_if_failed(request, tab, artifacts_dir)
     tab.close()
-
-
-@pytest.fixture
-def page(request, browser, app_url, artifacts_dir):
-    """A fresh browser tab. `page.problems` collects console errors, uncaught exceptions and
-    any request that leaves the app's own server (watch_problems). If the test fails, the tab
-    as it was is kept in tests/artifacts/failed-<test>.png (keep_if_failed)."""
-    context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=app_url)
-    tab = watch_problems(context.new_page(), app_url)
-    yield tab
-    keep_if_failed(request, tab, artifacts_dir)
-    context.close()
 
 
 def keep_if_failed(request, tab, artifacts_dir: Path) -> None:

@@ -12,12 +12,6 @@ from ui.i18n import translate
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 
-@pytest.fixture
-def page(shared_page):
-    """A new tab of the worker's shared browser context: these pages keep no cookies."""
-    return shared_page
-
-
 @pytest.fixture(scope="module")
 def minilm_tab(shared_context, app_url):
     """One tab for the module's MiniLM explorer: loaded by the language-switch test, then

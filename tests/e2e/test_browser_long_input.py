@@ -17,12 +17,6 @@ from ui.maps import WINDOW_MAX
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 
-@pytest.fixture
-def page(shared_page):
-    """A new tab of the worker's shared browser context: these pages keep no cookies."""
-    return shared_page
-
-
 TIMEOUT_MS = 240_000
 FRAME_BYTES_MAX = 2 * 10**6
 CHARTS = "[data-testid=stPlotlyChart]"

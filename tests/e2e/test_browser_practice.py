@@ -19,12 +19,6 @@ from ui.i18n import translate
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("app-server-b")]  # see conftest.py
 
 
-@pytest.fixture
-def page(shared_page):
-    """A new tab of the worker's shared browser context: these pages keep no cookies."""
-    return shared_page
-
-
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 TIMEOUT_MS = 120_000
 TOPIC = "layernorm"

@@ -31,12 +31,6 @@ def cost_table(page, lang: str):
     return table
 
 
-@pytest.fixture
-def page(shared_page):
-    """A new tab of the worker's shared browser context: these pages keep no cookies."""
-    return shared_page
-
-
 def test_the_real_decoders_show_syllables_and_their_byte_parts(
     page, artifacts_dir, screenshot_whole_page
 ):

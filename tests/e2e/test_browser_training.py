@@ -20,12 +20,6 @@ def progress_value(page) -> float:
     return float(page.locator(PROGRESS).first.get_attribute("aria-valuenow") or 0)
 
 
-@pytest.fixture
-def page(shared_page):
-    """A new tab of the worker's shared browser context: these pages keep no cookies."""
-    return shared_page
-
-
 def test_a_small_training_moves_the_bar_and_shows_snapshots_in_both_languages(
     page, artifacts_dir, screenshot_whole_page
 ):

@@ -78,7 +78,6 @@ def open_page(
             base_url=app_url,
         )
         tab = context.new_page()
-    tab.own_context = context is not shared_context
     tab.set_default_navigation_timeout(TIMEOUT_MS)
     tab.goto(f"/{path}{'&' if '?' in path else '?'}lang={lang}")
     settle(tab, pressed=False)  # a load: its script run is under way once the h1 is drawn
@@ -86,8 +85,9 @@ def open_page(
 
 
 def close_page(context, tab) -> None:
-    """What open_page opened: its context, or its tab of the shared context."""
-    (context if tab.own_context else tab).close()
+    """What open_page opened: its context, or its tab of the shared context (a context that
+    holds other tabs)."""
+    (tab if len(context.pages) > 1 else context).close()
 
 
 # --- focus on what is seen -------------------------------------------------------------------

@@ -61,12 +61,6 @@ _FOCUSED_JS = """() => {
 }"""
 
 
-@pytest.fixture
-def page(shared_page):
-    """A new tab of the worker's shared browser context: these pages keep no cookies."""
-    return shared_page
-
-
 @pytest.fixture(scope="module")
 def explorer_tab(shared_context, app_url):
     """``explorer_tab(lang)``: the toy's explorer in ``lang``, loaded once per language in a
