@@ -120,12 +120,18 @@ def matrix_heatmap(
         )
     )
     # A vector's dimensions are numbered 0, 4, 8, ...: every index overlapped at half width.
-    col_ticks, col_text = thinned_ticks(cols, MAX_TICK_LABELS if col_labels else MAX_NUMBER_COLS)
+    # Past MAX_NUMBER_COLS plotly spaces them itself, by the axis's length in pixels: 16 fixed
+    # ticks of an FFN's 1,536 ("0 96 192 ... 1440") ran into each other on a phone.
+    if col_labels or n_cols <= MAX_NUMBER_COLS:
+        col_ticks, col_text = thinned_ticks(
+            cols, MAX_TICK_LABELS if col_labels else MAX_NUMBER_COLS
+        )
+        col_axis = dict(tickmode="array", tickvals=col_ticks, ticktext=col_text)
+    else:
+        col_axis = dict(tickmode="auto")
     row_ticks, row_text = thinned_ticks(rows)
     fig.update_xaxes(
-        tickmode="array",
-        tickvals=col_ticks,
-        ticktext=col_text,
+        **col_axis,
         side="top",
         showgrid=False,
         zeroline=False,
@@ -143,7 +149,9 @@ def matrix_heatmap(
         title=dict(text=_esc(row_title)) if row_title else None,
     )
     fig.update_layout(
-        title=dict(text=_esc(title)) if title else None,
+        # at the top edge, not centred in the margin (plotly's "auto"): on a phone, where a
+        # title spans the width, a centred one sat on the column axis's title
+        title=dict(text=_esc(title), y=1, yref="container", yanchor="top") if title else None,
         height=height or min(700, max(170, 110 + 30 * n_rows)),
         margin=dict(l=10, r=10, t=90 if title else 60, b=10),
     )

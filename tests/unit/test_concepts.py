@@ -262,14 +262,29 @@ def test_seed_band_spans_the_seeds():
 
 
 def test_a_wide_vector_matrix_has_no_overlapping_cell_numbers_or_dimension_ticks():
-    """K and V of a 32-wide head, drawn at half width: numbers in 20 px cells ran together."""
+    """K and V of a 32-wide head, drawn at half width: numbers in 20 px cells ran together.
+    Past 16 dimensions plotly spaces the ticks by the axis's width in pixels: 16 fixed ticks
+    of an FFN's 1,536 hidden units ("0 96 192 ... 1440") ran into each other on a phone."""
     rng = np.random.default_rng(0)
-    wide = matrix_heatmap(rng.normal(size=(5, 32)), list("abcde"))
-    assert wide.data[-1].texttemplate is None
-    assert wide.layout.xaxis.ticktext == tuple(str(i) for i in range(0, 32, 2))
+    for n_cols in (32, 1536):
+        wide = matrix_heatmap(rng.normal(size=(3, n_cols)), list("abc"), col_title="dimension")
+        assert wide.data[-1].texttemplate is None
+        assert wide.layout.xaxis.tickmode == "auto"
+        assert wide.layout.xaxis.tickvals is None and wide.layout.xaxis.ticktext is None
+    eight = matrix_heatmap(rng.normal(size=(3, 8)), list("abc"))
+    assert eight.layout.xaxis.ticktext == tuple(str(i) for i in range(8))  # every feature
     small = matrix_heatmap(rng.normal(size=(5, 5)), list("abcde"), list("abcde"))
     assert small.data[-1].texttemplate == "%{z:.2f}"  # a score matrix keeps its numbers
     assert len(small.layout.xaxis.ticktext) == 5
+
+
+def test_a_matrix_title_sits_at_the_top_edge_above_its_column_axis_title():
+    """Centred in the top margin (plotly's default), a title that spans a phone's width sat
+    on the column axis's title ("dimension") above the map."""
+    fig = matrix_heatmap(np.ones((3, 1536)), list("abc"), title="Hidden", col_title="dimension")
+    title = fig.layout.title
+    assert (title.y, title.yref, title.yanchor) == (1, "container", "top")
+    assert fig.layout.xaxis.side == "top" and fig.layout.xaxis.title.text == "dimension"
 
 
 def test_concept_figures_escape_tokens_and_fix_ranges():
