@@ -361,9 +361,19 @@ class DecoderModel(_Model):
         """Ids [B, L] -> logits [B, L, vocab]; with a cache only the new ids are passed.
         ``last_only``: the last position's logits alone [B, 1, vocab]: a prompt's other
         positions through a 262k-token head (Gemma 3) cost a step's worth each, unread."""
-        self_mask, _, offset = self._decoder_masks(ids, cache, None, spec=True)
-        y = self.decoder(self.embed(ids, offset), self_mask, None, None, rec, cache, head_mask)
+        y = self.hidden(ids, rec, cache, head_mask)
         return self.head(y[:, -1:] if last_only else y)
+
+    def hidden(
+        self,
+        ids: torch.Tensor,
+        rec: Recorder | None = None,
+        cache: dict | None = None,
+        head_mask: HeadMask | None = None,
+    ) -> torch.Tensor:
+        """Ids [B, L] -> the decoder stack's output [B, L, d_model], before the output head."""
+        self_mask, _, offset = self._decoder_masks(ids, cache, None, spec=True)
+        return self.decoder(self.embed(ids, offset), self_mask, None, None, rec, cache, head_mask)
 
     def forward(
         self,
@@ -373,8 +383,14 @@ class DecoderModel(_Model):
         stages: bool = False,
         head_mask: HeadMask | None = None,
         summed_blocks: int = 0,
+        logits: bool = True,
     ) -> ModelOutput:
+        """``logits=False``: the record alone, no output head (Gemma 3's 262k-token head over
+        1,024 positions is more work than its 18 layers, and 1 GiB of float32 logits)."""
         rec = Recorder(summed_blocks=summed_blocks, stages=stages) if trace or stages else None
+        if not logits:
+            self.hidden(ids, rec, None, head_mask)
+            return ModelOutput(None, rec)
         return ModelOutput(self.decode(ids, rec, None, head_mask), rec)
 
 

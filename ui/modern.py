@@ -258,7 +258,7 @@ def window_maps(name: str, device: str, n_tokens: int = WINDOW_TEXT_TOKENS) -> W
     wide = next(i for i, w in enumerate(windows) if w is None)
     ids = lm.encode(passage(lm, n_tokens)).ids[:n_tokens]
     text = lm.input_tokenizer.detokenize(ids)
-    trace = lm.trace(text, max_new_tokens=0)
+    trace = lm.trace(text, max_new_tokens=0, predictions=False)  # the maps alone
     maps = [trace.attention_overview("decoder", i, 0, WINDOW_SIDE, "max") for i in (local, wide)]
     reach = tuple(farthest_reach(trace.attention_map("decoder", i, 0)) for i in (local, wide))
     return WindowMaps(

@@ -189,11 +189,13 @@ class HFLabModel:
         target: str | None = None,
         stages: bool = False,
         max_new_tokens: int | None = None,
+        predictions: bool = True,
     ) -> Trace:
         """Attention of every layer and head, teacher-forced on ``target`` or the greedy output.
 
-        ``stages`` is accepted for LabModel's signature; transformers does not expose them,
-        so ``Trace.stages``, ``norms`` and ``residual_norms`` stay empty.
+        ``stages`` and ``predictions`` are accepted for LabModel's signature; transformers
+        does not expose the stages, so ``Trace.stages``, ``norms`` and ``residual_norms``
+        stay empty, and its traces keep no predictions either way.
         """
         enc = self._encoded(text)
         tok = self.tgt_tokenizer

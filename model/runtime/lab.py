@@ -140,12 +140,15 @@ class LabModel:
         stages: bool = False,
         head_mask: HeadMask | None = None,
         max_new_tokens: int | None = None,
+        predictions: bool = True,
     ) -> Trace:
         """Run ``text`` through the traced path and return everything it recorded.
 
         Encoder-decoder and decoder-only models are teacher-forced on ``target`` when given,
         otherwise on their own greedy output (at most ``max_new_tokens``; 0 = the prompt's
-        own map), so the picture shows what the model produces.
+        own map), so the picture shows what the model produces. ``predictions=False``: a
+        decoder-only model skips its output head, and the trace has no ``predictions`` (for
+        a view of the attention alone over a long text).
         """
         enc = self.encode(text)
         if not enc.ids:  # a pretrained tokenizer adds no <bos> of its own to an empty text
@@ -186,6 +189,7 @@ class LabModel:
             stages=stages,
             head_mask=head_mask,
             summed_blocks=summed_blocks_for(len(seq), self.device),
+            logits=predictions,
         )
         return out.trace(0, [], tgt.tokens(seq), seq)
 

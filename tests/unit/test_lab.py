@@ -86,6 +86,17 @@ def test_decoder_only_trace_covers_prompt_and_continuation():
     assert set(t.attention) == {"decoder"}
 
 
+def test_a_trace_without_predictions_skips_the_head_and_keeps_every_map():
+    """The window view of a long text (ui.modern.window_maps) asks for the maps alone: a
+    262k-token head over 1,024 positions was more work than Gemma 3's layers."""
+    lm = lab("decoder")
+    whole = lm.trace("a b c d", max_new_tokens=0)
+    maps_only = lm.trace("a b c d", max_new_tokens=0, predictions=False)
+    assert whole.predictions is not None and maps_only.predictions is None
+    assert maps_only.tgt_tokens == whole.tgt_tokens
+    torch.testing.assert_close(maps_only.attention["decoder"], whole.attention["decoder"])
+
+
 def test_encoder_only_models_trace_but_refuse_to_generate():
     lm = lab("encoder")
     assert lm.trace("a b").attention["encoder"].shape == (2, 4, 2, 2)
