@@ -27,6 +27,9 @@ def _esc(text: str) -> str:
     return html.escape(str(text or ""), quote=False)
 
 
+QK_PANELS_A_ROW = 3  # a phone's 390 px hold three panels' ticks; five ran together
+
+
 def _legend_top(fig: go.Figure, height: int, top: int = 40, above: int = 6) -> go.Figure:
     """The legend in one row above the plot, ``above`` pixels over it (subplot titles sit in
     the first ~24 px, so figures with them pass more)."""
@@ -150,20 +153,28 @@ def qk_distance_figure(
     series_names: dict[str, str],
     x_title: str,
     y_title: str,
-    height: int = 340,
+    height: int = 300,
 ) -> go.Figure:
-    """One panel per scheme: the score of a word with itself Δ tokens back, one line per
-    query position (or ALiBi head); lines that coincide depend on distance alone."""
+    """One panel per scheme, three to a row: the score of a word with itself Δ tokens back,
+    one line per query position (or ALiBi head); lines that coincide depend on distance alone.
+
+    Three panels a row, not all five in one: on a phone five were 60 px wide each, their
+    rotated distance ticks ran together and the legend lay on the panels' titles. ``height``
+    is a row's."""
     frame = pd.DataFrame(rows)
     schemes = [s for s in SCHEME_ORDER if s in set(frame["scheme"])]
+    n_cols = min(QK_PANELS_A_ROW, len(schemes))
+    n_rows = math.ceil(len(schemes) / n_cols)
     fig = make_subplots(
-        rows=1,
-        cols=len(schemes),
-        horizontal_spacing=0.04,
+        rows=n_rows,
+        cols=n_cols,
+        horizontal_spacing=0.08,
+        vertical_spacing=0.5 / n_rows,  # a row's ticks, then the next row's titles (3 lines)
         subplot_titles=[_esc(names.get(s, s)) for s in schemes],
     )
     dashes = ("solid", "dash", "dot")
-    for col, scheme in enumerate(schemes, start=1):
+    for k, scheme in enumerate(schemes):
+        row, col = k // n_cols + 1, k % n_cols + 1
         part = frame[frame["scheme"] == scheme]
         for i, series in enumerate(dict.fromkeys(part["series"])):
             line = part[part["series"] == series]
@@ -175,16 +186,26 @@ def qk_distance_figure(
                     mode="lines",
                     name=_esc(label),
                     legendgroup=_esc(label),
-                    showlegend=col == 1 or scheme == "alibi",
+                    showlegend=k == 0 or scheme == "alibi",
                     line=dict(color=SCHEME_COLOURS[scheme], dash=dashes[i % len(dashes)]),
                     hovertemplate="Δ=%{x}: %{y:.2f}<extra>" + _esc(label) + "</extra>",
                 ),
-                row=1,
+                row=row,
                 col=col,
             )
-        fig.update_xaxes(title=_esc(x_title), row=1, col=col)
-    fig.update_yaxes(title=_esc(y_title), row=1, col=1)
-    return _legend_top(fig, height, top=72, above=30)
+        # the distance named once a column, under its lowest panel; a few level ticks
+        lowest = k + n_cols >= len(schemes)
+        fig.update_xaxes(
+            title=_esc(x_title) if lowest else None, nticks=4, tickangle=0, row=row, col=col
+        )
+        fig.update_yaxes(nticks=5, row=row, col=col)
+    for row in range(1, n_rows + 1):
+        fig.update_yaxes(title=_esc(y_title), row=row, col=1)
+    # the legend above the first row's titles, with room for a second line on a phone; the
+    # last row's distance title (two lines in a third of a phone) below it
+    _legend_top(fig, height * n_rows, top=140, above=52)
+    fig.update_layout(margin_b=70)
+    return fig
 
 
 def _spaced_labels(angles: list[float], gap: float = 0.35) -> list[bool]:

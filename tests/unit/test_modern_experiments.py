@@ -289,6 +289,11 @@ def test_figures_escape_labels_and_shade_the_trained_lengths():
         y_title="s",
     )
     assert len(qk.layout.annotations) == 4  # sinusoidal, rope, alibi, none
+    # three panels a row (five in one were 60 px each on a phone), distance ticks level
+    axes = ["", "2", "3", "4"]
+    assert len({tuple(qk.layout[f"yaxis{a}"].domain) for a in axes}) == 2  # rows
+    assert len({tuple(qk.layout[f"xaxis{a}"].domain) for a in axes}) == 3  # columns
+    assert all(qk.layout[f"xaxis{a}"].tickangle == 0 for a in axes)
     assert human_bytes(1536) == "1.5 KiB" and human_bytes(2**30) == "1.0 GiB"
 
 
