@@ -108,7 +108,7 @@ def show_table() -> None:
         matrix_heatmap(
             sim,
             [str(p) for p in range(max_len)],
-            [str(p) for p in range(max_len)],
+            None,  # positions as numbers: plotly spaces their ticks by the width (a phone's too)
             numbers=False,
             value_name="PE·PEᵀ",
             row_title=pos,

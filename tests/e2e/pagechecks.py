@@ -159,6 +159,44 @@ OVERFLOW_JS = """() => {
 }"""
 
 
+# Neighbouring tick labels of one axis that run into each other: level ones whose boxes
+# overlap, rotated ones whose parallel lines lie closer than 0.6 of their font size (the
+# letters touch; a rotated label's box is larger than its letters, so boxes cannot say). The
+# FFN's 16 fixed ticks of 1,536 units and a five-panel row, at 390 px, ran together so.
+TICKS_TOGETHER_JS = """() => {
+  const out = [];
+  for (const chart of document.querySelectorAll('[data-testid=stPlotlyChart]')) {
+    if (!chart.getBoundingClientRect().width) continue;
+    for (const axis of chart.querySelectorAll('g.xaxislayer-above, g.yaxislayer-above')) {
+      const across = axis.classList.contains('xaxislayer-above');
+      const labels = [...axis.querySelectorAll('text')].filter(t => t.textContent.trim()
+        && t.checkVisibility() && t.getBoundingClientRect().width);
+      for (let i = 1; i < labels.length; i++) {
+        const [a, b] = [labels[i - 1], labels[i]];
+        const [ra, rb] = [a.getBoundingClientRect(), b.getBoundingClientRect()];
+        const turn = /rotate\((-?[\d.]+)/.exec(a.getAttribute('transform') || '');
+        const angle = turn ? Math.abs(Number(turn[1])) % 180 : 0;
+        let together;
+        if (angle < 1) {
+          together = Math.min(ra.right, rb.right) - Math.max(ra.left, rb.left) > 1
+            && Math.min(ra.bottom, rb.bottom) - Math.max(ra.top, rb.top) > 1;
+        } else {
+          const step = across ? Math.abs((rb.left + rb.right - ra.left - ra.right) / 2)
+            : Math.abs((rb.top + rb.bottom - ra.top - ra.bottom) / 2);
+          const size = parseFloat(getComputedStyle(a).fontSize) || 12;
+          together = step * Math.sin(angle * Math.PI / 180) < 0.6 * size;
+        }
+        if (together) {
+          out.push(`${chart.getAttribute('aria-label').slice(0, 40)}: “${a.textContent.slice(0, 20)}” and “${b.textContent.slice(0, 20)}”`);
+          break;
+        }
+      }
+    }
+  }
+  return out;
+}"""
+
+
 # A formula wider than its column that neither shows it scrolls nor can be scrolled by keyboard.
 HIDDEN_SCROLL_JS = """() => [...document.querySelectorAll('[data-testid=stMain] .katex-display')]
   .filter(d => d.scrollWidth > d.clientWidth + 1)
@@ -226,10 +264,11 @@ UNSEEN_STOPS_JS = """() => {
 
 
 def phone_problems(tab) -> list[str]:
-    """At 390 px: every target at least 24 × 24 px, no chart text past its chart, no formula
-    that scrolls unseen."""
+    """At 390 px: every target at least 24 × 24 px, no chart text past its chart, no tick
+    labels run together, no formula that scrolls unseen."""
     found = [f"target under 24 × 24 px: {s}" for s in tab.evaluate(SMALL_TARGETS_JS)]
     found += [f"chart text past its chart: {s}" for s in tab.evaluate(OVERFLOW_JS)]
+    found += [f"tick labels run together: {s}" for s in tab.evaluate(TICKS_TOGETHER_JS)]
     found += [f"formula scrolls unseen: {s}" for s in tab.evaluate(HIDDEN_SCROLL_JS)]
     return found
 

@@ -22,7 +22,7 @@ page drawn once per language and every per-page check run on that drawing.
   visit of the page that has it): a screenshot of the control focused differs from one
   unfocused by a ring at least 2 px wide, at 3:1 or more against what was there before.
 - On a phone (390 px): every target at least 24 × 24 px, no chart text past its chart, no
-  formula that scrolls unseen; then 720 px (a 1440 px screen at 200 % zoom): the sidebar
+  tick labels run together, no formula that scrolls unseen; then 720 px (a 1440 px screen at 200 % zoom): the sidebar
   stays collapsed, the page reflows, every Tab stop is on the screen.
 
 Each page is drawn once per language, at 1440 px; the 1024 px, phone and 200 % checks
