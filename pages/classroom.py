@@ -503,8 +503,11 @@ def hand_over_session() -> None:
     """The browser trades a one-time ticket for its HttpOnly session cookie (a page script
     cannot set one), so a reload or a new tab opens the dashboard too."""
     ticket = st.session_state.pop("class_cookie_ticket", None)
+    # A slot drawn every run, so the one run with the script moves nothing below it: a page
+    # one element shorter in the next run showed the old key panel beside the new one.
+    slot = st.empty()
     if ticket:
-        st.html(session_cookie_html(ticket), unsafe_allow_javascript=True)
+        slot.html(session_cookie_html(ticket), unsafe_allow_javascript=True)
 
 
 def forget_teacher(code: str) -> None:
@@ -521,9 +524,11 @@ def clear_cookie() -> None:
     its session cookie. Drawn at the start of the run after, since the run that signed out
     ends in a rerun that would take a script drawn there off the page before it ran."""
     code = st.session_state.pop("class_clear_cookie", None)
+    slot = st.container()  # every run, as in hand_over_session: nothing below moves
     if code:
-        st.html(sign_out_html(code), unsafe_allow_javascript=True)
-        remember_in_browser(teacher_cookie(code), None)  # a key an older lab kept in a cookie
+        with slot:
+            st.html(sign_out_html(code), unsafe_allow_javascript=True)
+            remember_in_browser(teacher_cookie(code), None)  # a key an older lab kept
 
 
 def teacher_view(room: Classroom, code: str, token: str) -> bool:

@@ -505,11 +505,15 @@ def remember_in_browser(name: str, value: str | None) -> None:
     session. Streamlit lets a page send no Set-Cookie header, so the page's script sets it
     and removes itself; the server reads it back from the next connection
     (st.context.cookies)."""
+    # One element every call, sent or not: a run that sent the script and the next that did
+    # not would place everything after it differently, and Streamlit shows the old run's
+    # elements beside the new ones until the new run ends (a student's exercise, twice).
+    slot = st.empty()
     done = st.session_state.setdefault("_class_cookies", {})
     if done.get(name) == value:
         return
     done[name] = value
-    st.html(cookie_html(name, value), unsafe_allow_javascript=True)
+    slot.html(cookie_html(name, value), unsafe_allow_javascript=True)
 
 
 def cookie_html(name: str, value: str | None) -> str:

@@ -139,6 +139,55 @@ def test_a_teacher_creates_a_class_and_a_student_joins_and_answers(lang, cookie_
     assert grid.iloc[0, 0] == "✗" and grid.index[0] == "1. \u2068민수\u2069"
 
 
+def where(at: AppTest, found) -> tuple[int, ...] | None:
+    """The place (indices from the page's root) of the first element ``found(element)``
+    accepts: what Streamlit matches an element of one run to the last run's by."""
+
+    def walk(node, path):
+        if found(node):
+            return path
+        for i, child in getattr(node, "children", {}).items():
+            place = walk(child, (*path, i))
+            if place is not None:
+                return place
+        return None
+
+    return walk(at.main, ())
+
+
+def test_the_run_after_create_or_join_draws_the_page_where_the_next_run_does(cookie_jar):
+    """The run right after Create draws the one-time script that trades a ticket for the
+    session cookie, the run after Join the one that keeps the student's link in a cookie; in
+    the next run (the teacher opening the key's panel, the student's Check) everything must
+    keep its place, or Streamlit shows the old elements beside the new ones until that run
+    ends (the key's panel twice, the exercise twice)."""
+    at = open_class(lang="en")
+    at.text_input(key="create_title").set_value("Week 3")
+    [create] = [b for b in at.button if b.label == translate("classroom.create.button", "en")]
+    at = create.click().run()
+    ok(at)
+    label = translate("classroom.teacher.own_link", "en")
+    panel = lambda e: getattr(e, "type", None) == "expander" and e.label == label  # noqa: E731
+    first = where(at, panel)
+    assert first is not None
+    at.run()
+    ok(at)
+    assert where(at, panel) == first
+
+    code = at.session_state["class_teacher"][0]
+    student = open_class(lang="en", **{"class": code})
+    student.text_input(key="join_name").set_value("Ada")
+    [join] = [b for b in student.button if b.label == translate("classroom.join.button", "en")]
+    student = join.click().run()
+    ok(student)
+    nav = lambda e: getattr(e, "key", None) == "class_next"  # noqa: E731
+    first = where(student, nav)
+    assert first is not None
+    student.run()
+    ok(student)
+    assert where(student, nav) == first
+
+
 def test_wrong_teacher_keys_unknown_codes_and_bad_student_links_are_said_clearly():
     room = Classroom()
     code, _ = room.create_class("Guarded", n_items=1)
