@@ -319,6 +319,27 @@ _SCRIPT = r"""
         for (const l of labels) l.style.display = 'none';
       }
     }
+    // Tick labels closer than their letters allow (a long sentence's tokens on a phone) are
+    // thinned to every k-th, k from the spacing the chart has now; the hover still names
+    // every token. Labels thinned before are shown again first, for a chart grown wider.
+    for (const axis of document.querySelectorAll('[data-testid=stPlotlyChart] g.xaxislayer-above, [data-testid=stPlotlyChart] g.yaxislayer-above')) {
+      const labels = [...axis.querySelectorAll('text')].filter(l => l.textContent.trim());
+      for (const l of labels) if (l.hasAttribute('data-lab-thinned')) { l.removeAttribute('data-lab-thinned'); l.style.removeProperty('display'); }
+      if (labels.length < 3) continue;
+      const [a, b] = [labels[0].getBoundingClientRect(), labels[1].getBoundingClientRect()];
+      if (!a.width || !b.width) continue;
+      const across = axis.classList.contains('xaxislayer-above');
+      const step = across ? Math.abs((b.left + b.right - a.left - a.right) / 2)
+        : Math.abs((b.top + b.bottom - a.top - a.bottom) / 2);
+      const turn = /rotate\((-?[\d.]+)/.exec(labels[0].getAttribute('transform') || '');
+      const angle = (turn ? Math.abs(Number(turn[1])) %% 180 : 0) * Math.PI / 180;
+      const size = parseFloat(getComputedStyle(labels[0]).fontSize) || 12;
+      const need = angle > 0.02 ? 1.25 * size / Math.sin(angle)  // lines 1.25 em apart (Hangul is a full em)
+        : 4 + Math.max(...labels.map(l => (across ? l.getBoundingClientRect().width : l.getBoundingClientRect().height)));
+      const k = step > 0 ? Math.ceil(need / step) : 1;
+      if (k < 2) continue;
+      labels.forEach((l, i) => { if (i %% k) { l.setAttribute('data-lab-thinned', ''); l.style.display = 'none'; } });
+    }
     // "show as a table": the table is named after the chart it stands for
     for (const frame of document.querySelectorAll('[data-testid=stExpander] [data-testid=stDataFrame]')) {
       const summary = frame.closest('[data-testid=stExpander]').querySelector('summary');

@@ -266,6 +266,8 @@ UNSEEN_STOPS_JS = """() => {
 def phone_problems(tab) -> list[str]:
     """At 390 px: every target at least 24 × 24 px, no chart text past its chart, no tick
     labels run together, no formula that scrolls unseen."""
+    # two frames: the lab's script (ui/a11y.py) thins crowded tick labels on the next one
+    tab.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     found = [f"target under 24 × 24 px: {s}" for s in tab.evaluate(SMALL_TARGETS_JS)]
     found += [f"chart text past its chart: {s}" for s in tab.evaluate(OVERFLOW_JS)]
     found += [f"tick labels run together: {s}" for s in tab.evaluate(TICKS_TOGETHER_JS)]
