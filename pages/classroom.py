@@ -37,6 +37,7 @@ from ui.classroom import (
     hidden_press_id,
     join_link,
     keep_drafts,
+    page_script,
     patient,
     plain,
     press_guard,
@@ -503,11 +504,7 @@ def hand_over_session() -> None:
     """The browser trades a one-time ticket for its HttpOnly session cookie (a page script
     cannot set one), so a reload or a new tab opens the dashboard too."""
     ticket = st.session_state.pop("class_cookie_ticket", None)
-    # A slot drawn every run, so the one run with the script moves nothing below it: a page
-    # one element shorter in the next run showed the old key panel beside the new one.
-    slot = st.empty()
-    if ticket:
-        slot.html(session_cookie_html(ticket), unsafe_allow_javascript=True)
+    page_script(session_cookie_html(ticket) if ticket else None)
 
 
 def forget_teacher(code: str) -> None:
@@ -524,10 +521,10 @@ def clear_cookie() -> None:
     its session cookie. Drawn at the start of the run after, since the run that signed out
     ends in a rerun that would take a script drawn there off the page before it ran."""
     code = st.session_state.pop("class_clear_cookie", None)
-    slot = st.container()  # every run, as in hand_over_session: nothing below moves
+    slot = st.container()  # one element every run (ui.classroom.page_script): nothing moves
     if code:
         with slot:
-            st.html(sign_out_html(code), unsafe_allow_javascript=True)
+            page_script(sign_out_html(code))
             remember_in_browser(teacher_cookie(code), None)  # a key an older lab kept
 
 

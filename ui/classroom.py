@@ -505,15 +505,20 @@ def remember_in_browser(name: str, value: str | None) -> None:
     session. Streamlit lets a page send no Set-Cookie header, so the page's script sets it
     and removes itself; the server reads it back from the next connection
     (st.context.cookies)."""
-    # One element every call, sent or not: a run that sent the script and the next that did
-    # not would place everything after it differently, and Streamlit shows the old run's
-    # elements beside the new ones until the new run ends (a student's exercise, twice).
-    slot = st.empty()
     done = st.session_state.setdefault("_class_cookies", {})
-    if done.get(name) == value:
-        return
+    sent = done.get(name) == value
     done[name] = value
-    slot.html(cookie_html(name, value), unsafe_allow_javascript=True)
+    page_script(None if sent else cookie_html(name, value))
+
+
+def page_script(html: str | None) -> None:
+    """A one-time page script (``html``; None: none this run) in a slot drawn every run: a
+    run that drew a script and the next that did not would place everything after it
+    differently, and Streamlit shows the old run's elements beside the new ones until the new
+    run ends (the teacher's key panel, a student's exercise, twice)."""
+    slot = st.empty()
+    if html is not None:
+        slot.html(html, unsafe_allow_javascript=True)
 
 
 def cookie_html(name: str, value: str | None) -> str:

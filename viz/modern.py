@@ -30,13 +30,15 @@ def _esc(text: str) -> str:
 QK_PANELS_A_ROW = 3  # a phone's 390 px hold three panels' ticks; five ran together
 
 
-def _legend_top(fig: go.Figure, height: int, top: int = 40, above: int = 6) -> go.Figure:
+def _legend_top(
+    fig: go.Figure, height: int, top: int = 40, above: int = 6, bottom: int = 10
+) -> go.Figure:
     """The legend in one row above the plot, ``above`` pixels over it (subplot titles sit in
     the first ~24 px, so figures with them pass more)."""
-    y = 1 + above / max(1, height - top - 10)  # paper coordinates of the plot area
+    y = 1 + above / max(1, height - top - bottom)  # paper coordinates of the plot area
     fig.update_layout(
         height=height,
-        margin=dict(l=10, r=10, t=top, b=10),
+        margin=dict(l=10, r=10, t=top, b=bottom),
         legend=dict(orientation="h", yanchor="bottom", y=y, xanchor="left", x=0),
     )
     return fig
@@ -203,9 +205,7 @@ def qk_distance_figure(
         fig.update_yaxes(title=_esc(y_title), row=row, col=1)
     # the legend above the first row's titles, with room for a second line on a phone; the
     # last row's distance title (two lines in a third of a phone) below it
-    _legend_top(fig, height * n_rows, top=140, above=52)
-    fig.update_layout(margin_b=70)
-    return fig
+    return _legend_top(fig, height * n_rows, top=140, above=52, bottom=70)
 
 
 def _spaced_labels(angles: list[float], gap: float = 0.35) -> list[bool]:
