@@ -1,5 +1,5 @@
 """A tiny LLaMA-type folder typed into the sidebar, then the explorer's stages, a decoding step
-and the logit lens in a real browser, in English and Korean: one session, pages switched
+and the logit lens in a real browser, in Korean: one session, pages switched
 from the sidebar as a reader would."""
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def go_to(page, nav_key: str, title_key: str, lang: str) -> None:
     settled(page)
 
 
-@pytest.mark.parametrize("lang", ["en", "ko"])
+# one language: the words change, not the behaviour (the page sweep holds every page's
+# words in both, tests/e2e/test_accessibility.py)
+@pytest.mark.parametrize("lang", ["ko"])  # tests/e2e/test_browser_your_model.py: LLaMA in English
 def test_a_llama_folder_in_the_explorer_decoding_and_mechanisms(
     page, llama, artifacts_dir, screenshot_whole_page, lang
 ):
