@@ -163,7 +163,7 @@ OVERFLOW_JS = """() => {
 # overlap, rotated ones whose parallel lines lie closer than 0.6 of their font size (the
 # letters touch; a rotated label's box is larger than its letters, so boxes cannot say). The
 # FFN's 16 fixed ticks of 1,536 units and a five-panel row, at 390 px, ran together so.
-TICKS_TOGETHER_JS = """() => {
+TICKS_TOGETHER_JS = r"""() => {
   const out = [];
   for (const chart of document.querySelectorAll('[data-testid=stPlotlyChart]')) {
     if (!chart.getBoundingClientRect().width) continue;
