@@ -146,6 +146,14 @@ def assert_logits_match(ours: torch.Tensor, kept: dict, atol=1e-4, rtol=1e-4) ->
 # --- what transformers answers -------------------------------------------------------------
 
 
+def _tokenizer(path: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(
+        str(path.parent), gguf_file=path.name, local_files_only=True
+    )
+
+
 def _causal_lm(path: Path):
     from transformers import AutoModelForCausalLM
 
@@ -160,11 +168,7 @@ def _causal_lm(path: Path):
 
 def smollm2_answer(path: Path, inputs: dict) -> dict:
     """transformers' ids for every text, logits for a few, and its greedy tokens."""
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(
-        str(path.parent), gguf_file=path.name, local_files_only=True
-    )
+    tok = _tokenizer(path)
     model = _causal_lm(path)
     ids = {name: tok(text)["input_ids"] for name, text in inputs["ids"].items()}
     with torch.inference_mode():
@@ -183,9 +187,7 @@ def smollm2_answer(path: Path, inputs: dict) -> dict:
 def gemma3_tokenizer_answer(path: Path, texts: list[str]) -> dict:
     """transformers' ids and decoded text for each text (it builds its GGUF tokenizer of
     262,144 tokens in 25 s to two minutes)."""
-    from transformers import AutoTokenizer
-
-    ref = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    ref = _tokenizer(path)
     out = {}
     for text in texts:
         ids = ref(text)["input_ids"]
@@ -195,9 +197,7 @@ def gemma3_tokenizer_answer(path: Path, texts: list[str]) -> dict:
 
 def gemma3_model_answer(path: Path, inputs: dict) -> dict:
     """transformers' ids and logits for each text, and its greedy tokens after the prompt."""
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    tok = _tokenizer(path)
     ids = {text: tok(text)["input_ids"] for text in inputs["texts"]}
     prompt = tok(inputs["prompt"])["input_ids"]
     del tok
@@ -245,8 +245,10 @@ def _recorders() -> dict:
 def main(argv: list[str] | None = None) -> int:
     recorders = _recorders()
     parser = argparse.ArgumentParser(prog="python -m tests.references", description=__doc__)
-    parser.add_argument("names", nargs="*", choices=[[], *recorders], default=[])
+    parser.add_argument("names", nargs="*", help=f"any of {', '.join(recorders)} (default: all)")
     names = parser.parse_args(argv).names or list(recorders)
+    if unknown := [n for n in names if n not in recorders]:
+        parser.error(f"no recorded answer named {', '.join(unknown)}")
     for name in names:
         model, inputs, answer = recorders[name]
         path = gguf_cache.shipped_gguf(model)
