@@ -122,10 +122,14 @@ class Decoder(nn.Module):
         rec: Recorder | None = None,
         cache: dict | None = None,
         head_mask: HeadMask | None = None,
+        n_layers: int | None = None,
     ) -> torch.Tensor:
+        """``n_layers``: the first n layers alone, without the final norm (a view that reads
+        only early layers; the output head needs them all)."""
         if rec is not None:
             rec.add_residual("decoder", y)
-        for i, layer in enumerate(self.layers):
+        layers = self.layers if n_layers is None else self.layers[:n_layers]
+        for i, layer in enumerate(layers):
             layer_cache = None if cache is None else cache["layers"][i]
             y = layer(
                 y,
@@ -139,7 +143,7 @@ class Decoder(nn.Module):
             )
             if rec is not None:
                 rec.add_residual("decoder", y)
-        if self.final_norm is not None:
+        if self.final_norm is not None and len(layers) == len(self.layers):
             h = self.final_norm(y)
             if rec is not None:
                 rec.add_norm("decoder.final", y, h)
@@ -370,10 +374,13 @@ class DecoderModel(_Model):
         rec: Recorder | None = None,
         cache: dict | None = None,
         head_mask: HeadMask | None = None,
+        n_layers: int | None = None,
     ) -> torch.Tensor:
-        """Ids [B, L] -> the decoder stack's output [B, L, d_model], before the output head."""
+        """Ids [B, L] -> the decoder stack's output [B, L, d_model], before the output head;
+        ``n_layers``: the output of the first n layers instead (Decoder.forward)."""
         self_mask, _, offset = self._decoder_masks(ids, cache, None, spec=True)
-        return self.decoder(self.embed(ids, offset), self_mask, None, None, rec, cache, head_mask)
+        y = self.embed(ids, offset)
+        return self.decoder(y, self_mask, None, None, rec, cache, head_mask, n_layers)
 
     def forward(
         self,
@@ -384,12 +391,16 @@ class DecoderModel(_Model):
         head_mask: HeadMask | None = None,
         summed_blocks: int = 0,
         logits: bool = True,
+        n_layers: int | None = None,
     ) -> ModelOutput:
         """``logits=False``: the record alone, no output head (Gemma 3's 262k-token head over
-        1,024 positions is more work than its 18 layers, and 1 GiB of float32 logits)."""
+        1,024 positions is more work than its 18 layers, and 1 GiB of float32 logits).
+        ``n_layers`` (only with ``logits=False``): the record of the first n layers alone."""
+        if n_layers is not None and logits:
+            raise ValueError("the output head reads the last layer: n_layers needs logits=False")
         rec = Recorder(summed_blocks=summed_blocks, stages=stages) if trace or stages else None
         if not logits:
-            self.hidden(ids, rec, None, head_mask)
+            self.hidden(ids, rec, None, head_mask, n_layers)
             return ModelOutput(None, rec)
         return ModelOutput(self.decode(ids, rec, None, head_mask), rec)
 

@@ -190,12 +190,14 @@ class HFLabModel:
         stages: bool = False,
         max_new_tokens: int | None = None,
         predictions: bool = True,
+        n_layers: int | None = None,
     ) -> Trace:
         """Attention of every layer and head, teacher-forced on ``target`` or the greedy output.
 
         ``stages`` and ``predictions`` are accepted for LabModel's signature; transformers
         does not expose the stages, so ``Trace.stages``, ``norms`` and ``residual_norms``
-        stay empty, and its traces keep no predictions either way.
+        stay empty, and its traces keep no predictions either way. ``n_layers``: a
+        decoder-only trace keeps its first n layers (transformers still runs them all).
         """
         enc = self._encoded(text)
         tok = self.tgt_tokenizer
@@ -210,7 +212,8 @@ class HFLabModel:
             seq = (enc.ids + continuation)[: self.max_len]
             out = self.hf_model(input_ids=self._tensor(seq), output_attentions=True)
             masks = {"decoder": causal_mask(len(seq))}  # a causal LM: transformers' own rule
-            return Trace([], tok.tokens(seq), {"decoder": _stack(out.attentions)}, masks=masks)
+            maps = _stack(out.attentions[:n_layers])
+            return Trace([], tok.tokens(seq), {"decoder": maps}, masks=masks)
         # Decoder input is the output shifted right: <start> y1 .. yn.
         dec_in = [self.decoder_start_id, *continuation][: self.max_len]
         out = self.hf_model(

@@ -141,6 +141,7 @@ class LabModel:
         head_mask: HeadMask | None = None,
         max_new_tokens: int | None = None,
         predictions: bool = True,
+        n_layers: int | None = None,
     ) -> Trace:
         """Run ``text`` through the traced path and return everything it recorded.
 
@@ -148,8 +149,11 @@ class LabModel:
         otherwise on their own greedy output (at most ``max_new_tokens``; 0 = the prompt's
         own map), so the picture shows what the model produces. ``predictions=False``: a
         decoder-only model skips its output head, and the trace has no ``predictions`` (for
-        a view of the attention alone over a long text).
+        a view of the attention alone over a long text); ``n_layers`` then keeps the first n
+        layers alone (a view of early layers need not run the rest).
         """
+        if n_layers is not None and (self.kind != "decoder" or predictions):
+            raise ValueError("n_layers is for a decoder-only trace with predictions=False")
         enc = self.encode(text)
         if not enc.ids:  # a pretrained tokenizer adds no <bos> of its own to an empty text
             raise ValueError("the text is empty: type a sentence first")
@@ -190,6 +194,7 @@ class LabModel:
             head_mask=head_mask,
             summed_blocks=summed_blocks_for(len(seq), self.device),
             logits=predictions,
+            n_layers=n_layers,
         )
         return out.trace(0, [], tgt.tokens(seq), seq)
 

@@ -97,6 +97,28 @@ def test_a_trace_without_predictions_skips_the_head_and_keeps_every_map():
     torch.testing.assert_close(maps_only.attention["decoder"], whole.attention["decoder"])
 
 
+def test_a_trace_of_the_first_layers_keeps_their_maps_and_runs_no_further():
+    """The window view needs Gemma 3's first 6 layers of 18 (up to the first global one):
+    the maps it keeps are the whole trace's, and a trace with predictions refuses the cut
+    (its output head reads the last layer)."""
+    torch.manual_seed(3)
+    cfg = TransformerConfig(
+        kind="decoder",
+        src_vocab_size=len(WORDS),
+        tgt_vocab_size=len(WORDS),
+        n_decoder_layers=3,
+        dropout=0.0,
+        max_len=16,
+    )
+    lm = LabModel("decoder", build_model(cfg), WordTokenizer(bos=True), device="cpu")
+    whole = lm.trace("a b c d", max_new_tokens=0, predictions=False)
+    first = lm.trace("a b c d", max_new_tokens=0, predictions=False, n_layers=2)
+    assert whole.attention["decoder"].shape[0] == 3 and first.attention["decoder"].shape[0] == 2
+    torch.testing.assert_close(first.attention["decoder"], whole.attention["decoder"][:2])
+    with pytest.raises(ValueError, match="predictions=False"):
+        lm.trace("a b c d", max_new_tokens=0, n_layers=2)
+
+
 def test_encoder_only_models_trace_but_refuse_to_generate():
     lm = lab("encoder")
     assert lm.trace("a b").attention["encoder"].shape == (2, 4, 2, 2)
