@@ -4,8 +4,9 @@
 
 Runs pytest as `make test` does (``-n 2 --dist loadgroup``, every test) with
 ``--durations=10``, and records the wall time, the machine's load average before and after
-(a busy machine stretches every figure: compare runs with their load), pytest's own summary
-line and its ten slowest test phases. Each label keeps its newest run, so the file holds the
+(a busy machine stretches every figure: compare runs with their load), the machine's speed
+before and after (``machine_speed``), pytest's own summary line and its ten slowest test
+phases. Each label keeps its newest run, so the file holds the
 suite before and after a change side by side; docs/benchmarks.md shows it (bench.reportmd).
 The run is the measurement: it is never part of `make bench`, which would double its time.
 """
@@ -50,9 +51,41 @@ def summary_line(output: str) -> tuple[str, float | None]:
     return "", None
 
 
+# A fixed piece of the suite's kind of work on one core: Python bytecode (the tests, Streamlit's
+# script runs) and a single-threaded float32 matmul (the models). 0.7-0.8 s on this project's
+# 2-core machines; printed in seconds, the best of three.
+_SPEED_PROBE = """
+import time, torch
+torch.set_num_threads(1)
+a = torch.randn(384, 384)
+best = float("inf")
+for _ in range(3):
+    start = time.perf_counter()
+    total = 0
+    for i in range(1_500_000):
+        total += i * i % 7
+    for _ in range(150):
+        a = torch.tanh(a @ a)
+    best = min(best, time.perf_counter() - start)
+print(round(best, 3))
+"""
+
+
+def machine_speed() -> float:
+    """Wall seconds of a fixed one-core workload (``_SPEED_PROBE``) in a fresh interpreter:
+    more on a slower or busier machine. Nearly the same code's suite took 10 min 34 s and
+    14 min 51 s on this host on different days: a run's time means something only beside
+    its speed."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SPEED_PROBE], capture_output=True, text=True, check=True
+    )
+    return float(done.stdout.strip())
+
+
 def measure(label: str, target: str, pytest_args: list[str]) -> dict:
     """One run of pytest with ``pytest_args``, timed from outside, with the machine's load."""
     command = [sys.executable, "-m", "pytest", "--durations=10", "-q", *pytest_args]
+    speed_before = machine_speed()
     load_before = list(os.getloadavg())
     start = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
@@ -71,6 +104,7 @@ def measure(label: str, target: str, pytest_args: list[str]) -> dict:
         "cores": os.cpu_count(),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "speed_s": [speed_before, machine_speed()],
         "slowest": slowest(output),
     }
 
@@ -107,16 +141,21 @@ def markdown(runs: list[dict]) -> list[str]:
         "average (1, 5, 15 min) before and after: on a shared machine the load, not the code, "
         "can double a figure. *pytest*: pytest's own time (the budget: "
         + ", ".join(f"`{k}` ≤ {_minutes(v)}" for k, v in BUDGET_S.items())
-        + "); *wall*: with the interpreter's start and collection.",
+        + "); *wall*: with the interpreter's start and collection; *speed*: seconds of a fixed "
+        "one-core workload before and after the run (`bench.suitetime.machine_speed`: more is "
+        "a slower machine; runs compare fairly at the same speed, and runs recorded before "
+        "2026-12-02 have none).",
         "",
-        "| run | target | date | pytest | wall | result | cores | load before → after |",
-        "|---|---|---|---:|---:|---|---:|---|",
+        "| run | target | date | pytest | wall | result | cores | load before → after "
+        "| speed before → after |",
+        "|---|---|---|---:|---:|---|---:|---|---|",
     ]
     for r in runs:
+        speed = " → ".join(f"{s:.2f} s" for s in r["speed_s"]) if r.get("speed_s") else "—"
         out.append(
             f"| {r['label']} | `{r['target']}` | {r['date'][:16].replace('T', ' ')} "
             f"| {_minutes(r['pytest_s'])} | {_minutes(r['wall_s'])} | {r['summary'] or 'failed'} "
-            f"| {r['cores']} | {r['load_average_before']} → {r['load_average_after']} |"
+            f"| {r['cores']} | {r['load_average_before']} → {r['load_average_after']} | {speed} |"
         )
     for r in runs:
         if r.get("note"):

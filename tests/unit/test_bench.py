@@ -372,12 +372,15 @@ def test_the_suite_timing_reads_pytests_slowest_tests_and_keeps_one_run_per_labe
     }
     suitetime.record(run, path)
     suitetime.record({**run, "pytest_s": 1800.0}, path)  # the same label again: replaced
-    suitetime.record({**run, "label": "after", "date": "2026-11-27T17:45:00+00:00"}, path)
+    after = {**run, "label": "after", "date": "2026-11-27T17:45:00+00:00", "speed_s": [0.74, 0.8]}
+    suitetime.record(after, path)
     runs = suitetime.recorded(path)
     assert [(r["label"], r["pytest_s"]) for r in runs] == [("before", 1800.0), ("after", 1880.0)]
     text = "\n".join(suitetime.markdown(runs))
     assert "| before | `make test` | 2026-11-27 16:00 | 30 min 00 s |" in text
-    assert "[2.0, 2.0, 2.0] → [3.0, 2.5, 2.0]" in text
+    # the machine's speed beside the load; a run recorded before it was measured has none
+    assert "[2.0, 2.0, 2.0] → [3.0, 2.5, 2.0] | — |" in text
+    assert "[3.0, 2.5, 2.0] | 0.74 s → 0.80 s |" in text
     assert "| 61.2 | call | `tests/e2e/test_sweep.py::test_every_page[ko]` |" in text
     assert suitetime.markdown([]) == []
 
