@@ -187,6 +187,36 @@ def test_the_cache_grows_one_row_per_step_and_equals_recomputation(model):
     assert lead("modern.cache.equal") in texts(at.success)
 
 
+def test_the_cache_check_shows_the_largest_logit_gap_of_the_steps_so_far():
+    """The number in "equal to recomputation" is the largest |logit| gap over the steps shown:
+    the page's kept gaps are those of two greedy decodes recomputed here (with the cache and
+    without; float32 rounding apart), and the message shows their maximum for each step."""
+    import torch
+
+    from model.runtime.decoding import greedy_decode
+    from ui.models import load
+    from ui.modern import cache_run
+
+    at = open_page(mcmodel="en2ko")
+    ok(at)
+    text = at.text_input(key="mctext").value
+    lm = load("en2ko", "auto")
+    run = cache_run("en2ko", "auto", text)  # the page's own run, from the cache it filled
+    ids = torch.tensor([lm.encode(text).ids])
+    bos, eos = lm.tgt_tokenizer.bos_id, lm.tgt_tokenizer.eos_id
+    cache = lm.network.new_cache()
+    _, cached = greedy_decode(lm.network, ids, bos, eos, len(run.generated), True, cache)
+    _, full = greedy_decode(lm.network, ids, bos, eos, len(run.generated), use_cache=False)
+    gaps = (cached[0] - full[0]).abs().amax(dim=-1)
+    assert len(run.logit_gap) == len(run.generated) > 1
+    assert run.logit_gap.tolist() == pytest.approx(gaps.tolist(), abs=1e-5)
+    for step in (1, 2, len(run.generated)):
+        at.slider(key="mcstep").set_value(step).run()
+        ok(at)
+        said = f"{float(run.logit_gap[:step].max()):.1e}"
+        assert said in texts(at.success), (step, said, texts(at.success))
+
+
 @pytest.fixture(scope="module")
 def sentence_box_page():
     """One open page per sentence box and language, as a student keeps it: each bad text is
