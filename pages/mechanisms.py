@@ -491,7 +491,7 @@ def show_lens() -> None:
         k = st.slider(t("mech.lens.k"), 1, 10, 5, key="mlens_k")
         with st.spinner(t("explorer.running")):
             lens = cached_lens(name, device, text, k)
-        labels = layer_labels(len(lens.probs) - 1)
+        labels = layer_labels(len(lens.layers) - 1)
         top1 = [[row[0] for row in layer] for layer in lens.top_tokens]
         lens_chart = drawn(
             grid_heatmap(

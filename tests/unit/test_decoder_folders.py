@@ -20,6 +20,7 @@ from model.analysis.walkthrough import walkthrough
 from model.hf.decoder import transformers_causal_lm
 from model.hf.fallback import HFLabModel
 from tests.hf_folders import DECODER_TYPES, build_decoder_folder
+from tests.lens_check import assert_lens_ends_in_the_models_output
 
 TEXT = "the cat sat on the mat"
 TARGET = " a dog ran in the park"
@@ -176,7 +177,7 @@ def test_lens_runner_and_attribution_read_these_models(models, name):
     # The final stream as a sum of parts, through RMSNorm / LayerNorm, gives every logit.
     close(sum(r.parts.values()) @ output_matrix(lm.network).T, r.logits)
     lens = logit_lens(lm, TEXT, k=3)
-    torch.testing.assert_close(lens.probs[-1], lens.model_probs, atol=1e-6, rtol=0)
+    assert_lens_ends_in_the_models_output(lm, lens, TEXT)
     a = attribute(lm, TEXT)
     assert sum(h.direct for h in a.heads) + a.rest == pytest.approx(a.logit, abs=1e-3)
     assert len(a.heads) == 2 * lm.config.n_heads

@@ -28,6 +28,7 @@ from model.masks import MaskSpec, within_window
 from model.positional import rope_table, rotate
 from model.transformer import Embeddings, scale_in
 from tests.hf_folders import GEMMA3_LAYER_TYPES, build_gemma3_folder
+from tests.lens_check import assert_lens_ends_in_the_models_output
 
 TEXT = "the cat sat on the mat"
 TARGET = " and a dog ran in the park every day, attention is all you need"
@@ -332,7 +333,7 @@ def test_the_runner_head_scan_patching_lens_and_walkthrough_read_gemma(models, i
     assert patched.by_position.shape[0] == 5  # the embeddings and after each of 4 layers
     assert patched.by_position.shape[1] > WINDOW
     lens = logit_lens(lm, TEXT + TARGET, k=3)
-    torch.testing.assert_close(lens.probs[-1], lens.model_probs, atol=1e-6, rtol=0)
+    assert_lens_ends_in_the_models_output(lm, lens, TEXT + TARGET)
     for layer in (SLIDING[0], GLOBAL):
         wt = walkthrough(lm, TEXT + TARGET, layer=layer)
         assert wt.agrees(), (layer, wt.weights_error(), wt.out_error())

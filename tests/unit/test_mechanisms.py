@@ -13,6 +13,7 @@ from model.analysis.patching import PatchingError, patch
 from model.runtime.lab import LabModel
 from model.runtime.tokenizer import task_tokenizers
 from model.tasks import sort
+from tests.lens_check import assert_lens_ends_in_the_models_output
 from tests.tolerance import assert_close_f32, f32_tolerance
 
 PAIRS = {
@@ -79,13 +80,12 @@ def test_the_logit_lens_last_layer_is_the_models_own_distribution(model):
     text = PAIRS[lm.name][0][0]
     lens = logit_lens(lm, text, k=3)
     n_layers = lm.config.n_decoder_layers
-    assert lens.probs.shape[:2] == (n_layers + 1, len(lens.tokens))
-    assert_close_f32(lens.probs[-1], lens.model_probs, atol=1e-6)
+    assert lens.top_probs.shape == (n_layers + 1, len(lens.tokens), 3)
+    assert lens.answer_prob.shape == (n_layers + 1, len(lens.tokens))
+    assert_lens_ends_in_the_models_output(lm, lens, text)
     trace = lm.trace(text)  # the same positions and the same outputs as the traced path
     assert lens.tokens == trace.tgt_tokens
-    top = trace.predictions.top_ids.shape[1]
-    assert_close_f32(lens.model_probs.topk(top, -1).values, trace.predictions.top_probs, atol=1e-5)
-    assert lens.answer_prob[-1].tolist() == pytest.approx(lens.model_probs.max(-1).values.tolist())
+    assert_close_f32(lens.top_probs[-1], trace.predictions.top_probs[:, :3], atol=1e-5)
     assert lens.top_tokens[-1][-1][0] == lens.answer[-1]
     assert (lens.top_probs[..., :-1] >= lens.top_probs[..., 1:]).all()  # best first
 
@@ -93,8 +93,8 @@ def test_the_logit_lens_last_layer_is_the_models_own_distribution(model):
 def test_the_logit_lens_reads_a_pre_ln_stream_through_the_final_norm():
     lm = _random_lab("pre", 0)
     lens = logit_lens(lm, "3 1 2", continuation=[5, 6])
-    assert_close_f32(lens.probs[-1], lens.model_probs, atol=1e-6)
-    assert not torch.allclose(lens.probs[0], lens.probs[-1])
+    assert_lens_ends_in_the_models_output(lm, lens, "3 1 2", continuation=[5, 6])
+    assert not torch.allclose(lens.top_probs[0], lens.top_probs[-1])
 
 
 @pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
