@@ -121,15 +121,26 @@ def attribute(
         step = (a + eye) / (a + eye).sum(-1, keepdim=True)
         return float((step @ before)[position, relevant])
 
+    # The prediction after ``position`` reads no later token (the decoder is causal), so each
+    # ablated pass runs on the prefix up to it and sends that one row through the output
+    # head: SmolLM2's 270 passes over a prompt and its continuation, every row through a
+    # 49k-token head, took 84 s. The encoder's memory is the same for every decoder or
+    # cross head switched off: computed once.
+    prefix = inputs.ids[:, : position + 1]
+    memory = None if inputs.src_ids is None else net.encode(inputs.src_ids)
+
+    def ablated_logits(off: dict) -> torch.Tensor:
+        if memory is None:
+            return net.decode(prefix, head_mask=off, last_only=True)[0, -1]
+        return net.decode(prefix, *memory, head_mask=off, last_only=True)[0, -1]
+
     rows = []
     for kind in ("decoder", "cross"):
         if kind not in attn:
             continue
         for layer in range(attn[kind].shape[0]):
             for head in range(attn[kind].shape[1]):
-                off = lm.head_mask(off=[(kind, layer, head)])
-                args = (inputs.ids,) if inputs.src_ids is None else (inputs.src_ids, inputs.ids)
-                ablated = net(*args, head_mask=off).logits[0, position].double()
+                ablated = ablated_logits(lm.head_mask(off=[(kind, layer, head)])).double()
                 key = relevant_src if kind == "cross" else relevant
                 rows.append(
                     HeadRow(

@@ -180,6 +180,26 @@ def test_all_heads_plus_the_rest_add_up_to_the_answers_logit(model):
         assert math.isfinite(h.ablation_loss) and math.isfinite(h.ablation_logit)
 
 
+def test_a_heads_ablation_effect_is_that_of_switching_it_off_in_the_whole_forward(model):
+    """Each ablated pass runs on the prefix up to the position and reads one row of logits:
+    the effects are those of the full-length forward with the head switched off (the default
+    position has later tokens, the continuation, which the prefix leaves out)."""
+    from model.analysis.lens import decoder_inputs
+
+    _, lm = model
+    text = PAIRS[lm.name][0][0]
+    a = attribute(lm, text)
+    inputs = decoder_inputs(lm, text)
+    assert a.position < inputs.ids.shape[1] - 1  # tokens after it, which the prefix leaves out
+    with torch.no_grad():
+        whole = _forward(lm, inputs.ids, inputs.src_ids)[0, a.position].double()
+        for h in a.heads[:: max(1, len(a.heads) // 6)]:  # six heads, every layer's kinds
+            off = lm.head_mask(off=[(h.kind, h.layer, h.head)])
+            ablated = _forward(lm, inputs.ids, inputs.src_ids, head_mask=off)[0, a.position]
+            effect = float(ablated.double()[a.answer_id] - whole[a.answer_id])
+            assert h.ablation_logit == pytest.approx(effect, abs=f32_tolerance(1e-5, a.logit))
+
+
 @pytest.mark.slow  # among the slowest of its folder (docs/benchmarks.md, the suite)
 def test_attribution_works_for_every_position_of_an_untrained_model():
     lm = _random_lab("post", 64)
