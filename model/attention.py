@@ -600,6 +600,13 @@ def tiled_attention(
     return out
 
 
+def switch_heads(heads: torch.Tensor, head_mask: torch.Tensor) -> torch.Tensor:
+    """Each head's output [B, H, L, d_k] times its switch: ``head_mask`` [H] for every
+    sentence alike, or [B, H] a sentence each (a batch of ablations, one head off in each)."""
+    m = head_mask.to(heads.dtype)
+    return heads * m.view(m.shape[0] if m.dim() == 2 else 1, -1, 1, 1)
+
+
 def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     """[B, G, L, d] -> [B, G·groups, L, d]: each key/value head serves ``groups`` query heads
     in a row (query head h reads key/value head h // groups)."""
@@ -816,7 +823,8 @@ class MultiHeadAttention(nn.Module):
         ``block_sums`` at that many blocks a side (``sum_blocks``), summed in the same pass; with
         ``norm_stages``, also QK-norm's input and output).
         cache / static_kv: see ``project``. mask: bool tensor or MaskSpec.
-        head_mask [H]: multiplies each head's output (0 switches a head off).
+        head_mask [H], or [B, H] a sentence each: multiplies each head's output (0 switches
+        a head off; ``switch_heads``).
         """
         p = self.dropout if self.training else 0.0
         if record or not (need_weights or return_stages):
@@ -828,7 +836,7 @@ class MultiHeadAttention(nn.Module):
             else:
                 heads = _fast_attention(q, k, v, mask, p, bias, self.scale)
             if head_mask is not None:
-                heads = heads * head_mask.to(heads.dtype).view(1, -1, 1, 1)
+                heads = switch_heads(heads, head_mask)
             qk = None
             if record:  # detached only where autograd tracks them (training, not a trace)
                 qk = QK(*(t.detach() if t.requires_grad else t for t in (q, k)), self.alibi)
@@ -844,7 +852,7 @@ class MultiHeadAttention(nn.Module):
             q, k, v, mask, dropout_p=p, return_stages=return_stages, bias=bias, scale=self.scale
         )
         if head_mask is not None:
-            heads = heads * head_mask.to(heads.dtype).view(1, -1, 1, 1)
+            heads = switch_heads(heads, head_mask)
         out = self.out_proj(self.merge_heads(heads))
         if return_stages:
             return AttentionOutput(out, weights.weights, stages=weights)

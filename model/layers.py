@@ -228,7 +228,7 @@ class EncoderLayer(nn.Module):
         mask: MaskSpec | torch.Tensor | None,  # [B, 1, L, L]
         rec: Recorder | None = None,
         name: str = "encoder.0",
-        head_mask: dict[str, torch.Tensor] | None = None,  # kind -> [H]
+        head_mask: dict[str, torch.Tensor] | None = None,  # kind -> [H], or [B, H]
     ) -> torch.Tensor:
         def attend(h: torch.Tensor) -> torch.Tensor:
             if rec is not None:
@@ -283,7 +283,7 @@ class DecoderLayer(nn.Module):
         rec: Recorder | None = None,
         name: str = "decoder.0",
         cache: dict | None = None,
-        head_mask: dict[str, torch.Tensor] | None = None,  # kind -> [H]
+        head_mask: dict[str, torch.Tensor] | None = None,  # kind -> [H], or [B, H]
     ) -> torch.Tensor:
         traced = rec is not None
         head_mask = head_mask or {}

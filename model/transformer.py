@@ -21,7 +21,8 @@ from model.masks import MaskSpec, mask_spec
 from model.positional import build_positional
 from model.trace import Recorder, Trace
 
-HeadMask = dict[str, torch.Tensor]  # kind ("encoder" | "decoder" | "cross") -> [layers, H]
+# kind ("encoder" | "decoder" | "cross") -> [layers, H], or [layers, B, H] a sentence each
+HeadMask = dict[str, torch.Tensor]
 
 
 class Embeddings(nn.Module):

@@ -162,6 +162,20 @@ def test_head_mask_switches_one_head_off_and_all_ones_changes_nothing():
     torch.testing.assert_close(changed, mha.out_proj(mha.merge_heads(heads)))
 
 
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_a_head_mask_per_sentence_switches_each_sentences_own_head(need_weights):
+    """[B, H]: a batch of ablations, one head off in each sentence (head attribution), gives
+    each sentence what the [H] mask of its own head gives it alone, on either path."""
+    mha = MultiHeadAttention(AttentionConfig(16, 4)).eval()
+    x = torch.randn(1, 5, 16).expand(4, -1, -1)
+    mask = torch.ones(4, 4) - torch.eye(4)  # sentence j without head j
+    batched = mha(x, x, x, head_mask=mask, need_weights=need_weights).output
+    for j in range(4):
+        alone = mha(x[:1], x[:1], x[:1], head_mask=mask[j], need_weights=need_weights).output
+        torch.testing.assert_close(batched[j : j + 1], alone)
+    assert not torch.allclose(batched[0], batched[1])
+
+
 def test_d_model_not_divisible_by_heads_is_refused_clearly():
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(AttentionConfig(10, 3))
