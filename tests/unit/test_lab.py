@@ -39,7 +39,7 @@ class WordTokenizer:
         return " ".join(WORDS[i] for i in ids if WORDS[i] not in self.special_tokens)
 
 
-def lab(kind, max_len=16):
+def lab(kind, max_len=16, **sizes):
     torch.manual_seed(3)
     cfg = TransformerConfig(
         kind=kind,
@@ -47,6 +47,7 @@ def lab(kind, max_len=16):
         tgt_vocab_size=len(WORDS),
         dropout=0.0,
         max_len=max_len,
+        **sizes,
     )
     return LabModel(kind, build_model(cfg), WordTokenizer(bos=kind == "decoder"), device="cpu")
 
@@ -101,16 +102,7 @@ def test_a_trace_of_the_first_layers_keeps_their_maps_and_runs_no_further():
     """The window view needs Gemma 3's first 6 layers of 18 (up to the first global one):
     the maps it keeps are the whole trace's, and a trace with predictions refuses the cut
     (its output head reads the last layer)."""
-    torch.manual_seed(3)
-    cfg = TransformerConfig(
-        kind="decoder",
-        src_vocab_size=len(WORDS),
-        tgt_vocab_size=len(WORDS),
-        n_decoder_layers=3,
-        dropout=0.0,
-        max_len=16,
-    )
-    lm = LabModel("decoder", build_model(cfg), WordTokenizer(bos=True), device="cpu")
+    lm = lab("decoder", n_decoder_layers=3)
     whole = lm.trace("a b c d", max_new_tokens=0, predictions=False)
     first = lm.trace("a b c d", max_new_tokens=0, predictions=False, n_layers=2)
     assert whole.attention["decoder"].shape[0] == 3 and first.attention["decoder"].shape[0] == 2
