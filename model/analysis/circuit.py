@@ -252,12 +252,12 @@ def run(
     return st.run
 
 
-def unembed(network, x: torch.Tensor) -> torch.Tensor:
-    """The decoder's way out: final LayerNorm (pre-LN models) and the output projection."""
-    network = check_network(network)
-    head = network.generator if isinstance(network, EncoderDecoderModel) else network.head
-    norm = network.decoder.final_norm
-    return head(x if norm is None else norm(x))
+def unembed(network, x: torch.Tensor, vocab: slice = slice(None)) -> torch.Tensor:
+    """The decoder's way out: final LayerNorm (pre-LN models) and the output projection;
+    ``vocab``: only those rows of the output matrix, a slice of the logits (the logit lens
+    reads a 262k-token vocabulary a slice at a time)."""
+    norm = check_network(network).decoder.final_norm
+    return (x if norm is None else norm(x)) @ output_matrix(network)[vocab].T
 
 
 def output_matrix(network) -> torch.Tensor:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from model.analysis.circuit import check_network, output_matrix, run
+from model.analysis.circuit import check_network, output_matrix, run, unembed
 from model.analysis.tokens import token_names
 from model.runtime.lab import LabModel
 
@@ -26,18 +26,16 @@ def read_out(
     position [R, L]. The vocabulary is taken VOCAB_SLICE rows of the output matrix at a
     time, keeping a running log-sum-exp and top-k: the whole [R, L, vocab] was 900 MiB for
     Gemma 3's 262k tokens, and a band of rows at a time re-read the matrix (slower)."""
-    norm = check_network(network).decoder.final_norm
-    x = stream if norm is None else norm(stream)
-    w = output_matrix(network)  # [vocab, D]
-    rows, length = x.shape[:2]
-    flat = x.reshape(rows * length, -1)  # one 2-D product a slice: a batched 3-D one was slower
+    rows, length = stream.shape[:2]
+    x = stream.reshape(rows * length, -1)  # one 2-D product a slice: a batched 3-D one was slower
+    vocab = output_matrix(network).shape[0]
     lse = torch.full((rows, length), -torch.inf, device=x.device)
     top_v = torch.empty(rows, length, 0, device=x.device)
     top_i = torch.empty(rows, length, 0, dtype=torch.long, device=x.device)
     answer = torch.empty(rows, length, device=x.device)
     positions = torch.arange(length, device=x.device)
-    for a in range(0, len(w), VOCAB_SLICE):
-        logits = (flat @ w[a : a + VOCAB_SLICE].T).float().view(rows, length, -1)  # [R, L, S]
+    for a in range(0, vocab, VOCAB_SLICE):
+        logits = unembed(network, x, slice(a, a + VOCAB_SLICE)).float().view(rows, length, -1)
         lse = torch.logaddexp(lse, torch.logsumexp(logits, dim=-1))
         v, i = logits.topk(min(k, logits.shape[-1]), dim=-1)
         top_v, order = torch.cat([top_v, v], -1).topk(min(k, top_v.shape[-1] + v.shape[-1]), -1)
@@ -107,17 +105,18 @@ def logit_lens(lm: LabModel, text: str, k: int = 5, continuation: list[int] | No
     r = run(network, inputs.ids, inputs.src_ids)
     answer_ids = r.logits[0].argmax(-1)  # [Lt]: the model's own prediction at each position
     stream = torch.stack([x[0] for x in r.resid["decoder"]])  # [layers + 1, Lt, D]
-    top_probs, top_ids_t, answer_prob = read_out(network, stream, answer_ids, max(1, k))
-    top_probs, top_ids_t, answer_prob = top_probs.cpu(), top_ids_t.cpu(), answer_prob.cpu()
+    top_probs, top_ids, answer_prob = (
+        t.cpu() for t in read_out(network, stream, answer_ids, max(1, k))
+    )
     tok = lm.tgt_tokenizer
-    names = iter(token_names(tok, top_ids_t.flatten().tolist()))  # each candidate read alone
-    top_tokens = [[[next(names) for _ in row] for row in layer] for layer in top_ids_t.tolist()]
+    names = iter(token_names(tok, top_ids.flatten().tolist()))  # each candidate read alone
+    top_tokens = [[[next(names) for _ in row] for row in layer] for layer in top_ids.tolist()]
     n = len(stream) - 1
     return Lens(
         tokens=inputs.tokens,
         src_tokens=inputs.src_tokens,
         layers=["embeddings", *[f"layer {i + 1}" for i in range(n)]],
-        top_ids=top_ids_t,
+        top_ids=top_ids,
         top_tokens=top_tokens,
         top_probs=top_probs,
         answer=token_names(tok, answer_ids.tolist()),
